@@ -1,0 +1,1 @@
+//! `quill bench commit` (to come).

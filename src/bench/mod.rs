@@ -1,0 +1,123 @@
+//! Benchmarks behind `quill bench`: each prints what it measured and how,
+//! and returns rows that serialise to JSON for scripts to check.
+//!
+//! * [`fsync`]: latency of one aligned 4 KiB write made durable, for every
+//!   sync method and every way of preparing the file: the physical limit of
+//!   one committer on this file system.
+//! * [`commit`]: append + commit loops over the redo log for every
+//!   combination of clients, commit mode, durability, async and injected
+//!   sync delay.
+
+pub mod commit;
+pub mod fsync;
+
+use serde::Serialize;
+
+/// Where and when a benchmark ran, recorded beside every result.
+#[derive(Clone, Debug, Serialize)]
+pub struct Machine {
+    /// `nproc`.
+    pub nproc: usize,
+    /// Kernel release (`uname -r`).
+    pub kernel: String,
+    /// File system type and backing device of the benchmark directory.
+    pub filesystem: String,
+    /// Total memory in GiB.
+    pub mem_gib: f64,
+    /// Host name.
+    pub hostname: String,
+}
+
+impl Machine {
+    /// Describe this machine, and the file system holding `dir`.
+    pub fn describe(dir: &std::path::Path) -> Machine {
+        let nproc = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        let mem_gib = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| {
+                m.lines()
+                    .find(|l| l.starts_with("MemTotal:"))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|kb| kb.parse::<f64>().ok())
+            })
+            .map_or(0.0, |kb| kb / 1024.0 / 1024.0);
+        Machine {
+            nproc,
+            kernel,
+            filesystem: filesystem_of(dir),
+            mem_gib,
+            hostname,
+        }
+    }
+}
+
+/// "ext4 on /dev/vda (/)" for the mount that holds `dir`, from /proc/mounts.
+fn filesystem_of(dir: &std::path::Path) -> String {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    let mut best: Option<(usize, String)> = None;
+    for line in mounts.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (Some(dev), Some(mnt), Some(fs)) = (f.first(), f.get(1), f.get(2)) else {
+            continue;
+        };
+        if dir.starts_with(mnt) && best.as_ref().is_none_or(|(len, _)| mnt.len() > *len) {
+            best = Some((mnt.len(), format!("{fs} on {dev} ({mnt})")));
+        }
+    }
+    best.map(|(_, s)| s).unwrap_or_else(|| "unknown".into())
+}
+
+/// Seconds since the Unix epoch, for result files.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The value at quantile `q` (0..=1) of `sorted`, nearest rank.
+pub fn quantile(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted.get(rank - 1).copied().unwrap_or(0)
+}
+
+/// Median of unsorted values.
+pub fn median(values: &[f64]) -> f64 {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let mid = n / 2;
+    if n % 2 == 1 {
+        v.get(mid).copied().unwrap_or(0.0)
+    } else {
+        (v.get(mid - 1).copied().unwrap_or(0.0) + v.get(mid).copied().unwrap_or(0.0)) / 2.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_and_medians() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(quantile(&v, 0.5), 50);
+        assert_eq!(quantile(&v, 0.99), 99);
+        assert_eq!(quantile(&v, 1.0), 100);
+        assert_eq!(quantile(&[], 0.5), 0);
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+}

@@ -1,0 +1,121 @@
+//! The crate-wide error type. Each layer has its own error enum (for example
+//! [`crate::io::IoError`]); they fold into [`Error`] with `From`, and every
+//! variant says where and what went wrong so a caller can report it without
+//! guessing.
+
+use std::path::PathBuf;
+
+/// Result alias used across Quill.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in Quill.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file operation failed (or a simulated fault fired).
+    #[error(transparent)]
+    Io(#[from] crate::io::IoError),
+
+    /// A file holds bytes that fail a checksum or a structural check.
+    #[error("corrupt {}: at offset {offset}: {reason}", file.display())]
+    Corrupt {
+        /// The file in which the damage was found.
+        file: PathBuf,
+        /// Byte offset within that file.
+        offset: u64,
+        /// What check failed.
+        reason: String,
+    },
+
+    /// A file is not a Quill file of the expected kind (wrong magic bytes).
+    #[error("{} is not a Quill {expected} (found magic {found:02x?})", file.display())]
+    Foreign {
+        /// The offending file.
+        file: PathBuf,
+        /// The kind of file that was expected.
+        expected: &'static str,
+        /// The first bytes found instead of the magic.
+        found: Vec<u8>,
+    },
+
+    /// A Quill file of a format version this build does not read.
+    #[error("{} has format version {found}; this build reads version {supported}", file.display())]
+    UnsupportedVersion {
+        /// The offending file.
+        file: PathBuf,
+        /// Version found in the file.
+        found: u32,
+        /// Version this build supports.
+        supported: u32,
+    },
+
+    /// The component failed earlier (a write or sync error) and refuses all
+    /// further work until it is reopened, which runs recovery. Nothing was
+    /// acknowledged after the failure.
+    #[error("log failed earlier and accepts no more work until reopened: {cause}")]
+    Poisoned {
+        /// The first failure, as text.
+        cause: String,
+    },
+
+    /// A request exceeded a stated maximum.
+    #[error("{what} is {actual}, over the maximum of {max}")]
+    LimitExceeded {
+        /// What was too large.
+        what: &'static str,
+        /// The size requested.
+        actual: u64,
+        /// The largest size allowed.
+        max: u64,
+    },
+
+    /// The redo log has no free space because the checkpoint did not advance.
+    #[error("redo log full: no checkpoint freed space within {waited_ms} ms")]
+    LogFull {
+        /// How long the append waited.
+        waited_ms: u64,
+    },
+
+    /// A caller passed a value that cannot be used.
+    #[error("invalid {what}: {reason}")]
+    InvalidArgument {
+        /// Which argument or option.
+        what: &'static str,
+        /// Why it is rejected.
+        reason: String,
+    },
+
+    /// Tried to create something that already exists.
+    #[error("{} already exists", path.display())]
+    AlreadyExists {
+        /// The existing path.
+        path: PathBuf,
+    },
+
+    /// Tried to open something that does not exist.
+    #[error("{} does not exist (create it first)", path.display())]
+    NotFound {
+        /// The missing path.
+        path: PathBuf,
+    },
+}
+
+impl Error {
+    /// A `Corrupt` error for `file` at `offset`.
+    pub(crate) fn corrupt(
+        file: impl Into<PathBuf>,
+        offset: u64,
+        reason: impl Into<String>,
+    ) -> Self {
+        Error::Corrupt {
+            file: file.into(),
+            offset,
+            reason: reason.into(),
+        }
+    }
+
+    /// True for errors a caller may retry after reopening (I/O failures and
+    /// the poisoned state they leave behind).
+    pub fn is_io_failure(&self) -> bool {
+        matches!(self, Error::Io(_) | Error::Poisoned { .. })
+    }
+}

@@ -1,0 +1,246 @@
+//! The real file system, through `rustix` system calls.
+//!
+//! `O_DIRECT` is requested when asked; if the file system refuses it
+//! (`EINVAL`, as tmpfs on older kernels does), the file is reopened buffered
+//! and a warning is logged once per path. An optional delay after every sync
+//! (`--fsync-delay-ms` in the benchmarks) stands in for a slow device.
+
+use std::io::IoSlice;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rustix::fs::{FallocateFlags, Mode, OFlags};
+use rustix::io::{Errno, ReadWriteFlags};
+
+use super::{File, IoError, IoResult, OpenOptions, Vfs, check_aligned};
+
+/// The operating system's file system.
+#[derive(Clone, Debug, Default)]
+pub struct RealFs {
+    sync_delay: Duration,
+}
+
+impl RealFs {
+    /// The real file system with no injected delay.
+    pub fn new() -> Self {
+        RealFs::default()
+    }
+
+    /// The real file system, sleeping `delay` after every sync (and after
+    /// every `O_DSYNC`/`RWF_DSYNC` write) to imitate a slow device.
+    pub fn with_sync_delay(delay: Duration) -> Self {
+        RealFs { sync_delay: delay }
+    }
+}
+
+fn os(op: &'static str, path: &Path, errno: Errno) -> IoError {
+    IoError::Os {
+        op,
+        path: path.to_path_buf(),
+        source: std::io::Error::from(errno),
+    }
+}
+
+fn os_std(op: &'static str, path: &Path, source: std::io::Error) -> IoError {
+    IoError::Os {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+impl Vfs for RealFs {
+    fn open(&self, path: &Path, options: OpenOptions) -> IoResult<Box<dyn File>> {
+        let mut flags = OFlags::CLOEXEC;
+        flags |= if options.write {
+            OFlags::RDWR
+        } else {
+            OFlags::RDONLY
+        };
+        if options.create_new {
+            flags |= OFlags::CREATE | OFlags::EXCL;
+        } else if options.create {
+            flags |= OFlags::CREATE;
+        }
+        if options.dsync {
+            flags |= OFlags::DSYNC;
+        }
+        let mode = Mode::from_raw_mode(0o644);
+        let mut direct = options.direct;
+        let fd = if direct {
+            match rustix::fs::open(path, flags | OFlags::DIRECT, mode) {
+                Ok(fd) => fd,
+                Err(Errno::INVAL) => {
+                    tracing::warn!(
+                        path = %path.display(),
+                        "file system refuses O_DIRECT; falling back to buffered I/O"
+                    );
+                    direct = false;
+                    rustix::fs::open(path, flags, mode).map_err(|e| os("open", path, e))?
+                }
+                Err(e) => return Err(os("open", path, e)),
+            }
+        } else {
+            rustix::fs::open(path, flags, mode).map_err(|e| os("open", path, e))?
+        };
+        Ok(Box::new(RealFile {
+            fd,
+            path: path.to_path_buf(),
+            direct,
+            sync_delay: self.sync_delay,
+        }))
+    }
+
+    fn exists(&self, path: &Path) -> IoResult<bool> {
+        match std::fs::symlink_metadata(path) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(os_std("stat", path, e)),
+        }
+    }
+
+    fn create_dir_all(&self, path: &Path) -> IoResult<()> {
+        std::fs::create_dir_all(path).map_err(|e| os_std("mkdir", path, e))
+    }
+
+    fn remove_file(&self, path: &Path) -> IoResult<()> {
+        std::fs::remove_file(path).map_err(|e| os_std("unlink", path, e))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> IoResult<()> {
+        std::fs::rename(from, to).map_err(|e| os_std("rename", from, e))
+    }
+
+    fn sync_dir(&self, path: &Path) -> IoResult<()> {
+        let fd = rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| os("open dir", path, e))?;
+        rustix::fs::fsync(&fd).map_err(|e| os("fsync dir", path, e))
+    }
+
+    fn list_dir(&self, path: &Path) -> IoResult<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(path).map_err(|e| os_std("readdir", path, e))? {
+            let entry = entry.map_err(|e| os_std("readdir", path, e))?;
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+        names.sort();
+        Ok(names)
+    }
+}
+
+/// A file of the real file system.
+#[derive(Debug)]
+struct RealFile {
+    fd: OwnedFd,
+    path: PathBuf,
+    direct: bool,
+    sync_delay: Duration,
+}
+
+impl RealFile {
+    fn delay(&self) {
+        if !self.sync_delay.is_zero() {
+            std::thread::sleep(self.sync_delay);
+        }
+    }
+
+    fn write_loop(&self, op: &'static str, buf: &[u8], offset: u64, dsync: bool) -> IoResult<()> {
+        if self.direct {
+            check_aligned(op, &self.path, buf.as_ptr(), offset, buf.len())?;
+        }
+        let mut done = 0usize;
+        while let Some(rest) = buf.get(done..).filter(|r| !r.is_empty()) {
+            let at = offset + done as u64;
+            let n = if dsync {
+                rustix::io::pwritev2(&self.fd, &[IoSlice::new(rest)], at, ReadWriteFlags::DSYNC)
+            } else {
+                rustix::io::pwrite(&self.fd, rest, at)
+            };
+            match n {
+                Ok(0) => {
+                    return Err(os_std(op, &self.path, std::io::ErrorKind::WriteZero.into()));
+                }
+                Ok(n) => done += n,
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(os(op, &self.path, e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl File for RealFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> IoResult<()> {
+        if self.direct {
+            check_aligned("read", &self.path, buf.as_ptr(), offset, buf.len())?;
+        }
+        let len = buf.len();
+        let mut done = 0usize;
+        while let Some(rest) = buf.get_mut(done..).filter(|r| !r.is_empty()) {
+            match rustix::io::pread(&self.fd, rest, offset + done as u64) {
+                Ok(0) => {
+                    return Err(IoError::ShortRead {
+                        op: "read",
+                        path: self.path.clone(),
+                        offset,
+                        len,
+                    });
+                }
+                Ok(n) => done += n,
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(os("read", &self.path, e)),
+            }
+        }
+        Ok(())
+    }
+
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> IoResult<()> {
+        self.write_loop("write", buf, offset, false)?;
+        Ok(())
+    }
+
+    fn write_all_at_dsync(&self, buf: &[u8], offset: u64) -> IoResult<()> {
+        self.write_loop("write (RWF_DSYNC)", buf, offset, true)?;
+        self.delay();
+        Ok(())
+    }
+
+    fn sync_data(&self) -> IoResult<()> {
+        rustix::fs::fdatasync(&self.fd).map_err(|e| os("fdatasync", &self.path, e))?;
+        self.delay();
+        Ok(())
+    }
+
+    fn sync_all(&self) -> IoResult<()> {
+        rustix::fs::fsync(&self.fd).map_err(|e| os("fsync", &self.path, e))?;
+        self.delay();
+        Ok(())
+    }
+
+    fn allocate(&self, offset: u64, len: u64) -> IoResult<()> {
+        rustix::fs::fallocate(&self.fd, FallocateFlags::empty(), offset, len)
+            .map_err(|e| os("fallocate", &self.path, e))
+    }
+
+    fn size(&self) -> IoResult<u64> {
+        let st = rustix::fs::fstat(&self.fd).map_err(|e| os("fstat", &self.path, e))?;
+        Ok(u64::try_from(st.st_size).unwrap_or(0))
+    }
+
+    fn set_len(&self, len: u64) -> IoResult<()> {
+        rustix::fs::ftruncate(&self.fd, len).map_err(|e| os("ftruncate", &self.path, e))
+    }
+
+    fn is_direct(&self) -> bool {
+        self.direct
+    }
+}

@@ -1,0 +1,149 @@
+//! What the log counts and times, and the snapshot it reports.
+//!
+//! Log I/O only: data-page and doublewrite I/O get their own counters in the
+//! layers that do them, so that no figure mixes the two (the field report in
+//! `seeds/004` is what happens otherwise).
+
+use serde::{Deserialize, Serialize};
+
+use crate::stats::{Counter, Ewma, Histogram, HistogramSnapshot};
+
+/// Live counters and histograms of one open log. Latencies in nanoseconds.
+#[derive(Debug, Default)]
+pub(crate) struct LogMetrics {
+    pub appends: Counter,
+    pub append_payload_bytes: Counter,
+    pub fragments: Counter,
+    pub writes: Counter,
+    pub write_bytes: Counter,
+    pub write_latency: Histogram,
+    pub syncs: Counter,
+    pub sync_latency: Histogram,
+    pub sync_ewma: Ewma,
+    pub wake_ewma: Ewma,
+    pub commits_sync: Counter,
+    pub commits_write: Counter,
+    pub commits_lazy: Counter,
+    pub commits_already_durable: Counter,
+    pub commit_wait: Histogram,
+    pub group_size: Histogram,
+    pub leader_handoffs: Counter,
+    pub flusher_leads: Counter,
+    pub prewrites: Counter,
+    pub spin_waits: Counter,
+    pub parks: Counter,
+    pub hole_waits: Counter,
+    pub space_waits: Counter,
+    pub log_full_waits: Counter,
+    pub checkpoints: Counter,
+}
+
+/// A snapshot of a log's metrics, as `quill status` prints it and the
+/// benchmarks record it. Latencies are in nanoseconds.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LogStats {
+    /// `append` calls.
+    pub appends: u64,
+    /// Payload bytes appended.
+    pub append_payload_bytes: u64,
+    /// Fragments (records larger than a fragment are split).
+    pub fragments: u64,
+    /// LSN bytes consumed (headers, payload and padding) since open.
+    pub lsn_bytes: u64,
+    /// Write calls to log files.
+    pub writes: u64,
+    /// Bytes written to log files (whole 4 KiB blocks; the partial tail
+    /// block is rewritten, so this exceeds `lsn_bytes` for small commits).
+    pub write_bytes: u64,
+    /// Latency of each log write call.
+    pub write_latency: HistogramSnapshot,
+    /// `fdatasync` calls on log files (checkpoint syncs excluded).
+    pub syncs: u64,
+    /// Latency of each log sync.
+    pub sync_latency: HistogramSnapshot,
+    /// Commits that asked for durability `Sync`.
+    pub commits_sync: u64,
+    /// Commits with durability `Write`.
+    pub commits_write: u64,
+    /// Commits with durability `Lazy`.
+    pub commits_lazy: u64,
+    /// `Sync` commits that found their LSN durable already (no wait).
+    pub commits_already_durable: u64,
+    /// Time spent in `commit` / awaiting `commit_async`.
+    pub commit_wait: HistogramSnapshot,
+    /// Commits made durable by each sync (group size).
+    pub group_size: HistogramSnapshot,
+    /// Times a completing leader handed leadership to a waiting thread.
+    pub leader_handoffs: u64,
+    /// Syncs led by the flush thread.
+    pub flusher_leads: u64,
+    /// Writes done by a waiter while the previous group's sync ran.
+    pub prewrites: u64,
+    /// Waits that spun instead of parking (adaptive; zero on slow devices).
+    pub spin_waits: u64,
+    /// Waits that parked the thread.
+    pub parks: u64,
+    /// Times a writer waited for an earlier append's copy to finish.
+    pub hole_waits: u64,
+    /// Appends that waited for space in the log buffer.
+    pub space_waits: u64,
+    /// Appends that waited for a checkpoint to free log space.
+    pub log_full_waits: u64,
+    /// Checkpoints written (each one slot write and one sync).
+    pub checkpoints: u64,
+    /// Syncs per commit, all durability levels (checkpoints included).
+    pub fsyncs_per_commit: f64,
+    /// Log bytes written per commit.
+    pub write_bytes_per_commit: f64,
+    /// Next LSN to be reserved (end of the log).
+    pub end_lsn: u64,
+    /// Everything below this LSN is durable.
+    pub durable_lsn: u64,
+    /// Recovery would start here.
+    pub checkpoint_lsn: u64,
+    /// Bytes of log the circle holds.
+    pub capacity_bytes: u64,
+    /// Generation of this open.
+    pub epoch: u32,
+}
+
+impl LogMetrics {
+    /// Snapshot counters and histograms (LSN fields are filled by the caller).
+    pub(crate) fn snapshot(&self) -> LogStats {
+        let commits_sync = self.commits_sync.get();
+        let commits_write = self.commits_write.get();
+        let commits_lazy = self.commits_lazy.get();
+        let commits = (commits_sync + commits_write + commits_lazy).max(1) as f64;
+        let syncs = self.syncs.get();
+        let checkpoints = self.checkpoints.get();
+        let write_bytes = self.write_bytes.get();
+        LogStats {
+            appends: self.appends.get(),
+            append_payload_bytes: self.append_payload_bytes.get(),
+            fragments: self.fragments.get(),
+            writes: self.writes.get(),
+            write_bytes,
+            write_latency: self.write_latency.snapshot(),
+            syncs,
+            sync_latency: self.sync_latency.snapshot(),
+            commits_sync,
+            commits_write,
+            commits_lazy,
+            commits_already_durable: self.commits_already_durable.get(),
+            commit_wait: self.commit_wait.snapshot(),
+            group_size: self.group_size.snapshot(),
+            leader_handoffs: self.leader_handoffs.get(),
+            flusher_leads: self.flusher_leads.get(),
+            prewrites: self.prewrites.get(),
+            spin_waits: self.spin_waits.get(),
+            parks: self.parks.get(),
+            hole_waits: self.hole_waits.get(),
+            space_waits: self.space_waits.get(),
+            log_full_waits: self.log_full_waits.get(),
+            checkpoints,
+            fsyncs_per_commit: (syncs + checkpoints) as f64 / commits,
+            write_bytes_per_commit: write_bytes as f64 / commits,
+            ..LogStats::default()
+        }
+    }
+}

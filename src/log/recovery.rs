@@ -1,0 +1,243 @@
+//! The recovery scan: from the checkpoint LSN forward, hand every complete
+//! logical record to a callback, and stop cleanly at the first fragment that
+//! does not follow.
+//!
+//! A fragment at position `p` is accepted only if all of these hold; the
+//! first failure ends the log there (its [`StopReason`] is reported):
+//!
+//! 1. its stored LSN equals `p` (rejects zeros, garbage, and stale records
+//!    from the previous lap of the circle, whose LSN is `p - capacity`);
+//! 2. reserved bits are zero, its kind is known and its length within the
+//!    format bound;
+//! 3. its epoch is at most the checkpoint slot's epoch and at least the
+//!    previous accepted fragment's epoch;
+//! 4. its CRC-32C matches (header tail, payload, LSN);
+//! 5. fragments of one logical record come in order (`First`, `Middle`*,
+//!    `Last`) with one record type. `Middle`/`Last` fragments right at the
+//!    checkpoint belong to a record that began before it and are skipped.
+//!
+//! Why rule 3 makes the end unique: every open makes a bumped epoch durable
+//! (in a checkpoint slot) before it appends, and appends continue at the end
+//! this scan found. A fragment a crash left *beyond* that end (an unsynced
+//! write that survived while an earlier one did not) carries an older epoch
+//! than anything a later generation writes before it, so if later appends
+//! ever reach its position, the scan stops at it instead of resurrecting it.
+//! And a fragment at the found end itself failed the checks, so it still
+//! fails them until a newer generation overwrites it.
+//!
+//! The scan never reads past `checkpoint + capacity`, where the circle would
+//! wrap onto the checkpoint itself.
+
+use super::files::LogFiles;
+use super::format::{self, BLOCK, FragmentKind, RECORD_HEADER, RecordHeader};
+use crate::io::AlignedBuf;
+use crate::{Lsn, Result};
+
+/// A logical record found by recovery.
+#[derive(Debug)]
+pub struct RecoveredRecord<'a> {
+    /// LSN of its first fragment.
+    pub lsn: Lsn,
+    /// LSN just past its last fragment (what `append` returned for it).
+    pub end: Lsn,
+    /// The record type given to `append`.
+    pub rtype: u8,
+    /// The payload.
+    pub payload: &'a [u8],
+}
+
+/// Why the scan ended where it did.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum StopReason {
+    /// An all-zero header: the log simply ends (never written, or padding).
+    Clean,
+    /// The header's LSN is not the position (stale or garbage bytes).
+    LsnMismatch {
+        /// LSN found in the header.
+        found: u64,
+    },
+    /// Structurally impossible header (kind, length or reserved bits).
+    Malformed,
+    /// Epoch older than the previous fragment's or newer than the slot's.
+    Epoch {
+        /// Epoch found.
+        found: u32,
+    },
+    /// CRC mismatch: a torn or damaged fragment.
+    Checksum,
+    /// Fragments of a logical record out of order.
+    FragmentOrder,
+    /// The scan reached `checkpoint + capacity`.
+    Capacity,
+}
+
+/// What a scan found.
+#[derive(Debug)]
+pub(crate) struct ScanOutcome {
+    /// End of the last complete logical record.
+    pub end: u64,
+    /// Complete logical records found.
+    pub records: u64,
+    /// Their payload bytes.
+    pub payload_bytes: u64,
+    /// Why it stopped.
+    pub stop: StopReason,
+    /// Where the stop was detected (>= end when a partial record was dropped).
+    pub stop_lsn: u64,
+    /// Bytes `[block_floor(end), end)`, to seed the ring's tail block.
+    pub tail: Vec<u8>,
+}
+
+/// Sequential reader of the log stream by LSN, through an aligned window.
+struct Window<'a> {
+    files: &'a LogFiles,
+    buf: AlignedBuf,
+    start: u64,
+    len: usize,
+}
+
+impl<'a> Window<'a> {
+    fn new(files: &'a LogFiles) -> Self {
+        let size = (4usize << 20).min(files.capacity() as usize);
+        Window {
+            files,
+            buf: AlignedBuf::new(size),
+            start: 0,
+            len: 0,
+        }
+    }
+
+    /// Bytes `[lsn, lsn + n)`; `n` must fit the window with a block of slack.
+    fn get(&mut self, lsn: u64, n: usize) -> Result<&[u8]> {
+        let end = lsn + n as u64;
+        if lsn < self.start || end > self.start + self.len as u64 {
+            let from = format::block_floor(lsn);
+            let want = format::block_ceil(end) - from;
+            if want > self.buf.len() as u64 {
+                self.buf = AlignedBuf::new(want as usize);
+            }
+            let len = self.buf.len();
+            self.files
+                .read(from, self.buf.get_mut(..len).unwrap_or_default())?;
+            self.start = from;
+            self.len = len;
+        }
+        let lo = (lsn - self.start) as usize;
+        Ok(self.buf.get(lo..lo + n).unwrap_or_default())
+    }
+}
+
+struct Partial {
+    start: u64,
+    rtype: u8,
+    data: Vec<u8>,
+}
+
+/// Scan from `from` (a checkpoint LSN), calling `on_record` for each complete
+/// logical record. `slot_epoch` is the epoch of the checkpoint slot read.
+pub(crate) fn scan(
+    files: &LogFiles,
+    from: u64,
+    slot_epoch: u32,
+    on_record: &mut dyn FnMut(&RecoveredRecord<'_>) -> Result<()>,
+) -> Result<ScanOutcome> {
+    let limit = from + files.capacity();
+    let mut win = Window::new(files);
+    let mut p = from;
+    let mut last_epoch = 0u32;
+    let mut partial: Option<Partial> = None;
+    let mut at_start = true;
+    let mut records = 0u64;
+    let mut payload_bytes = 0u64;
+    let stop = loop {
+        if p + RECORD_HEADER as u64 > limit {
+            break StopReason::Capacity;
+        }
+        let mut raw = [0u8; RECORD_HEADER];
+        raw.copy_from_slice(win.get(p, RECORD_HEADER)?);
+        if raw.iter().all(|&b| b == 0) {
+            break StopReason::Clean;
+        }
+        let h = RecordHeader::decode(&raw);
+        if h.lsn != p {
+            break StopReason::LsnMismatch { found: h.lsn };
+        }
+        let Some(kind) = h.kind() else {
+            break StopReason::Malformed;
+        };
+        if !h.plausible() {
+            break StopReason::Malformed;
+        }
+        if h.epoch > slot_epoch || h.epoch < last_epoch {
+            break StopReason::Epoch { found: h.epoch };
+        }
+        let size = h.size();
+        if p + size > limit {
+            break StopReason::Capacity;
+        }
+        let frag = win.get(p, size as usize)?;
+        let mut tail = [0u8; 12];
+        tail.copy_from_slice(frag.get(12..RECORD_HEADER).unwrap_or_default());
+        let body = frag
+            .get(RECORD_HEADER..RECORD_HEADER + h.len as usize)
+            .unwrap_or_default();
+        if format::crc_finish(format::crc_begin(&tail, body), p) != h.crc {
+            break StopReason::Checksum;
+        }
+        let end = p + size;
+        match (kind, partial.as_mut()) {
+            (FragmentKind::Full, None) => {
+                on_record(&RecoveredRecord {
+                    lsn: Lsn(p),
+                    end: Lsn(end),
+                    rtype: h.rtype,
+                    payload: body,
+                })?;
+                records += 1;
+                payload_bytes += body.len() as u64;
+                at_start = false;
+            }
+            (FragmentKind::First, None) => {
+                partial = Some(Partial {
+                    start: p,
+                    rtype: h.rtype,
+                    data: body.to_vec(),
+                });
+                at_start = false;
+            }
+            (FragmentKind::Middle | FragmentKind::Last, None) if at_start => {
+                // Tail of a record that began before the checkpoint.
+            }
+            (FragmentKind::Middle, Some(part)) if part.rtype == h.rtype => {
+                part.data.extend_from_slice(body);
+            }
+            (FragmentKind::Last, Some(part)) if part.rtype == h.rtype => {
+                part.data.extend_from_slice(body);
+                on_record(&RecoveredRecord {
+                    lsn: Lsn(part.start),
+                    end: Lsn(end),
+                    rtype: part.rtype,
+                    payload: &part.data,
+                })?;
+                records += 1;
+                payload_bytes += part.data.len() as u64;
+                partial = None;
+            }
+            _ => break StopReason::FragmentOrder,
+        }
+        last_epoch = h.epoch;
+        p = end;
+    };
+    let end = partial.as_ref().map_or(p, |part| part.start);
+    let tail_start = format::block_floor(end);
+    let tail = win.get(tail_start, (end - tail_start) as usize)?.to_vec();
+    debug_assert!(tail.len() < BLOCK as usize);
+    Ok(ScanOutcome {
+        end,
+        records,
+        payload_bytes,
+        stop,
+        stop_lsn: p,
+        tail,
+    })
+}

@@ -1,0 +1,171 @@
+//! Writing the log buffer to the files, and syncing.
+//!
+//! The writer lock (`Core::writer`) serialises writes; it is held while
+//! scanning for published fragments, copying them to the aligned staging
+//! buffer and issuing the write, and never while waiting for an appender or
+//! for a sync. Syncs run outside it, so the next group's write overlaps the
+//! current group's sync.
+//!
+//! Every write covers whole 4 KiB blocks at 4 KiB-aligned offsets (the
+//! partial tail block is copied from memory with zero padding and rewritten
+//! by the next write), so no write makes the kernel read a block first, and
+//! with `O_DIRECT` the staging buffer goes straight to the device.
+//!
+//! Invariants (writer In):
+//! 1. `filled` is always the start of a fragment; everything below it is
+//!    published.
+//! 2. `block_floor(written)` onwards is still in the ring (the tail block);
+//!    every ring block wholly below it has been zeroed (ring I2).
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use super::core::Core;
+use super::format::{self, RECORD_HEADER};
+use crate::io::AlignedBuf;
+use crate::{Error, Result};
+
+/// Spins (each a CPU pause hint) a writer makes waiting for an unpublished
+/// fragment before it parks; about a microsecond, the length of a copy.
+const HOLE_SPINS: u32 = 200;
+
+/// State owned by the writer-lock holder.
+#[derive(Debug)]
+pub(crate) struct Writer {
+    /// Scanned complete prefix (writer I1).
+    filled: u64,
+    /// Bytes below this are in the files.
+    written: u64,
+    staging: AlignedBuf,
+}
+
+impl Writer {
+    pub(crate) fn new(end: u64, max_write: usize) -> Writer {
+        Writer {
+            filled: end,
+            written: end,
+            staging: AlignedBuf::new(max_write + format::BLOCK as usize),
+        }
+    }
+
+    /// Advance `filled` over published fragments.
+    fn scan(&mut self, core: &Core) -> u64 {
+        let reserved = core.reserved.load(Ordering::Acquire);
+        let limit = core.ring_limit.load(Ordering::Relaxed);
+        let mut p = self.filled;
+        while p < reserved && p < limit && core.ring.is_published(p) {
+            let mut head = [0u8; RECORD_HEADER];
+            // SAFETY: ring I3: the fragment at p is published, so its bytes
+            // are complete and no one writes them until we zero them.
+            unsafe { core.ring.read(p, &mut head) };
+            let len = u32::from_le_bytes([head[12], head[13], head[14], head[15]]);
+            debug_assert!(len as usize <= core.frag_max, "writer I1: fragment length");
+            p += format::fragment_size(len as u64);
+        }
+        self.filled = p;
+        core.filled.store(p, Ordering::Release);
+        p
+    }
+
+    /// Write every published byte not yet written.
+    fn write_available(&mut self, core: &Core) -> Result<()> {
+        let filled = self.scan(core);
+        let max = self.staging.len() - format::BLOCK as usize;
+        while self.written < filled {
+            let from = format::block_floor(self.written);
+            let to = filled.min(from + max as u64);
+            let len = (to - from) as usize;
+            let blocks = (format::block_ceil(to) - from) as usize;
+            let Some(buf) = self.staging.get_mut(..blocks) else {
+                return Err(Error::InvalidArgument {
+                    what: "log write",
+                    reason: format!("{blocks} bytes exceed the staging buffer"),
+                });
+            };
+            let (data, pad) = buf.split_at_mut(len);
+            // SAFETY: ring I3: [from, to) lies below `filled`; bytes
+            // [from, written) are the tail block kept by writer I2.
+            unsafe { core.ring.read(from, data) };
+            pad.fill(0);
+            // Blocks wholly below `to` are final: zero them and hand the
+            // slots to appenders (ring I1/I2, core I2).
+            let done = format::block_floor(to);
+            if done > from {
+                core.ring.zero(from, done);
+                core.ring_limit
+                    .store(done + core.ring.size(), Ordering::Release);
+            }
+            let t0 = Instant::now();
+            let calls = core.files.write(from, buf)?;
+            core.metrics.write_latency.record_duration(t0.elapsed());
+            core.metrics.writes.add(calls);
+            core.metrics.write_bytes.add(blocks as u64);
+            self.written = to;
+            core.written.store(to, Ordering::Release);
+        }
+        Ok(())
+    }
+}
+
+impl Core {
+    /// Write (not sync) everything published, and keep going until at least
+    /// `need` is written. Returns the written LSN. Waits for unpublished
+    /// fragments below `need` without holding the writer lock.
+    pub(crate) fn write_up_to(&self, need: u64) -> Result<u64> {
+        loop {
+            let mut w = self.writer.lock();
+            self.check_failed()?;
+            if let Err(e) = w.write_available(self) {
+                drop(w);
+                return Err(self.fail(e));
+            }
+            if w.written >= need {
+                return Ok(w.written);
+            }
+            // An earlier append has reserved but not yet published the
+            // fragment at `filled`. Spin briefly (a copy takes about a
+            // microsecond), then park until a publisher wakes us.
+            self.metrics.hole_waits.incr();
+            let at = w.filled;
+            let mut ready = false;
+            for _ in 0..HOLE_SPINS {
+                if self.ring.is_published(at) {
+                    ready = true;
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+            if ready {
+                continue;
+            }
+            self.hole_waiters.lock().push(std::thread::current());
+            self.hole_wait.store(true, Ordering::SeqCst);
+            // Re-check after announcing ourselves: the publisher stores its
+            // marker (SeqCst) before loading `hole_wait` (SeqCst), so either
+            // it sees us or we see its marker.
+            let ready = self.ring.is_published(at);
+            drop(w);
+            if ready {
+                let me = std::thread::current().id();
+                self.hole_waiters.lock().retain(|t| t.id() != me);
+            } else {
+                std::thread::park();
+            }
+        }
+    }
+
+    /// Sync the files holding `[from, to)`; timed and counted as log syncs.
+    pub(crate) fn sync_range(&self, from: u64, to: u64) -> Result<()> {
+        for fi in self.files.files_between(from, to) {
+            let t0 = Instant::now();
+            if let Err(e) = self.files.sync(fi) {
+                return Err(self.fail(e));
+            }
+            let d = t0.elapsed();
+            self.metrics.sync_latency.record_duration(d);
+            self.metrics.sync_ewma.update(d);
+            self.metrics.syncs.incr();
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,261 @@
+//! Counters and latency histograms, and their snapshots.
+//!
+//! Depends on nothing else in Quill. Hot counters are sharded over
+//! cache-padded atomics so that concurrent committers on many cores do not
+//! bounce one cache line; histograms are sharded `hdrhistogram`s behind
+//! per-shard mutexes (a record is one short uncontended critical section).
+//! A thread always uses the same shard, chosen round-robin at first use.
+//!
+//! Invariants:
+//! 1. `get`/`snapshot` are sums over shards; they may miss increments that
+//!    race with them but never count one twice.
+//! 2. Histogram values are clamped into the histogram's range, never dropped,
+//!    so counts always equal the number of `record` calls.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+/// Shard count: enough for the machine's cores, at least 4.
+fn shard_count() -> usize {
+    static COUNT: AtomicUsize = AtomicUsize::new(0);
+    let n = COUNT.load(Ordering::Relaxed);
+    if n != 0 {
+        return n;
+    }
+    let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
+    let n = cores.next_power_of_two().clamp(4, 64);
+    COUNT.store(n, Ordering::Relaxed);
+    n
+}
+
+/// This thread's shard number (before reduction modulo the shard count).
+fn thread_shard() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    SHARD.with(|s| *s)
+}
+
+/// A monotonically increasing counter, sharded to avoid false sharing.
+#[derive(Debug)]
+pub struct Counter {
+    shards: Box<[CachePadded<AtomicU64>]>,
+}
+
+impl Default for Counter {
+    fn default() -> Self {
+        Counter::new()
+    }
+}
+
+impl Counter {
+    /// A counter at zero.
+    pub fn new() -> Self {
+        Counter {
+            shards: (0..shard_count())
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
+        }
+    }
+
+    /// Add `n`.
+    #[inline]
+    pub fn add(&self, n: u64) {
+        let i = thread_shard() % self.shards.len();
+        if let Some(s) = self.shards.get(i) {
+            s.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Add one.
+    #[inline]
+    pub fn incr(&self) {
+        self.add(1);
+    }
+
+    /// The current total (invariant 1).
+    pub fn get(&self) -> u64 {
+        self.shards.iter().map(|s| s.load(Ordering::Relaxed)).sum()
+    }
+}
+
+/// Highest value a histogram tracks; larger values are clamped to it.
+const HIST_MAX: u64 = 3_600_000_000_000;
+
+fn new_hist() -> hdrhistogram::Histogram<u64> {
+    // Two significant digits keep each shard around 30 KiB. The arguments are
+    // constants hdrhistogram accepts (covered by the tests below), so failure
+    // would be our bug, not an input or I/O condition.
+    #[allow(clippy::expect_used)]
+    hdrhistogram::Histogram::new_with_bounds(1, HIST_MAX, 2)
+        .expect("stats I2: constant histogram bounds")
+}
+
+/// A concurrent histogram of `u64` values (latencies in nanoseconds, sizes).
+#[derive(Debug)]
+pub struct Histogram {
+    shards: Box<[CachePadded<Mutex<hdrhistogram::Histogram<u64>>>]>,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram::new()
+    }
+}
+
+impl Histogram {
+    /// An empty histogram.
+    pub fn new() -> Self {
+        Histogram {
+            shards: (0..shard_count())
+                .map(|_| CachePadded::new(Mutex::new(new_hist())))
+                .collect(),
+        }
+    }
+
+    /// Record one value (clamped into range, invariant 2).
+    #[inline]
+    pub fn record(&self, value: u64) {
+        let i = thread_shard() % self.shards.len();
+        if let Some(s) = self.shards.get(i) {
+            s.lock().saturating_record(value.clamp(1, HIST_MAX));
+        }
+    }
+
+    /// Record a duration in nanoseconds.
+    #[inline]
+    pub fn record_duration(&self, d: Duration) {
+        self.record(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    }
+
+    /// All shards merged.
+    pub fn merged(&self) -> hdrhistogram::Histogram<u64> {
+        let mut all = new_hist();
+        for s in self.shards.iter() {
+            // Same bounds on every shard, so `add` cannot fail; ignore the
+            // impossible error rather than panic.
+            let _ = all.add(&*s.lock());
+        }
+        all
+    }
+
+    /// Summary of everything recorded so far.
+    pub fn snapshot(&self) -> HistogramSnapshot {
+        HistogramSnapshot::of(&self.merged())
+    }
+}
+
+/// A summary of a histogram: count, mean and chosen percentiles.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HistogramSnapshot {
+    /// Number of values recorded.
+    pub count: u64,
+    /// Smallest value.
+    pub min: u64,
+    /// Mean value.
+    pub mean: f64,
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Largest value.
+    pub max: u64,
+}
+
+impl HistogramSnapshot {
+    /// Summarise an hdrhistogram.
+    pub fn of(h: &hdrhistogram::Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return HistogramSnapshot::default();
+        }
+        HistogramSnapshot {
+            count: h.len(),
+            min: h.min(),
+            mean: h.mean(),
+            p50: h.value_at_quantile(0.50),
+            p90: h.value_at_quantile(0.90),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            max: h.max(),
+        }
+    }
+}
+
+/// An exponentially weighted moving average of a duration in nanoseconds,
+/// updated without locks (a lost update under a race only delays
+/// convergence).
+#[derive(Debug, Default)]
+pub struct Ewma {
+    value_ns: AtomicU64,
+}
+
+impl Ewma {
+    /// Fold in a sample with weight 1/8.
+    pub fn update(&self, sample: Duration) {
+        let s = u64::try_from(sample.as_nanos()).unwrap_or(u64::MAX);
+        let old = self.value_ns.load(Ordering::Relaxed);
+        let new = if old == 0 { s } else { old - old / 8 + s / 8 };
+        self.value_ns.store(new, Ordering::Relaxed);
+    }
+
+    /// Current average (zero before the first sample).
+    pub fn get(&self) -> Duration {
+        Duration::from_nanos(self.value_ns.load(Ordering::Relaxed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn counter_sums_across_threads() {
+        let c = Arc::new(Counter::new());
+        let hs: Vec<_> = (0..8)
+            .map(|_| {
+                let c = c.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..1000 {
+                        c.incr();
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(c.get(), 8000);
+    }
+
+    #[test]
+    fn histogram_counts_every_record_even_out_of_range() {
+        let h = Histogram::new();
+        h.record(0);
+        h.record(5);
+        h.record(u64::MAX);
+        let s = h.snapshot();
+        assert_eq!(s.count, 3);
+        assert_eq!(s.min, 1);
+        assert!(s.max >= HIST_MAX - HIST_MAX / 50);
+    }
+
+    #[test]
+    fn ewma_converges() {
+        let e = Ewma::default();
+        for _ in 0..100 {
+            e.update(Duration::from_micros(100));
+        }
+        let got = e.get().as_micros();
+        assert!((95..=105).contains(&got), "{got}");
+    }
+}

@@ -1,0 +1,62 @@
+use std::path::Path;
+use std::sync::Arc;
+
+use quill::io::{SimFs, Vfs};
+use quill::log::{Log, LogOptions, RecoveryReport};
+
+/// A small log: 3 files of 64 KiB, a 16 KiB buffer (4 KiB fragments), so
+/// tests wrap the circle and split records quickly.
+pub fn small_opts() -> LogOptions {
+    LogOptions {
+        file_size: 64 << 10,
+        file_count: 3,
+        buffer_size: 16 << 10,
+        ..LogOptions::default()
+    }
+}
+
+/// A record as the test appended or recovery returned it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rec {
+    pub end: u64,
+    pub rtype: u8,
+    pub payload: Vec<u8>,
+}
+
+pub fn dir() -> &'static Path {
+    Path::new("/db/log")
+}
+
+pub fn vfs(fs: &SimFs) -> Arc<dyn Vfs> {
+    Arc::new(fs.clone())
+}
+
+/// Open the log in `dir()` on `fs`, collecting every recovered record.
+pub fn open_collect(
+    fs: &SimFs,
+    opts: LogOptions,
+) -> quill::Result<(Log, Vec<Rec>, RecoveryReport)> {
+    let mut recs = Vec::new();
+    let (log, report) = Log::open(vfs(fs), dir(), opts, |r| {
+        recs.push(Rec {
+            end: r.end.0,
+            rtype: r.rtype,
+            payload: r.payload.to_vec(),
+        });
+        Ok(())
+    })?;
+    Ok((log, recs, report))
+}
+
+/// Deterministic payload bytes for record `i` of length `len`.
+pub fn payload(i: u64, len: usize) -> Vec<u8> {
+    let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}

@@ -1,0 +1,10 @@
+//! Black-box tests of the redo log over the simulated disk (and the real
+//! file system where noted). Seeds are printed by proptest on failure; a
+//! failing seed becomes a named regression test.
+
+mod common;
+mod concurrency;
+mod crash;
+mod failure;
+mod open_errors;
+mod semantics;
