@@ -1,52 +1,441 @@
-//! The `quill` command line (bootstrap: bench fsync only).
-use clap::{Parser, Subcommand};
-use std::path::PathBuf;
+//! The `quill` command line: benchmarks, status and inspection tools.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use quill::bench::{self, Machine, commit, fsync};
+use quill::io::{RealFs, Vfs};
+use quill::log::{self, CommitMode, Durability};
+
+/// Quill: an embedded, crash-safe, transactional storage engine.
 #[derive(Parser)]
+#[command(version, about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
 }
+
 #[derive(Subcommand)]
 enum Cmd {
-    Bench {
-        #[command(subcommand)]
-        which: Bench,
-    },
-}
-#[derive(Subcommand)]
-enum Bench {
-    Fsync {
-        #[arg(long, default_value = "quill-data")]
+    /// Run a benchmark (prints a table; --json writes results for scripts).
+    #[command(subcommand)]
+    Bench(BenchCmd),
+    /// Print the state of a database: log layout, checkpoint, end of log,
+    /// and the log statistics saved at its last clean close.
+    Status {
+        /// Database directory (holding `log/`), or a log directory.
+        #[arg(default_value = DEFAULT_DIR)]
         dir: PathBuf,
-        #[arg(long, default_value_t = 500)]
-        iterations: usize,
-        #[arg(long, default_value_t = 1)]
-        rounds: usize,
+        /// Print JSON instead of text.
         #[arg(long)]
-        buffered: bool,
+        json: bool,
+    },
+    /// List the records of a log from its checkpoint to its end.
+    Dump {
+        /// Database directory (holding `log/`), or a log directory.
+        #[arg(default_value = DEFAULT_DIR)]
+        dir: PathBuf,
+        /// Print at most this many records.
+        #[arg(long, default_value_t = 100)]
+        limit: u64,
     },
 }
-fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+
+/// Default database directory (relative to the working directory).
+const DEFAULT_DIR: &str = "quill-data";
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// Latency of one aligned 4 KiB write made durable, for each sync method
+    /// (fdatasync, O_DSYNC, RWF_DSYNC) and each way of preparing the file
+    /// (append, fallocate, overwrite of a zero-filled file), with O_DIRECT.
+    Fsync(FsyncArgs),
+    /// Append + commit loops over the redo log: every combination of
+    /// --clients, --mode, --durability, --async and --fsync-delay-ms.
+    Commit(CommitArgs),
+}
+
+#[derive(Args)]
+struct FsyncArgs {
+    /// Directory on the file system to measure.
+    #[arg(long, default_value = DEFAULT_DIR)]
+    dir: PathBuf,
+    /// Timed writes per combination and round.
+    #[arg(long, default_value_t = 500)]
+    iterations: usize,
+    /// Rounds (combinations interleaved within each).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Also measure buffered I/O (without O_DIRECT).
+    #[arg(long)]
+    buffered: bool,
+    /// Write results as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct CommitArgs {
+    /// Database directory; its log is recreated for every row.
+    #[arg(long, default_value = DEFAULT_DIR)]
+    dir: PathBuf,
+    /// Client counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
+    clients: Vec<usize>,
+    /// Measured seconds per row.
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// Unmeasured warm-up seconds per row.
+    #[arg(long, default_value_t = 0.5)]
+    warmup: f64,
+    /// Commit modes, comma-separated: leader, flusher, naive.
+    #[arg(long, value_delimiter = ',', default_value = "leader")]
+    mode: Vec<CommitMode>,
+    /// Durability levels, comma-separated: sync, write, lazy.
+    #[arg(long, value_delimiter = ',', default_value = "sync")]
+    durability: Vec<Durability>,
+    /// Clients are tokio tasks awaiting commit_async. Give `false,true` to
+    /// run both.
+    #[arg(long = "async", value_delimiter = ',', num_args = 0..=1, default_missing_value = "true")]
+    is_async: Vec<bool>,
+    /// Payload bytes per record.
+    #[arg(long, default_value_t = 200)]
+    record_bytes: usize,
+    /// Delay added after every sync (ms, comma-separated) to stand for a
+    /// slow device.
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    fsync_delay_ms: Vec<f64>,
+    /// Run every combination this many times, interleaved; the table shows
+    /// medians.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// Log file size (accepts K/M/G suffixes).
+    #[arg(long, default_value = "64M", value_parser = parse_size)]
+    log_file_size: u64,
+    /// Number of log files.
+    #[arg(long, default_value_t = 4)]
+    log_files: u32,
+    /// Log buffer size, a power of two (accepts K/M/G suffixes).
+    #[arg(long, default_value = "16M", value_parser = parse_size)]
+    log_buffer: u64,
+    /// Write rows and medians as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+fn parse_size(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let t = t.trim_end_matches('b').trim_end_matches('i');
+    let (num, mult) = match t.chars().last() {
+        Some('k') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('m') => (&t[..t.len() - 1], 1 << 20),
+        Some('g') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    num.trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("{s:?} is not a size (examples: 4096, 64K, 16M, 1G)"))
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    if let Err(e) = run(Cli::parse()) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
     match cli.cmd {
-        Cmd::Bench {
-            which:
-                Bench::Fsync {
-                    dir,
-                    iterations,
-                    rounds,
-                    buffered,
-                },
-        } => {
-            let cfg = quill::bench::fsync::FsyncConfig {
-                dir,
-                iterations,
-                rounds,
-                buffered,
-            };
-            let r = quill::bench::fsync::run(&quill::io::RealFs::new(), &cfg, &|| {})?;
-            quill::bench::fsync::print_table(&r);
+        Cmd::Bench(BenchCmd::Fsync(a)) => bench_fsync(a),
+        Cmd::Bench(BenchCmd::Commit(a)) => bench_commit(a),
+        Cmd::Status { dir, json } => status(&dir, json),
+        Cmd::Dump { dir, limit } => dump(&dir, limit),
+    }
+}
+
+fn progress(total: u64, unit: &str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(total);
+    let template =
+        format!("{{elapsed_precise}} [{{bar:40}}] {{pos}}/{{len}} {unit} (eta {{eta}}) {{msg}}");
+    if let Ok(style) = ProgressStyle::with_template(&template) {
+        pb.set_style(style.progress_chars("=> "));
+    }
+    pb
+}
+
+/// Print a line above the progress bar (or plainly when it is hidden).
+fn say(pb: &ProgressBar, line: String) {
+    if pb.is_hidden() {
+        println!("{line}");
+    } else {
+        pb.println(line);
+    }
+}
+
+/// The command line as typed, for result files.
+fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+fn git_commit() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// UTC timestamp like 2026-11-21T23:22:18Z.
+fn utc_now() -> String {
+    let secs = bench::unix_now();
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
+    let text = serde_json::to_string_pretty(value)?;
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+fn bench_fsync(a: FsyncArgs) -> Result<()> {
+    let cfg = fsync::FsyncConfig {
+        dir: a.dir.clone(),
+        iterations: a.iterations,
+        rounds: a.rounds,
+        buffered: a.buffered,
+    };
+    std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
+    let machine = Machine::describe(&a.dir);
+    println!(
+        "quill bench fsync: {} rounds x {} aligned 4 KiB write+sync per combination in {} ({}; {} cores; kernel {})",
+        a.rounds,
+        a.iterations,
+        a.dir.display(),
+        machine.filesystem,
+        machine.nproc,
+        machine.kernel
+    );
+    let pb = progress(fsync::total_writes(&cfg), "writes");
+    let report = fsync::run(&RealFs::new(), &cfg, &|| pb.inc(1)).context("fsync benchmark")?;
+    pb.finish_and_clear();
+    fsync::print_table(&report);
+    if let Some(path) = a.json {
+        let v = serde_json::json!({
+            "tool": "quill bench fsync",
+            "command": command_line(),
+            "date": utc_now(),
+            "git_commit": git_commit(),
+            "machine": machine,
+            "iterations": a.iterations,
+            "rounds": a.rounds,
+            "rows": report.rows,
+            "fastest": report.fastest,
+        });
+        write_json(&path, &v)?;
+    }
+    Ok(())
+}
+
+fn bench_commit(a: CommitArgs) -> Result<()> {
+    let cfg = commit::CommitConfig {
+        dir: a.dir.clone(),
+        clients: a.clients,
+        seconds: a.seconds,
+        warmup: a.warmup,
+        modes: a.mode,
+        durabilities: a.durability,
+        asyncs: if a.is_async.is_empty() {
+            vec![false]
+        } else {
+            a.is_async
+        },
+        fsync_delays_ms: a.fsync_delay_ms,
+        record_bytes: a.record_bytes,
+        repeat: a.repeat,
+        file_size: a.log_file_size,
+        file_count: a.log_files,
+        buffer_size: usize::try_from(a.log_buffer).context("log buffer size")?,
+    };
+    std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
+    let machine = Machine::describe(&a.dir);
+    let combos = cfg.combos().len();
+    println!(
+        "quill bench commit: {combos} combinations x {} repeats, {:.1}s warm-up + {:.1}s measured each, {}-byte records, log {} x {} bytes in {} ({}; {} cores; kernel {})",
+        cfg.repeat,
+        cfg.warmup,
+        cfg.seconds,
+        cfg.record_bytes,
+        cfg.file_count,
+        cfg.file_size,
+        a.dir.join("log").display(),
+        machine.filesystem,
+        machine.nproc,
+        machine.kernel
+    );
+    println!("each client loops: append one record, commit it; latency is append + commit");
+    let pb = progress((cfg.total_seconds() * 10.0).ceil() as u64, "x0.1s");
+    let step = std::cell::Cell::new(0.0f64);
+    let tick = |dt: f64| {
+        let t = step.get() + dt * 10.0;
+        let whole = t.floor();
+        step.set(t - whole);
+        pb.inc(whole as u64);
+    };
+    say(&pb, commit::table_header());
+    let mut on_row = |r: &commit::CommitRow| {
+        say(&pb, commit::table_line(&r.figures()));
+    };
+    let rows = commit::run(&cfg, &tick, &mut on_row).context("commit benchmark")?;
+    pb.finish_and_clear();
+    let summary = commit::summarize(&cfg, &rows);
+    if cfg.repeat > 1 {
+        println!("\nmedians over {} repeats:", cfg.repeat);
+        println!("{}", commit::table_header());
+        for s in &summary {
+            println!("{}", commit::table_line(s));
         }
+    }
+    if let Some(last) = rows.last() {
+        println!(
+            "\nlog statistics of the last row ({} clients, {}):",
+            last.combo.clients, last.combo.mode
+        );
+        println!("{}", last.log);
+    }
+    if let Some(path) = a.json {
+        let v = serde_json::json!({
+            "tool": "quill bench commit",
+            "command": command_line(),
+            "date": utc_now(),
+            "git_commit": git_commit(),
+            "machine": machine,
+            "config": cfg,
+            "rows": rows,
+            "summary": summary,
+        });
+        write_json(&path, &v)?;
+    }
+    Ok(())
+}
+
+/// `DIR/log` if it exists, else `DIR`.
+fn log_dir(dir: &Path) -> PathBuf {
+    let sub = dir.join("log");
+    if sub.join("log.000").exists() {
+        sub
+    } else {
+        dir.to_path_buf()
+    }
+}
+
+fn status(dir: &Path, json: bool) -> Result<()> {
+    let vfs: Arc<dyn Vfs> = Arc::new(RealFs::new());
+    let ld = log_dir(dir);
+    let info = log::inspect(vfs.as_ref(), &ld)
+        .with_context(|| format!("reading the log in {}", ld.display()))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&info)?);
+        return Ok(());
+    }
+    println!("database {}", dir.display());
+    println!(
+        "redo log {}: {} files x {} bytes = {} bytes of log (id {})",
+        info.dir.display(),
+        info.file_count,
+        info.file_size,
+        info.capacity_bytes,
+        info.log_id
+    );
+    println!(
+        "  checkpoint LSN {} (slot seq {}, epoch {}); end LSN {} ({} records, {} bytes after the checkpoint; scan stopped: {:?})",
+        info.checkpoint_lsn,
+        info.checkpoint_seq,
+        info.epoch,
+        info.end_lsn,
+        info.records_after_checkpoint,
+        info.end_lsn.0.saturating_sub(info.checkpoint_lsn.0),
+        info.stop
+    );
+    match &info.last_close {
+        Some(saved) => {
+            let age = bench::unix_now().saturating_sub(saved.saved_unix);
+            println!("statistics saved at the last clean close ({age} s ago):");
+            println!("{}", saved.stats);
+        }
+        None => println!("no statistics saved (the log was never closed cleanly)"),
+    }
+    println!(
+        "data pages: none yet (the storage layer adds its own counters, kept apart from the log's)"
+    );
+    Ok(())
+}
+
+fn dump(dir: &Path, limit: u64) -> Result<()> {
+    let vfs: Arc<dyn Vfs> = Arc::new(RealFs::new());
+    let ld = log_dir(dir);
+    let info = log::inspect(vfs.as_ref(), &ld)
+        .with_context(|| format!("reading the log in {}", ld.display()))?;
+    println!(
+        "log {}: checkpoint {} end {} ({} records; scan stopped: {:?})",
+        ld.display(),
+        info.checkpoint_lsn,
+        info.end_lsn,
+        info.records_after_checkpoint,
+        info.stop
+    );
+    let mut shown = 0u64;
+    log::scan_read_only(vfs.as_ref(), &ld, &mut |r| {
+        if shown < limit {
+            println!(
+                "lsn {:>14} end {:>14} type {:>3} bytes {}",
+                r.lsn,
+                r.end,
+                r.rtype,
+                r.payload.len()
+            );
+        }
+        shown += 1;
+        Ok(())
+    })?;
+    if shown > limit {
+        println!("... {} more", shown - limit);
     }
     Ok(())
 }

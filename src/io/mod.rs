@@ -153,6 +153,8 @@ pub trait Vfs: Send + Sync + Debug + 'static {
     fn sync_dir(&self, path: &Path) -> IoResult<()>;
     /// Names of the entries in a directory, sorted.
     fn list_dir(&self, path: &Path) -> IoResult<Vec<String>>;
+    /// Remove a directory and everything in it (no error if it is missing).
+    fn remove_dir_all(&self, path: &Path) -> IoResult<()>;
 }
 
 /// An open file. All I/O is positional; there is no file cursor.

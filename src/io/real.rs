@@ -122,6 +122,13 @@ impl Vfs for RealFs {
         rustix::fs::fsync(&fd).map_err(|e| os("fsync dir", path, e))
     }
 
+    fn remove_dir_all(&self, path: &Path) -> IoResult<()> {
+        match std::fs::remove_dir_all(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(os_std("rm -r", path, e)),
+            _ => Ok(()),
+        }
+    }
+
     fn list_dir(&self, path: &Path) -> IoResult<Vec<String>> {
         let mut names = Vec::new();
         for entry in std::fs::read_dir(path).map_err(|e| os_std("readdir", path, e))? {

@@ -468,6 +468,16 @@ impl Vfs for SimFs {
         Ok(())
     }
 
+    fn remove_dir_all(&self, path: &Path) -> IoResult<()> {
+        let mut st = self.state.lock();
+        if st.crashed {
+            return Err(crashed("rm -r", path));
+        }
+        st.names.retain(|p, _| !p.starts_with(path));
+        st.dirs.retain(|p| !p.starts_with(path));
+        Ok(())
+    }
+
     fn list_dir(&self, path: &Path) -> IoResult<Vec<String>> {
         let st = self.state.lock();
         if st.crashed {

@@ -2,34 +2,43 @@
 //!
 //! **Leader mode** (default, no dedicated thread). A committer whose LSN is
 //! not durable takes the *sync role* if nobody holds it: it writes
-//! everything published so far and syncs it (it is the leader). Committers
-//! arriving during that sync wait; the first of them writes its group's
-//! bytes at once (the *pre-write*), so the next group's write overlaps the
-//! current sync. When the sync completes, the leader removes exactly the
-//! waiters it covered (a min-heap by LSN), hands the sync role to one waiter
-//! that is left (no broadcast, no timer: the next sync starts the instant
-//! this one ends), and wakes the covered ones. A sync therefore happens only
+//! everything published so far and syncs it (it is the leader). The first
+//! committer to arrive during that sync becomes the *heir*: it writes its
+//! group's bytes at once (so the next group's write overlaps the current
+//! sync), then waits like the others. Later arrivals park in a min-heap by
+//! LSN. When the sync completes, the leader removes exactly the waiters it
+//! covered, hands the sync role on (to the heir, else to one parked waiter;
+//! no broadcast, no timer: the next sync starts the instant this one ends),
+//! and wakes the covered ones. If the heir is still awake (pre-writing)
+//! when the sync ends, the role is left to it and no thread is woken for it. A sync therefore happens only
 //! when someone waits for it and covers everything written before it, so
 //! syncs per commit never exceed one and fall as concurrency rises.
 //!
 //! **Flusher mode**: the same role is held by a dedicated, demand-driven
 //! thread, woken only when a committer waits and nobody holds the role. In
 //! leader mode the flusher leads only for async committers (which must not
-//! block an executor thread) when no thread is waiting.
+//! block an executor thread) when no thread is waiting, except that an async
+//! committer finding the role free leads inline when a sync is measured to
+//! be cheaper than the two wake-ups the hand-off costs (fast devices only).
 //!
 //! **Naive mode**: a mutex around write + sync for every commit; the baseline.
 //!
 //! Waiting: a waiter spins instead of parking only when the measured sync
 //! latency says the wait is about as short as a wake-up (so never on a slow
-//! device), and only while fewer than `cores - 1` others spin.
+//! device), only while fewer threads wait than there are cores (otherwise
+//! the spinning core is one a woken committer needs: on 2 cores, spinning
+//! at 16 clients cut throughput by more than half), and only while fewer
+//! than `cores - 1` others spin.
 //!
 //! Invariants (group In):
 //! 1. At most one holder of the sync role at a time (`sync_owner`); only it
 //!    (or a naive committer under the naive mutex, or a checkpoint) syncs.
 //! 2. A waiter is woken `DONE` only after `durable >= its LSN`.
-//! 3. While waiters exist, someone holds the sync role (no waiter is
-//!    stranded): a completing holder either hands it to a waiter or the
-//!    flusher, or clears it only when the heap is empty.
+//! 3. While waiters exist, someone holds the sync role or is the heir (no
+//!    waiter is stranded): a completing holder hands the role to the heir,
+//!    a waiter or the flusher, and clears it with waiters left only when the
+//!    heir exists; the heir, once back under the lock, leads if the role is
+//!    free and waiters are queued, even if its own LSN is already durable.
 //!
 //! Waiter lifecycle: `WAITING --complete()--> DONE`, `WAITING --complete()
 //! hands role--> LEAD` (then `lead()`), `WAITING --fail()--> FAILED`.
@@ -134,8 +143,9 @@ impl Ord for Entry {
 pub(crate) struct GroupState {
     /// Someone holds the sync role (group I1).
     sync_owner: bool,
-    /// A waiter is writing its group's bytes during the current sync.
-    prewriting: bool,
+    /// A committer that arrived during the current sync is pre-writing its
+    /// group and will take the sync role the moment it is free.
+    heir: bool,
     waiters: BinaryHeap<Entry>,
     thread_waiters: usize,
     max_lsn: u64,
@@ -301,6 +311,7 @@ impl Core {
 
     fn commit_leader(&self, lsn: u64) -> Result<()> {
         let mut st = self.group.lock();
+        let mut tried_heir = false;
         loop {
             self.check_failed()?;
             if self.durable.load(Ordering::Acquire) >= lsn {
@@ -308,30 +319,68 @@ impl Core {
                 return Ok(());
             }
             if !st.sync_owner {
-                st.sync_owner = true;
+                self.set_owner(&mut st, true);
                 drop(st);
                 return self.lead(lsn, Role::Thread).map(|_| ());
             }
-            if !st.prewriting && self.written.load(Ordering::Acquire) < lsn {
-                // Overlap this group's write with the sync in flight.
-                st.prewriting = true;
+            if !st.heir && !tried_heir {
+                // First to arrive during this sync: write our group now (the
+                // write overlaps the sync) and take the role when it ends.
+                st.heir = true;
+                tried_heir = true;
                 drop(st);
-                self.metrics.prewrites.incr();
-                let r = self.write_up_to(lsn);
+                let r = self.be_heir(lsn);
                 st = self.group.lock();
-                st.prewriting = false;
+                st.heir = false;
                 r?;
+                if !st.sync_owner && !st.waiters.is_empty() {
+                    // A completing leader left the role to us (group I3):
+                    // lead for the queued waiters even if we are covered.
+                    self.set_owner(&mut st, true);
+                    let need = lsn.max(st.max_lsn);
+                    drop(st);
+                    return self.lead(need, Role::Thread).map(|_| ());
+                }
                 continue;
             }
             let w = Waiter::thread();
             st.push(lsn, w.clone());
+            let may_spin = st.waiters.len() < crate::stats::cores();
             drop(st);
-            return match self.wait(&w) {
+            return match self.wait(&w, may_spin) {
                 DONE => Ok(()),
                 LEAD => self.lead(lsn, Role::Thread).map(|_| ()),
                 _ => Err(self.poisoned()),
             };
         }
+    }
+
+    /// The heir's work outside the group lock: write our group's bytes while
+    /// the current sync runs. (The heir does not spin for the role: on the
+    /// 2-core machines measured, a spinning heir took the core a woken
+    /// committer needed and cut throughput by 12-75%; see
+    /// `bench/results/commit.md`.)
+    fn be_heir(&self, lsn: u64) -> Result<()> {
+        self.metrics.prewrites.incr();
+        if self.written.load(Ordering::Acquire) < lsn {
+            self.write_up_to(lsn)?;
+        }
+        Ok(())
+    }
+
+    /// Set or clear the sync role (group I1).
+    fn set_owner(&self, st: &mut GroupState, owner: bool) {
+        st.sync_owner = owner;
+    }
+
+    /// Whether an async committer should lead a sync on its own thread: only
+    /// when a sync is measured to take less than the two wake-ups (to the
+    /// flush thread and back) that handing it off would cost. Never on a
+    /// slow device, so an executor thread is never blocked for long.
+    pub(crate) fn inline_sync_is_cheaper(&self) -> bool {
+        let sync = self.metrics.sync_ewma.get();
+        let wake = self.metrics.wake_ewma.get();
+        !sync.is_zero() && !wake.is_zero() && sync <= wake * 2
     }
 
     fn commit_via_flusher(&self, lsn: u64) -> Result<()> {
@@ -344,12 +393,14 @@ impl Core {
                 return Ok(());
             }
             st.push(lsn, w.clone());
-            !std::mem::replace(&mut st.sync_owner, true)
+            let ring = !st.sync_owner;
+            self.set_owner(&mut st, true);
+            ring
         };
         if ring {
             self.flusher.ring();
         }
-        match self.wait(&w) {
+        match self.wait(&w, false) {
             DONE => Ok(()),
             LEAD => self.lead(lsn, Role::Thread).map(|_| ()),
             _ => Err(self.poisoned()),
@@ -381,8 +432,10 @@ impl Core {
             }
             let own = u64::from(role == Role::Thread);
             self.metrics.group_size.record(done.len() as u64 + own);
-            if st.waiters.is_empty() {
-                st.sync_owner = false;
+            if st.waiters.is_empty() || (st.heir && self.opts.mode != CommitMode::Flusher) {
+                // Nobody left, or the heir (awake, pre-writing) takes the
+                // role when it comes back: no wake-up needed.
+                self.set_owner(&mut st, false);
             } else if self.opts.mode == CommitMode::Flusher {
                 ring_flusher = role == Role::Thread;
             } else if let Some(e) = st.take_thread_waiter() {
@@ -419,7 +472,7 @@ impl Core {
     pub(crate) fn fail_waiters(&self) {
         let all: Vec<Arc<Waiter>> = {
             let mut st = self.group.lock();
-            st.sync_owner = false;
+            self.set_owner(&mut st, false);
             let mut v = Vec::new();
             while let Some(e) = st.pop() {
                 v.push(e.waiter);
@@ -443,12 +496,19 @@ impl Core {
         sync * 2
     }
 
-    /// Block the calling thread until its waiter leaves `WAITING`.
-    fn wait(&self, w: &Waiter) -> u8 {
+    /// Block the calling thread until its waiter leaves `WAITING`. With
+    /// `may_spin` (fewer waiters than cores, so a spinning core is not taken
+    /// from a woken committer), spin first if the measured latencies say the
+    /// wait is short.
+    fn wait(&self, w: &Waiter, may_spin: bool) -> u8 {
         static SPINNERS: AtomicUsize = AtomicUsize::new(0);
-        let budget = self.spin_budget();
+        let cores = crate::stats::cores();
+        let budget = if may_spin {
+            self.spin_budget()
+        } else {
+            Duration::ZERO
+        };
         if !budget.is_zero() {
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             if SPINNERS.fetch_add(1, Ordering::AcqRel) + 1 < cores {
                 self.metrics.spin_waits.incr();
                 let t0 = Instant::now();
@@ -497,7 +557,7 @@ impl Core {
                     let mut st = self.group.lock();
                     if self.failed.load(Ordering::Acquire) || st.waiters.is_empty() {
                         if st.waiters.is_empty() {
-                            st.sync_owner = false;
+                            self.set_owner(&mut st, false);
                         }
                         break;
                     }
@@ -555,7 +615,17 @@ impl Future for CommitFuture {
             if let WakeTarget::Task(aw) = &w.target {
                 aw.register(cx.waker());
             }
-            return match w.state.load(Ordering::Acquire) {
+            let state = w.state.load(Ordering::Acquire);
+            if state != WAITING {
+                let woken = w.woken_at_ns.load(Ordering::Relaxed);
+                let now = core.now_ns();
+                if woken != 0 && now > woken {
+                    core.metrics
+                        .wake_ewma
+                        .update(Duration::from_nanos(now - woken));
+                }
+            }
+            return match state {
                 WAITING => Poll::Pending,
                 DONE => self.finish(Ok(())),
                 _ => self.finish(Err(core.poisoned())),
@@ -580,16 +650,34 @@ impl Future for CommitFuture {
             return self.finish(Err(e));
         }
         let w = Waiter::task(cx);
-        let ring = {
+        let (ring, inline) = {
             let mut st = core.group.lock();
             if core.durable.load(Ordering::Acquire) >= self.lsn {
                 core.metrics.commits_already_durable.incr();
                 drop(st);
                 return self.finish(Ok(()));
             }
-            st.push(self.lsn, w.clone());
-            !std::mem::replace(&mut st.sync_owner, true)
+            if !st.sync_owner
+                && core.opts.mode == CommitMode::Leader
+                && core.inline_sync_is_cheaper()
+            {
+                core.set_owner(&mut st, true);
+                (false, true)
+            } else {
+                st.push(self.lsn, w.clone());
+                let ring = !st.sync_owner;
+                core.set_owner(&mut st, true);
+                (ring, false)
+            }
         };
+        if inline {
+            // A sync is shorter than the two thread hand-offs the flush
+            // thread would cost (measured), so leading here blocks this
+            // thread no longer than waiting would delay the commit.
+            core.metrics.inline_leads.incr();
+            let r = core.lead(self.lsn, Role::Thread).map(|_| ());
+            return self.finish(r);
+        }
         if ring {
             core.flusher.ring();
         }

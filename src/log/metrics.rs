@@ -29,6 +29,7 @@ pub(crate) struct LogMetrics {
     pub group_size: Histogram,
     pub leader_handoffs: Counter,
     pub flusher_leads: Counter,
+    pub inline_leads: Counter,
     pub prewrites: Counter,
     pub spin_waits: Counter,
     pub parks: Counter,
@@ -77,6 +78,8 @@ pub struct LogStats {
     pub leader_handoffs: u64,
     /// Syncs led by the flush thread.
     pub flusher_leads: u64,
+    /// Syncs an async committer led on its own thread (fast devices only).
+    pub inline_leads: u64,
     /// Writes done by a waiter while the previous group's sync ran.
     pub prewrites: u64,
     /// Waits that spun instead of parking (adaptive; zero on slow devices).
@@ -134,6 +137,7 @@ impl LogMetrics {
             group_size: self.group_size.snapshot(),
             leader_handoffs: self.leader_handoffs.get(),
             flusher_leads: self.flusher_leads.get(),
+            inline_leads: self.inline_leads.get(),
             prewrites: self.prewrites.get(),
             spin_waits: self.spin_waits.get(),
             parks: self.parks.get(),
@@ -145,5 +149,98 @@ impl LogMetrics {
             write_bytes_per_commit: write_bytes as f64 / commits,
             ..LogStats::default()
         }
+    }
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+fn hist_line(
+    f: &mut std::fmt::Formatter<'_>,
+    name: &str,
+    h: &HistogramSnapshot,
+    unit_us: bool,
+) -> std::fmt::Result {
+    if h.count == 0 {
+        return writeln!(f, "  {name:<22} (none)");
+    }
+    if unit_us {
+        writeln!(
+            f,
+            "  {name:<22} n={} mean={:.1}us p50={:.1}us p99={:.1}us p99.9={:.1}us max={:.1}us",
+            h.count,
+            h.mean / 1000.0,
+            us(h.p50),
+            us(h.p99),
+            us(h.p999),
+            us(h.max)
+        )
+    } else {
+        writeln!(
+            f,
+            "  {name:<22} n={} mean={:.2} p50={} p99={} max={}",
+            h.count, h.mean, h.p50, h.p99, h.max
+        )
+    }
+}
+
+impl std::fmt::Display for LogStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let commits = self.commits_sync + self.commits_write + self.commits_lazy;
+        writeln!(f, "redo log")?;
+        writeln!(
+            f,
+            "  LSN end={} durable={} checkpoint={} (checkpoint age {} of {} bytes), epoch {}",
+            self.end_lsn,
+            self.durable_lsn,
+            self.checkpoint_lsn,
+            self.end_lsn.saturating_sub(self.checkpoint_lsn),
+            self.capacity_bytes,
+            self.epoch
+        )?;
+        writeln!(
+            f,
+            "  appends {} ({} payload bytes, {} fragments, {} LSN bytes)",
+            self.appends, self.append_payload_bytes, self.fragments, self.lsn_bytes
+        )?;
+        writeln!(
+            f,
+            "  commits {} (sync {}, write {}, lazy {}; already durable {})",
+            commits,
+            self.commits_sync,
+            self.commits_write,
+            self.commits_lazy,
+            self.commits_already_durable
+        )?;
+        writeln!(
+            f,
+            "  log writes {} ({} bytes, {:.0} bytes/commit)   log syncs {} ({:.4} syncs/commit incl. {} checkpoints)",
+            self.writes,
+            self.write_bytes,
+            self.write_bytes_per_commit,
+            self.syncs,
+            self.fsyncs_per_commit,
+            self.checkpoints
+        )?;
+        hist_line(f, "log write latency", &self.write_latency, true)?;
+        hist_line(f, "log sync latency", &self.sync_latency, true)?;
+        hist_line(f, "commit wait", &self.commit_wait, true)?;
+        hist_line(f, "commits per sync", &self.group_size, false)?;
+        writeln!(
+            f,
+            "  leader handoffs {}, flusher leads {}, async inline leads {}, pre-writes {}, waits parked {} / spun {}",
+            self.leader_handoffs,
+            self.flusher_leads,
+            self.inline_leads,
+            self.prewrites,
+            self.parks,
+            self.spin_waits
+        )?;
+        write!(
+            f,
+            "  stalls: hole waits {}, buffer-full waits {}, log-full waits {}",
+            self.hole_waits, self.space_waits, self.log_full_waits
+        )
     }
 }

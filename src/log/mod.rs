@@ -523,6 +523,18 @@ pub fn inspect(vfs: &dyn Vfs, dir: &Path) -> Result<LogInfo> {
     })
 }
 
+/// Hand every record after the checkpoint of the log in `dir` to `on_record`
+/// without changing the log (for tools such as `quill dump`).
+pub fn scan_read_only(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    on_record: &mut dyn FnMut(&RecoveredRecord<'_>) -> Result<()>,
+) -> Result<()> {
+    let (files, slot) = LogFiles::open(vfs, dir, false, false)?;
+    recovery::scan(&files, slot.checkpoint_lsn.0, slot.epoch, on_record)?;
+    Ok(())
+}
+
 fn read_saved_stats(vfs: &dyn Vfs, path: &Path) -> Option<SavedStats> {
     let f = vfs.open(path, OpenOptions::read_only()).ok()?;
     let len = usize::try_from(f.size().ok()?).ok()?.min(1 << 20);

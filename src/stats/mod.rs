@@ -19,6 +19,19 @@ use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
+/// Cores available to this process (read once; `available_parallelism`
+/// reads cgroup files on every call).
+pub fn cores() -> usize {
+    static CORES: AtomicUsize = AtomicUsize::new(0);
+    let n = CORES.load(Ordering::Relaxed);
+    if n != 0 {
+        return n;
+    }
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    CORES.store(n, Ordering::Relaxed);
+    n
+}
+
 /// Shard count: enough for the machine's cores, at least 4.
 fn shard_count() -> usize {
     static COUNT: AtomicUsize = AtomicUsize::new(0);
@@ -26,8 +39,7 @@ fn shard_count() -> usize {
     if n != 0 {
         return n;
     }
-    let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
-    let n = cores.next_power_of_two().clamp(4, 64);
+    let n = cores().next_power_of_two().clamp(4, 64);
     COUNT.store(n, Ordering::Relaxed);
     n
 }
