@@ -21,6 +21,7 @@ pub(crate) struct LogMetrics {
     pub sync_latency: Histogram,
     pub sync_ewma: Ewma,
     pub wake_ewma: Ewma,
+    pub group_ewma: Ewma,
     pub commits_sync: Counter,
     pub commits_write: Counter,
     pub commits_lazy: Counter,

@@ -202,26 +202,44 @@ impl HistogramSnapshot {
     }
 }
 
-/// An exponentially weighted moving average of a duration in nanoseconds,
-/// updated without locks (a lost update under a race only delays
-/// convergence).
+/// An exponentially weighted moving average (weight 1/8 per sample) of a
+/// duration or a count, updated without locks (a lost update under a race
+/// only delays convergence).
 #[derive(Debug, Default)]
 pub struct Ewma {
-    value_ns: AtomicU64,
+    /// Nanoseconds, or a count in thousandths.
+    value: AtomicU64,
 }
 
 impl Ewma {
-    /// Fold in a sample with weight 1/8.
-    pub fn update(&self, sample: Duration) {
-        let s = u64::try_from(sample.as_nanos()).unwrap_or(u64::MAX);
-        let old = self.value_ns.load(Ordering::Relaxed);
-        let new = if old == 0 { s } else { old - old / 8 + s / 8 };
-        self.value_ns.store(new, Ordering::Relaxed);
+    fn fold(&self, sample: u64) {
+        let old = self.value.load(Ordering::Relaxed);
+        let new = if old == 0 {
+            sample
+        } else {
+            old - old / 8 + sample / 8
+        };
+        self.value.store(new, Ordering::Relaxed);
     }
 
-    /// Current average (zero before the first sample).
+    /// Fold in a duration sample.
+    pub fn update(&self, sample: Duration) {
+        self.fold(u64::try_from(sample.as_nanos()).unwrap_or(u64::MAX));
+    }
+
+    /// Current average duration (zero before the first sample).
     pub fn get(&self) -> Duration {
-        Duration::from_nanos(self.value_ns.load(Ordering::Relaxed))
+        Duration::from_nanos(self.value.load(Ordering::Relaxed))
+    }
+
+    /// Fold in a count sample.
+    pub fn update_count(&self, n: u64) {
+        self.fold(n.saturating_mul(1000));
+    }
+
+    /// Current average count (zero before the first sample).
+    pub fn count(&self) -> f64 {
+        self.value.load(Ordering::Relaxed) as f64 / 1000.0
     }
 }
 
@@ -259,6 +277,15 @@ mod tests {
         assert_eq!(s.count, 3);
         assert_eq!(s.min, 1);
         assert!(s.max >= HIST_MAX - HIST_MAX / 50);
+    }
+
+    #[test]
+    fn ewma_counts() {
+        let e = Ewma::default();
+        for _ in 0..100 {
+            e.update_count(3);
+        }
+        assert!((e.count() - 3.0).abs() < 0.1);
     }
 
     #[test]
