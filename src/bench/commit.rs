@@ -135,13 +135,15 @@ pub struct CommitSummary {
 }
 
 impl CommitConfig {
-    /// Every combination, in the order one repetition runs them.
+    /// Every combination, in the order one repetition runs them: variants of
+    /// one client count (modes, then sync/async) run back to back, so that
+    /// the ratios between them see the same machine conditions.
     pub fn combos(&self) -> Vec<Combo> {
         let mut out = Vec::new();
         for &fsync_delay_ms in &self.fsync_delays_ms {
             for &durability in &self.durabilities {
-                for &is_async in &self.asyncs {
-                    for &clients in &self.clients {
+                for &clients in &self.clients {
+                    for &is_async in &self.asyncs {
                         for &mode in &self.modes {
                             out.push(Combo {
                                 mode,

@@ -48,6 +48,19 @@ pub enum Method {
 }
 
 impl Method {
+    /// Every method.
+    pub const ALL: [Method; 3] = [Method::Fdatasync, Method::ODsync, Method::RwfDsync];
+
+    /// Parse a command-line name (`fdatasync`, `o_dsync`, `rwf_dsync`).
+    pub fn parse(s: &str) -> Option<Method> {
+        match s.to_ascii_lowercase().as_str() {
+            "fdatasync" => Some(Method::Fdatasync),
+            "o_dsync" | "odsync" => Some(Method::ODsync),
+            "rwf_dsync" | "rwfdsync" => Some(Method::RwfDsync),
+            _ => None,
+        }
+    }
+
     /// Name as printed.
     pub fn name(self) -> &'static str {
         match self {
@@ -59,6 +72,23 @@ impl Method {
 }
 
 impl Preparation {
+    /// Every preparation.
+    pub const ALL: [Preparation; 3] = [
+        Preparation::Append,
+        Preparation::Fallocate,
+        Preparation::Overwrite,
+    ];
+
+    /// Parse a command-line name.
+    pub fn parse(s: &str) -> Option<Preparation> {
+        match s.to_ascii_lowercase().as_str() {
+            "append" => Some(Preparation::Append),
+            "fallocate" => Some(Preparation::Fallocate),
+            "overwrite" => Some(Preparation::Overwrite),
+            _ => None,
+        }
+    }
+
     /// Name as printed.
     pub fn name(self) -> &'static str {
         match self {
@@ -80,6 +110,10 @@ pub struct FsyncConfig {
     pub rounds: usize,
     /// Also run with buffered I/O (no `O_DIRECT`).
     pub buffered: bool,
+    /// Preparations to measure (all when empty).
+    pub preparations: Vec<Preparation>,
+    /// Sync methods to measure (all when empty).
+    pub methods: Vec<Method>,
 }
 
 /// One measured combination.
@@ -124,18 +158,20 @@ struct Combo {
     direct: bool,
 }
 
-fn combos(buffered: bool) -> Vec<Combo> {
+fn combos(cfg: &FsyncConfig) -> Vec<Combo> {
     let mut out = Vec::new();
     for direct in [true, false] {
-        if !direct && !buffered {
+        if !direct && !cfg.buffered {
             continue;
         }
-        for prep in [
-            Preparation::Append,
-            Preparation::Fallocate,
-            Preparation::Overwrite,
-        ] {
-            for method in [Method::Fdatasync, Method::ODsync, Method::RwfDsync] {
+        for prep in Preparation::ALL {
+            if !cfg.preparations.is_empty() && !cfg.preparations.contains(&prep) {
+                continue;
+            }
+            for method in Method::ALL {
+                if !cfg.methods.is_empty() && !cfg.methods.contains(&method) {
+                    continue;
+                }
                 out.push(Combo {
                     prep,
                     method,
@@ -260,7 +296,7 @@ pub fn run(vfs: &dyn Vfs, cfg: &FsyncConfig, tick: &dyn Fn()) -> Result<FsyncRep
     }
     vfs.create_dir_all(&cfg.dir)?;
     let path = cfg.dir.join("quill-fsync-bench.tmp");
-    let list = combos(cfg.buffered);
+    let list = combos(cfg);
     let mut samples: Vec<Samples> = list
         .iter()
         .map(|_| Samples {
@@ -307,7 +343,7 @@ pub fn run(vfs: &dyn Vfs, cfg: &FsyncConfig, tick: &dyn Fn()) -> Result<FsyncRep
 
 /// Total timed writes a config performs (for a progress bar).
 pub fn total_writes(cfg: &FsyncConfig) -> u64 {
-    (combos(cfg.buffered).len() * cfg.iterations * cfg.rounds) as u64
+    (combos(cfg).len() * cfg.iterations * cfg.rounds) as u64
 }
 
 /// Print the report as a table.

@@ -73,6 +73,12 @@ struct FsyncArgs {
     /// Also measure buffered I/O (without O_DIRECT).
     #[arg(long)]
     buffered: bool,
+    /// Only these preparations (append, fallocate, overwrite), comma-separated.
+    #[arg(long, value_delimiter = ',', value_parser = parse_preparation)]
+    preparations: Vec<fsync::Preparation>,
+    /// Only these sync methods (fdatasync, o_dsync, rwf_dsync), comma-separated.
+    #[arg(long, value_delimiter = ',', value_parser = parse_method)]
+    methods: Vec<fsync::Method>,
     /// Write results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -125,6 +131,16 @@ struct CommitArgs {
     /// Write rows and medians as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+}
+
+fn parse_preparation(s: &str) -> std::result::Result<fsync::Preparation, String> {
+    fsync::Preparation::parse(s)
+        .ok_or_else(|| format!("{s:?}: expected append, fallocate or overwrite"))
+}
+
+fn parse_method(s: &str) -> std::result::Result<fsync::Method, String> {
+    fsync::Method::parse(s)
+        .ok_or_else(|| format!("{s:?}: expected fdatasync, o_dsync or rwf_dsync"))
 }
 
 fn parse_size(s: &str) -> std::result::Result<u64, String> {
@@ -240,6 +256,8 @@ fn bench_fsync(a: FsyncArgs) -> Result<()> {
         iterations: a.iterations,
         rounds: a.rounds,
         buffered: a.buffered,
+        preparations: a.preparations,
+        methods: a.methods,
     };
     std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
     let machine = Machine::describe(&a.dir);

@@ -14,7 +14,8 @@
 //!   directory change is kept or lost. Handles from before the crash fail with
 //!   [`IoError::Crashed`] from then on.
 //! * Faults: the n-th write or sync from now can fail (once, or from then on),
-//!   and every sync can take extra time.
+//!   and every sync can take extra time. A dsync write counts as a write and
+//!   a sync for faults, statistics and latency.
 //!
 //! Invariants:
 //! 1. `durable` only changes by sync (of everything pending, in order) or by a
@@ -519,8 +520,12 @@ impl SimFile {
         if st.crashed {
             return Err(crashed(op, &self.path));
         }
-        let fail = st.write_fault.fire();
+        // A durable write includes a flush, so sync faults apply to it too.
+        let fail = st.write_fault.fire() | (durable && st.sync_fault.fire());
         st.stats.writes += 1;
+        if durable {
+            st.stats.syncs += 1;
+        }
         st.stats.bytes_written += buf.len() as u64;
         let inode = st
             .inodes
@@ -549,6 +554,15 @@ impl SimFile {
                 offset,
                 data: buf.to_vec(),
             });
+        }
+        let latency = if durable {
+            st.sync_latency
+        } else {
+            Duration::ZERO
+        };
+        drop(guard);
+        if !latency.is_zero() {
+            std::thread::sleep(latency);
         }
         Ok(())
     }

@@ -209,8 +209,9 @@ impl LogFiles {
     }
 
     /// Write `data` (whole blocks) at block-aligned `lsn`, splitting at file
-    /// ends. Returns the number of write calls made.
-    pub(crate) fn write(&self, lsn: u64, data: &[u8]) -> Result<u64> {
+    /// ends; with `dsync` each piece is durable on return (`RWF_DSYNC`).
+    /// Returns the number of write calls made.
+    pub(crate) fn write(&self, lsn: u64, data: &[u8], dsync: bool) -> Result<u64> {
         debug_assert_eq!(lsn % BLOCK, 0, "log I/O is block-aligned");
         let mut done = 0usize;
         let mut calls = 0;
@@ -220,7 +221,12 @@ impl LogFiles {
             let room = (self.cap - at % self.cap) as usize;
             let n = room.min(data.len() - done);
             let piece = data.get(done..done + n).unwrap_or_default();
-            self.file(fi)?.write_all_at(piece, off)?;
+            let f = self.file(fi)?;
+            if dsync {
+                f.write_all_at_dsync(piece, off)?;
+            } else {
+                f.write_all_at(piece, off)?;
+            }
             calls += 1;
             done += n;
         }

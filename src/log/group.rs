@@ -300,10 +300,13 @@ impl Core {
         let _serial = self.naive.lock();
         self.check_failed()?;
         let from = self.durable.load(Ordering::Acquire);
-        let target = self.write_up_to(lsn)?;
-        // Always sync at least the commit's own last byte: this mode is the
-        // one-sync-per-commit baseline, so it never skips.
-        self.sync_range(from.min(lsn.saturating_sub(1)), target)?;
+        let w = self.write_to(lsn, true)?;
+        if !w.synced {
+            // Always sync at least the commit's own last byte: this mode is
+            // the one-sync-per-commit baseline, so it never skips.
+            self.sync_range(from.min(lsn.saturating_sub(1)), w.written)?;
+        }
+        let target = w.written;
         self.durable.fetch_max(target, Ordering::AcqRel);
         self.metrics.group_size.record(1);
         self.metrics.group_ewma.update_count(1);
@@ -411,8 +414,11 @@ impl Core {
     /// `need`), sync it, publish `durable`, and complete the covered waiters.
     fn lead(&self, need: u64, role: Role) -> Result<Next> {
         let from = self.durable.load(Ordering::Acquire);
-        let target = self.write_up_to(need)?;
-        self.sync_range(from, target)?;
+        let w = self.write_to(need, true)?;
+        if !w.synced {
+            self.sync_range(from, w.written)?;
+        }
+        let target = w.written;
         self.durable.fetch_max(target, Ordering::AcqRel);
         Ok(self.complete(target, role))
     }
@@ -432,7 +438,9 @@ impl Core {
             }
             let own = u64::from(role == Role::Thread);
             self.metrics.group_size.record(done.len() as u64 + own);
-            self.metrics.group_ewma.update_count(done.len() as u64 + own);
+            self.metrics
+                .group_ewma
+                .update_count(done.len() as u64 + own);
             if st.waiters.is_empty() || (st.heir && self.opts.mode != CommitMode::Flusher) {
                 // Nobody left, or the heir (awake, pre-writing) takes the
                 // role when it comes back: no wake-up needed.
@@ -658,8 +666,7 @@ impl Future for CommitFuture {
         if let Err(e) = core.ensure_flusher() {
             return self.finish(Err(e));
         }
-        let w = Waiter::task(cx);
-        let (ring, inline) = {
+        let (waiter, ring) = {
             let mut st = core.group.lock();
             if core.durable.load(Ordering::Acquire) >= self.lsn {
                 core.metrics.commits_already_durable.incr();
@@ -671,26 +678,24 @@ impl Future for CommitFuture {
                 && core.inline_sync_is_cheaper()
             {
                 core.set_owner(&mut st, true);
-                (false, true)
-            } else {
-                st.push(self.lsn, w.clone());
-                let ring = !st.sync_owner;
-                core.set_owner(&mut st, true);
-                (ring, false)
+                drop(st);
+                // A sync is shorter than the two thread hand-offs the flush
+                // thread would cost (measured), so leading here blocks this
+                // thread no longer than waiting would delay the commit.
+                core.metrics.inline_leads.incr();
+                let r = core.lead(self.lsn, Role::Thread).map(|_| ());
+                return self.finish(r);
             }
+            let w = Waiter::task(cx);
+            st.push(self.lsn, w.clone());
+            let ring = !st.sync_owner;
+            core.set_owner(&mut st, true);
+            (w, ring)
         };
-        if inline {
-            // A sync is shorter than the two thread hand-offs the flush
-            // thread would cost (measured), so leading here blocks this
-            // thread no longer than waiting would delay the commit.
-            core.metrics.inline_leads.incr();
-            let r = core.lead(self.lsn, Role::Thread).map(|_| ());
-            return self.finish(r);
-        }
         if ring {
             core.flusher.ring();
         }
-        self.waiter = Some(w);
+        self.waiter = Some(waiter);
         Poll::Pending
     }
 }

@@ -18,6 +18,7 @@ pub(crate) struct LogMetrics {
     pub write_bytes: Counter,
     pub write_latency: Histogram,
     pub syncs: Counter,
+    pub dsync_writes: Counter,
     pub sync_latency: Histogram,
     pub sync_ewma: Ewma,
     pub wake_ewma: Ewma,
@@ -59,8 +60,12 @@ pub struct LogStats {
     pub write_bytes: u64,
     /// Latency of each log write call.
     pub write_latency: HistogramSnapshot,
-    /// `fdatasync` calls on log files (checkpoint syncs excluded).
+    /// Durable I/Os on log files: `fdatasync` calls plus `RWF_DSYNC` writes
+    /// (checkpoint syncs excluded).
     pub syncs: u64,
+    /// Of `syncs`, writes made durable by `RWF_DSYNC` (each is also counted
+    /// in `writes`).
+    pub dsync_writes: u64,
     /// Latency of each log sync.
     pub sync_latency: HistogramSnapshot,
     /// Commits that asked for durability `Sync`.
@@ -129,6 +134,7 @@ impl LogMetrics {
             write_bytes,
             write_latency: self.write_latency.snapshot(),
             syncs,
+            dsync_writes: self.dsync_writes.get(),
             sync_latency: self.sync_latency.snapshot(),
             commits_sync,
             commits_write,
@@ -216,16 +222,18 @@ impl std::fmt::Display for LogStats {
         )?;
         writeln!(
             f,
-            "  log writes {} ({} bytes, {:.0} bytes/commit)   log syncs {} ({:.4} syncs/commit incl. {} checkpoints)",
+            "  log writes {} ({} bytes, {:.0} bytes/commit); durable I/Os {} ({} RWF_DSYNC writes + {} fdatasync), {:.4} per commit incl. {} checkpoints",
             self.writes,
             self.write_bytes,
             self.write_bytes_per_commit,
             self.syncs,
+            self.dsync_writes,
+            self.syncs.saturating_sub(self.dsync_writes),
             self.fsyncs_per_commit,
             self.checkpoints
         )?;
-        hist_line(f, "log write latency", &self.write_latency, true)?;
-        hist_line(f, "log sync latency", &self.sync_latency, true)?;
+        hist_line(f, "plain write latency", &self.write_latency, true)?;
+        hist_line(f, "durable I/O latency", &self.sync_latency, true)?;
         hist_line(f, "commit wait", &self.commit_wait, true)?;
         hist_line(f, "commits per sync", &self.group_size, false)?;
         writeln!(
