@@ -46,8 +46,8 @@ def main():
     all_docs = [modes, asy, slow, dur] + [d for r in round_docs for d in r[:2]]
 
     # 1. fsyncs per commit <= 1.0 in every row. Counters are read at the two
-    # edges of the measured window, so one sync of a commit counted just
-    # outside it may fall inside: allow syncs <= commits + 1.
+    # edges of the measured window, so a commit counted just outside it may
+    # have its sync inside: allow one such sync per client.
     worst = None
     for doc in all_docs:
         if not doc:
@@ -56,10 +56,11 @@ def main():
             syncs = round(r["fsyncs_per_commit"] * r["commits"])
             excess = syncs - r["commits"]
             label = f'{r["mode"]}/{r["durability"]}/{r["clients"]}c/async={r["async"]}/delay={r["fsync_delay_ms"]}'
+            excess -= r["clients"]
             if worst is None or excess > worst[0]:
                 worst = (excess, r["fsyncs_per_commit"], label)
-    check("fsyncs/commit <= 1.0 in every row", worst[0] <= 1,
-          f"highest {worst[1]:.4f} ({worst[2]}; syncs - commits = {worst[0]})")
+    check("fsyncs/commit <= 1.0 in every row", worst[0] <= 0,
+          f"highest {worst[1]:.4f} ({worst[2]}; syncs - commits - clients = {worst[0]})")
 
     # 2. leader fsyncs per commit vs MariaDB 10.11's on this machine.
     for clients, bound in ((4, 0.5), (16, 0.15), (64, 0.04), (256, 0.015)):

@@ -1,10 +1,12 @@
 //! `quill bench commit`: the commit path under load.
 //!
-//! For every combination of commit mode, durability, client count, async
-//! and injected sync delay (each `repeat` times, combinations interleaved so
-//! that machine noise spreads over all of them), a fresh log is created and
-//! each client (a thread, or a tokio task with `async`) loops: append one
-//! record of `record_bytes`, commit it. After a warm-up, the run measures
+//! The run creates one log (files allocated and zero-filled once) and every
+//! row reopens it, as a long-running database reuses its recycled files. For
+//! every combination of commit mode, durability, client count, async and
+//! injected sync delay (each `repeat` times, combinations interleaved so
+//! that machine noise spreads over all of them), each client (a thread, or a
+//! tokio task with `async`) loops: append one record of `record_bytes`,
+//! commit it. After a warm-up, the run measures
 //! for `seconds`:
 //!
 //! * `commits_per_s` and latency of append + commit (p50, p99, max);
@@ -31,8 +33,8 @@ use crate::{Error, Result};
 /// Parameters of a commit benchmark run.
 #[derive(Clone, Debug, Serialize)]
 pub struct CommitConfig {
-    /// Database directory; its log (`DIR/log`) is recreated for every row and
-    /// the last row's log is left for `quill status DIR`.
+    /// Database directory; its log (`DIR/log`) is created at the start of the
+    /// run, reopened by every row, and left for `quill status DIR`.
     pub dir: PathBuf,
     /// Client counts.
     pub clients: Vec<usize>,
@@ -371,7 +373,27 @@ fn spawn_checkpointer(log: Arc<Log>, stop: Arc<AtomicBool>) -> std::thread::Join
     })
 }
 
-/// Run one combination once.
+/// Create the run's log (once: every row reopens it, so rows measure a log
+/// whose files are already allocated and recycled, not one being created).
+fn create_log(cfg: &CommitConfig) -> Result<()> {
+    let vfs = RealFs::new();
+    let dir = cfg.dir.join("log");
+    vfs.remove_dir_all(&dir)?;
+    let log = Log::create(Arc::new(vfs), &dir, log_options(cfg, CommitMode::Leader))?;
+    log.close()
+}
+
+fn log_options(cfg: &CommitConfig, mode: CommitMode) -> LogOptions {
+    LogOptions {
+        file_size: cfg.file_size,
+        file_count: cfg.file_count,
+        buffer_size: cfg.buffer_size,
+        mode,
+        direct_io: true,
+    }
+}
+
+/// Run one combination once, on the log `create_log` made.
 pub fn run_row(
     cfg: &CommitConfig,
     combo: Combo,
@@ -382,15 +404,8 @@ pub fn run_row(
         combo.fsync_delay_ms / 1000.0,
     )));
     let dir = cfg.dir.join("log");
-    vfs.remove_dir_all(&dir)?;
-    let opts = LogOptions {
-        file_size: cfg.file_size,
-        file_count: cfg.file_count,
-        buffer_size: cfg.buffer_size,
-        mode: combo.mode,
-        direct_io: true,
-    };
-    let log = Arc::new(Log::create(vfs.clone(), &dir, opts)?);
+    let (log, _) = Log::open(vfs, &dir, log_options(cfg, combo.mode), |_| Ok(()))?;
+    let log = Arc::new(log);
     let stop_ck = Arc::new(AtomicBool::new(false));
     let ck = spawn_checkpointer(log.clone(), stop_ck.clone());
     let phase = Arc::new(AtomicU8::new(PHASE_WARMUP));
@@ -467,6 +482,8 @@ pub fn run_row(
     };
     stop_ck.store(true, Ordering::Relaxed);
     let ck_result = ck.join();
+    // Leave nothing for the next row's recovery to scan.
+    log.checkpoint(log.durable_lsn())?;
     let final_stats = log.stats();
     match Arc::try_unwrap(log) {
         Ok(log) => log.close()?,
@@ -525,6 +542,7 @@ pub fn run(
     on_row: &mut dyn FnMut(&CommitRow),
 ) -> Result<Vec<CommitRow>> {
     cfg.validate()?;
+    create_log(cfg)?;
     let mut rows = Vec::new();
     for repeat in 0..cfg.repeat {
         for combo in cfg.combos() {

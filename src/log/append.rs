@@ -135,6 +135,15 @@ impl Core {
     fn wait_for_checkpoint(&self, end: u64) -> Result<()> {
         self.metrics.log_full_waits.incr();
         let started = Instant::now();
+        // The owner can only checkpoint durable LSNs: make everything
+        // published durable now rather than at the next timed sync (`Lazy`
+        // and `Write` commits would otherwise stall here for up to a
+        // second). Never waits for our own unpublished range: it syncs only
+        // what is already written.
+        let written = self.write_up_to(0)?;
+        if written > self.durable.load(Ordering::Acquire) {
+            self.sync_to(written, false)?;
+        }
         let mut ck = self.checkpoint.lock();
         while end > self.capacity_limit.load(Ordering::Acquire) {
             self.check_failed()?;
