@@ -87,7 +87,10 @@ def main():
         l = pick(mdoc, mode="leader", clients=1)["commits_per_s"]
         f = pick(mdoc, mode="flusher", clients=1)["commits_per_s"]
         lf.append(l / max(f, 1))
-        fastest = min((r for r in fdoc["rows"] if r["direct"]), key=lambda r: r["p50_us"])
+        # The fastest preparation, with the log's method at one client
+        # (RWF_DSYNC: every write it issues is durable and nothing before it
+        # is pending).
+        fastest = min((r for r in fdoc["rows"] if r["direct"] and r["method"] == "rwf_dsync"), key=lambda r: r["p50_us"])
         phys.append((l * fastest["p50_us"] / 1e6, l, fastest))
         if adoc:
             asyn.append(pick(adoc, mode="leader", clients=1)["commits_per_s"] / max(l, 1))
@@ -95,7 +98,7 @@ def main():
         check("leader >= 0.95 x flusher at 1 client (no delay)", statistics.median(lf) >= 0.95,
               f"median ratio {statistics.median(lf):.3f} over {len(lf)} rounds ({', '.join(f'{x:.3f}' for x in lf)})")
         med = statistics.median(x[0] for x in phys)
-        detail = "; ".join(f'{x[1]:.0f}/s vs {x[2]["method"]} p50 {x[2]["p50_us"]:.1f} us' for x in phys)
+        detail = "; ".join(f'{x[1]:.0f}/s vs {x[2]["preparation"]} p50 {x[2]["p50_us"]:.1f} us' for x in phys)
         check("1 client leader >= 90% of 1/(fastest median write+sync)", med >= 0.9,
               f"median ratio {med:.3f} over {len(phys)} rounds ({detail})")
     if asyn:

@@ -21,7 +21,7 @@ Q=./target/release/quill
 set -x
 $Q bench fsync --dir "$DIR" --iterations 1000 --rounds 3 --buffered --json "$OUT/fsync.json"
 for i in $(seq 1 "$ROUNDS"); do
-  $Q bench fsync --dir "$DIR" --iterations 2000 --rounds 1 --preparations overwrite --json "$OUT/round$i-fsync.json"
+  $Q bench fsync --dir "$DIR" --iterations 2000 --rounds 1 --preparations overwrite,rewrite --json "$OUT/round$i-fsync.json"
   $Q bench commit --dir "$DIR" --clients 1 --mode leader,flusher,naive --seconds "$S" --json "$OUT/round$i-modes.json"
   $Q bench commit --dir "$DIR" --clients 1 --async true --seconds "$S" --json "$OUT/round$i-async.json"
 done

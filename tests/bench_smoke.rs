@@ -17,7 +17,7 @@ fn fsync_bench_measures_every_combination() {
         methods: Vec::new(),
     };
     let report = fsync::run(&RealFs::new(), &cfg, &|| {}).unwrap();
-    assert_eq!(report.rows.len(), 18);
+    assert_eq!(report.rows.len(), 24);
     assert!(
         report
             .rows

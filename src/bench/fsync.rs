@@ -8,7 +8,9 @@
 //! * `fallocate`: the file is `fallocate`d to full size first (unwritten
 //!   extents, so each first write converts one);
 //! * `overwrite`: the file was zero-filled and synced once, then overwritten
-//!   (what Quill's preallocated, recycled log files do).
+//!   (what Quill's preallocated, recycled log files do);
+//! * `rewrite`: as `overwrite`, but every write hits the same block (a log's
+//!   partial tail block, rewritten by every commit of a single client).
 //!
 //! Sync methods: `fdatasync` after a plain write; `O_DSYNC` on open; and
 //! `RWF_DSYNC` on each `pwritev2`. On ext4 the first two preparations make
@@ -33,6 +35,9 @@ pub enum Preparation {
     Fallocate,
     /// Zero-fill and sync the whole file once, then overwrite.
     Overwrite,
+    /// Like `overwrite`, but every write goes to the same block: what a log
+    /// does at one client, rewriting its partial tail block per commit.
+    Rewrite,
 }
 
 /// How each write is made durable.
@@ -73,10 +78,11 @@ impl Method {
 
 impl Preparation {
     /// Every preparation.
-    pub const ALL: [Preparation; 3] = [
+    pub const ALL: [Preparation; 4] = [
         Preparation::Append,
         Preparation::Fallocate,
         Preparation::Overwrite,
+        Preparation::Rewrite,
     ];
 
     /// Parse a command-line name.
@@ -85,6 +91,7 @@ impl Preparation {
             "append" => Some(Preparation::Append),
             "fallocate" => Some(Preparation::Fallocate),
             "overwrite" => Some(Preparation::Overwrite),
+            "rewrite" => Some(Preparation::Rewrite),
             _ => None,
         }
     }
@@ -95,6 +102,7 @@ impl Preparation {
             Preparation::Append => "append",
             Preparation::Fallocate => "fallocate",
             Preparation::Overwrite => "overwrite",
+            Preparation::Rewrite => "rewrite",
         }
     }
 }
@@ -220,7 +228,7 @@ fn prepare(
         match prep {
             Preparation::Append => {}
             Preparation::Fallocate => f.allocate(0, size)?,
-            Preparation::Overwrite => {
+            Preparation::Overwrite | Preparation::Rewrite => {
                 let zeros = AlignedBuf::new(1 << 20);
                 let mut at = 0;
                 while at < size {
@@ -262,7 +270,11 @@ fn run_one(
         for chunk in block.chunks_mut(8) {
             chunk.copy_from_slice(&stamp);
         }
-        let at = i as u64 * 4096;
+        let at = if prep == Preparation::Rewrite {
+            0
+        } else {
+            i as u64 * 4096
+        };
         let t0 = Instant::now();
         match method {
             Method::Fdatasync => {

@@ -52,7 +52,8 @@ const DEFAULT_DIR: &str = "quill-data";
 enum BenchCmd {
     /// Latency of one aligned 4 KiB write made durable, for each sync method
     /// (fdatasync, O_DSYNC, RWF_DSYNC) and each way of preparing the file
-    /// (append, fallocate, overwrite of a zero-filled file), with O_DIRECT.
+    /// (append, fallocate, overwrite of a zero-filled file, rewrite of one
+    /// block), with O_DIRECT.
     Fsync(FsyncArgs),
     /// Append + commit loops over the redo log: every combination of
     /// --clients, --mode, --durability, --async and --fsync-delay-ms.
@@ -73,7 +74,7 @@ struct FsyncArgs {
     /// Also measure buffered I/O (without O_DIRECT).
     #[arg(long)]
     buffered: bool,
-    /// Only these preparations (append, fallocate, overwrite), comma-separated.
+    /// Only these preparations (append, fallocate, overwrite, rewrite), comma-separated.
     #[arg(long, value_delimiter = ',', value_parser = parse_preparation)]
     preparations: Vec<fsync::Preparation>,
     /// Only these sync methods (fdatasync, o_dsync, rwf_dsync), comma-separated.
