@@ -138,12 +138,11 @@ impl Core {
         // The owner can only checkpoint durable LSNs: make everything
         // published durable now rather than at the next timed sync (`Lazy`
         // and `Write` commits would otherwise stall here for up to a
-        // second). Never waits for our own unpublished range: it syncs only
-        // what is already written.
-        let written = self.write_up_to(0)?;
-        if written > self.durable.load(Ordering::Acquire) {
-            self.sync_to(written, false)?;
-        }
+        // second). This sync bypasses the sync role (group I1): the role's
+        // holder may itself be waiting for our unpublished range, so waiting
+        // for the role here would deadlock (found by the commit benchmark;
+        // test `full_log_with_lazy_and_sync_commits_never_deadlocks`).
+        self.sync_written()?;
         let mut ck = self.checkpoint.lock();
         while end > self.capacity_limit.load(Ordering::Acquire) {
             self.check_failed()?;

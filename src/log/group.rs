@@ -33,7 +33,11 @@
 //!
 //! Invariants (group In):
 //! 1. At most one holder of the sync role at a time (`sync_owner`); only it
-//!    (or a naive committer under the naive mutex, or a checkpoint) syncs.
+//!    syncs for waiting commits. Other syncs (a naive committer under the
+//!    naive mutex, an appender waiting for log space in `sync_written`) may
+//!    run beside it; `durable` only moves forward, so they cannot undo it.
+//!    Nothing that holds an unpublished reservation ever waits for the role
+//!    (a role holder may be waiting for that very reservation).
 //! 2. A waiter is woken `DONE` only after `durable >= its LSN`.
 //! 3. While waiters exist, someone holds the sync role or is the heir (no
 //!    waiter is stranded): a completing holder hands the role to the heir,

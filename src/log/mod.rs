@@ -346,9 +346,10 @@ impl Log {
     }
 
     /// Write a checkpoint: recovery will start scanning at `lsn`, and log
-    /// space before it may be reused. `lsn` must be a value returned by
-    /// [`Log::append`] or [`Log::durable_lsn`] (a record boundary); it is made
-    /// durable first if it is not.
+    /// space before it may be reused. `lsn` must be a record boundary (a
+    /// value returned by [`Log::append`] or [`Log::durable_lsn`]) that is
+    /// already durable: a checkpoint never waits for group commit, because
+    /// appenders waiting for log space may be what group commit waits for.
     pub fn checkpoint(&self, lsn: Lsn) -> Result<()> {
         self.core.checkpoint(lsn.0)
     }
@@ -564,8 +565,14 @@ impl Core {
                 reason: format!("{lsn} is not an LSN of this log (end {end})"),
             });
         }
-        if lsn > self.durable.load(Ordering::Acquire) {
-            self.sync_to(lsn, false)?;
+        let durable = self.durable.load(Ordering::Acquire);
+        if lsn > durable {
+            return Err(Error::InvalidArgument {
+                what: "checkpoint LSN",
+                reason: format!(
+                    "{lsn} is not durable yet (durable LSN {durable}); commit it first"
+                ),
+            });
         }
         let mut ck = self.checkpoint.lock();
         if lsn <= ck.slot.checkpoint_lsn.0 {

@@ -202,6 +202,20 @@ impl Core {
         }
     }
 
+    /// Write everything published and make it durable, without the sync role
+    /// and without waiting for any unpublished fragment. Concurrent syncs are
+    /// harmless: `durable` only moves forward (`fetch_max`) and every sync
+    /// covers all writes completed before it.
+    pub(crate) fn sync_written(&self) -> Result<()> {
+        let written = self.write_up_to(0)?;
+        let durable = self.durable.load(Ordering::Acquire);
+        if written > durable {
+            self.sync_range(durable, written)?;
+            self.durable.fetch_max(written, Ordering::AcqRel);
+        }
+        Ok(())
+    }
+
     /// Sync the files holding `[from, to)`; timed and counted as log syncs.
     pub(crate) fn sync_range(&self, from: u64, to: u64) -> Result<()> {
         for fi in self.files.files_between(from, to) {

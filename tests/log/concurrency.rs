@@ -175,3 +175,61 @@ fn concurrent_appends_with_checkpoints_wrap_the_circle() {
     }
     assert!(!acked.is_empty());
 }
+
+/// Regression (found by `bench/commit-acceptance.sh`, lazy commits at 64
+/// clients): a leader waiting for an unpublished fragment held the sync
+/// role, while that fragment's owner, blocked on a full log, waited for the
+/// sync role to make written bytes durable so a checkpoint could free
+/// space. Many threads, every durability level, a log that is always full,
+/// and a checkpointer that can only checkpoint durable LSNs.
+#[test]
+fn full_log_with_lazy_and_sync_commits_never_deadlocks() {
+    for round in 0..6u64 {
+        let fs = SimFs::new(0x70 + round);
+        fs.set_sync_latency(std::time::Duration::from_micros(200));
+        let log = Arc::new(Log::create(vfs(&fs), dir(), small_opts()).unwrap());
+        let stop = Arc::new(AtomicU64::new(0));
+        let ck = {
+            let log = log.clone();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while stop.load(Ordering::Acquire) == 0 {
+                    if log.end_lsn().0 - log.checkpoint_lsn().0 > log.capacity_bytes() / 2 {
+                        log.checkpoint(log.durable_lsn()).unwrap();
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            })
+        };
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let workers: Vec<_> = (0..96u64)
+            .map(|t| {
+                let log = log.clone();
+                let done_tx = done_tx.clone();
+                std::thread::spawn(move || {
+                    let d = match t % 3 {
+                        0 => Durability::Lazy,
+                        1 => Durability::Write,
+                        _ => Durability::Sync,
+                    };
+                    for s in 0..300 {
+                        let lsn = log.append(1, &payload(t * 1000 + s, 200)).unwrap();
+                        log.commit(lsn, d).unwrap();
+                    }
+                    done_tx.send(()).unwrap();
+                })
+            })
+            .collect();
+        for _ in 0..96 {
+            done_rx
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .expect("commits stopped making progress (deadlock)");
+        }
+        for w in workers {
+            w.join().unwrap();
+        }
+        stop.store(1, Ordering::Release);
+        ck.join().unwrap();
+        assert!(log.stats().log_full_waits > 0, "the test must fill the log");
+    }
+}

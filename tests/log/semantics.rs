@@ -59,11 +59,16 @@ fn checkpoint_must_be_a_record_boundary() {
     let b = log.append(1, &[2; 100]).unwrap();
     log.commit(b, Durability::Sync).unwrap();
     assert!(log.checkpoint(Lsn(a.0 + 8)).is_err());
+    let c = log.append(1, &[3; 100]).unwrap();
+    assert!(
+        matches!(log.checkpoint(c), Err(Error::InvalidArgument { .. })),
+        "a checkpoint beyond the durable LSN is refused"
+    );
     log.checkpoint(a).unwrap();
     assert_eq!(log.checkpoint_lsn(), a);
     drop(log);
     let (_log, recs, _) = open_collect(&fs, small_opts()).unwrap();
-    assert_eq!(recs.len(), 1);
+    assert_eq!(recs.len(), 1, "b is durable; c was never committed");
     assert_eq!(recs[0].end, b.0);
 }
 
