@@ -251,77 +251,96 @@ fn record(len: usize, client: usize) -> Vec<u8> {
     p
 }
 
+/// One client's loop state, shared by the thread and the task versions:
+/// `next` starts an iteration (or says stop), `done` records its outcome.
+struct Client {
+    latency_ns: hdrhistogram::Histogram<u64>,
+    payload: Vec<u8>,
+    n: u64,
+    phase: u8,
+    t0: Instant,
+}
+
+impl Client {
+    fn new(payload: Vec<u8>) -> Self {
+        Client {
+            latency_ns: new_hist(),
+            payload,
+            n: 0,
+            phase: PHASE_WARMUP,
+            t0: Instant::now(),
+        }
+    }
+
+    /// Stamp the next record; false once the run is stopping.
+    fn next(&mut self, phase: &AtomicU8) -> bool {
+        self.phase = phase.load(Ordering::Relaxed);
+        if self.phase == PHASE_STOP {
+            return false;
+        }
+        self.n += 1;
+        for (d, s) in self.payload.iter_mut().zip(self.n.to_le_bytes()) {
+            *d = s;
+        }
+        self.t0 = Instant::now();
+        true
+    }
+
+    /// Record the iteration's latency (measured phase only); false on error.
+    fn done(&mut self, r: &Result<()>) -> bool {
+        if r.is_err() {
+            return false;
+        }
+        if self.phase == PHASE_MEASURE {
+            self.latency_ns
+                .saturating_record(self.t0.elapsed().as_nanos() as u64);
+        }
+        true
+    }
+
+    fn finish(self, error: Option<Error>) -> ClientResult {
+        ClientResult {
+            latency_ns: self.latency_ns,
+            error,
+        }
+    }
+}
+
 fn client_loop(
     log: &Log,
     phase: &AtomicU8,
     durability: Durability,
-    payload: &mut [u8],
+    payload: Vec<u8>,
 ) -> ClientResult {
-    let mut h = new_hist();
-    let mut n = 0u64;
-    loop {
-        let ph = phase.load(Ordering::Relaxed);
-        if ph == PHASE_STOP {
-            return ClientResult {
-                latency_ns: h,
-                error: None,
-            };
-        }
-        n += 1;
-        for (d, s) in payload.iter_mut().zip(n.to_le_bytes()) {
-            *d = s;
-        }
-        let t0 = Instant::now();
+    let mut c = Client::new(payload);
+    while c.next(phase) {
         let r = log
-            .append(1, payload)
+            .append(1, &c.payload)
             .and_then(|lsn| log.commit(lsn, durability));
-        if let Err(e) = r {
-            return ClientResult {
-                latency_ns: h,
-                error: Some(e),
-            };
-        }
-        if ph == PHASE_MEASURE {
-            h.saturating_record(t0.elapsed().as_nanos() as u64);
+        if !c.done(&r) {
+            return c.finish(r.err());
         }
     }
+    c.finish(None)
 }
 
 async fn task_loop(
     log: Arc<Log>,
     phase: Arc<AtomicU8>,
     durability: Durability,
-    mut payload: Vec<u8>,
+    payload: Vec<u8>,
 ) -> ClientResult {
-    let mut h = new_hist();
-    let mut n = 0u64;
-    loop {
-        let ph = phase.load(Ordering::Relaxed);
-        if ph == PHASE_STOP {
-            return ClientResult {
-                latency_ns: h,
-                error: None,
-            };
-        }
-        n += 1;
-        for (d, s) in payload.iter_mut().zip(n.to_le_bytes()) {
-            *d = s;
-        }
-        let t0 = Instant::now();
-        let r = match log.append(1, &payload) {
+    let mut c = Client::new(payload);
+    while c.next(&phase) {
+        let r = match log.append(1, &c.payload) {
             Ok(lsn) => log.commit_async(lsn, durability).await,
             Err(e) => Err(e),
         };
-        if let Err(e) = r {
-            return ClientResult {
-                latency_ns: h,
-                error: Some(e),
-            };
-        }
-        if ph == PHASE_MEASURE {
-            h.saturating_record(t0.elapsed().as_nanos() as u64);
+        if !c.done(&r) {
+            return c.finish(r.err());
         }
     }
+    c.finish(None)
 }
 
 /// Drive the phases: warm up, snapshot, measure, snapshot, stop. `tick`
@@ -452,8 +471,7 @@ pub fn run_row(
                     std::thread::Builder::new()
                         .stack_size(256 << 10)
                         .spawn_scoped(s, move || {
-                            let mut p = record(cfg.record_bytes, c);
-                            client_loop(log, phase, combo.durability, &mut p)
+                            client_loop(log, phase, combo.durability, record(cfg.record_bytes, c))
                         })
                 })
                 .collect();

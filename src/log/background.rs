@@ -25,35 +25,35 @@ pub(crate) const TIMER_PERIOD: Duration = Duration::from_millis(500);
 impl Core {
     /// Start the flush thread if it is not running.
     pub(crate) fn ensure_flusher(self: &Arc<Self>) -> Result<()> {
-        if self.flusher.thread.get().is_some() {
-            return Ok(());
-        }
-        let mut threads = self.threads.lock();
-        if self.flusher.thread.get().is_some() {
-            return Ok(());
-        }
-        let core = self.clone();
-        let h = spawn("quill-log-flush", move || core.run_flusher())?;
-        let _ = self.flusher.thread.set(h.thread().clone());
-        threads.push(h);
-        // A ring before the thread existed may have been missed.
-        self.flusher.ring();
-        Ok(())
+        self.ensure_thread(Thread::Flusher)
     }
 
     /// Start the timer thread if it is not running.
     pub(crate) fn ensure_timer(self: &Arc<Self>) -> Result<()> {
-        if self.timer.thread.get().is_some() {
+        self.ensure_thread(Thread::Timer)
+    }
+
+    fn ensure_thread(self: &Arc<Self>, which: Thread) -> Result<()> {
+        let bell = match which {
+            Thread::Flusher => &self.flusher,
+            Thread::Timer => &self.timer,
+        };
+        if bell.thread.get().is_some() {
             return Ok(());
         }
         let mut threads = self.threads.lock();
-        if self.timer.thread.get().is_some() {
+        if bell.thread.get().is_some() {
             return Ok(());
         }
         let core = self.clone();
-        let h = spawn("quill-log-timer", move || core.run_timer())?;
-        let _ = self.timer.thread.set(h.thread().clone());
+        let h = match which {
+            Thread::Flusher => spawn("quill-log-flush", move || core.run_flusher())?,
+            Thread::Timer => spawn("quill-log-timer", move || core.run_timer())?,
+        };
+        let _ = bell.thread.set(h.thread().clone());
         threads.push(h);
+        // A ring before the thread existed may have been missed.
+        bell.ring();
         Ok(())
     }
 
@@ -80,6 +80,13 @@ impl Core {
             let _ = h.join();
         }
     }
+}
+
+/// The log's background threads.
+#[derive(Clone, Copy)]
+enum Thread {
+    Flusher,
+    Timer,
 }
 
 fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<std::thread::JoinHandle<()>> {

@@ -553,16 +553,21 @@ impl Core {
         loop {
             let s = w.state.load(Ordering::Acquire);
             if s != WAITING {
-                let woken = w.woken_at_ns.load(Ordering::Relaxed);
-                let now = self.now_ns();
-                if woken != 0 && now > woken {
-                    self.metrics
-                        .wake_ewma
-                        .update(Duration::from_nanos(now - woken));
-                }
+                self.note_wake(w);
                 return s;
             }
             std::thread::park();
+        }
+    }
+
+    /// Fold the time from `wake` to now into the wake-latency average.
+    fn note_wake(&self, w: &Waiter) {
+        let woken = w.woken_at_ns.load(Ordering::Relaxed);
+        let now = self.now_ns();
+        if woken != 0 && now > woken {
+            self.metrics
+                .wake_ewma
+                .update(Duration::from_nanos(now - woken));
         }
     }
 
@@ -643,13 +648,7 @@ impl Future for CommitFuture {
             }
             let state = w.state.load(Ordering::Acquire);
             if state != WAITING {
-                let woken = w.woken_at_ns.load(Ordering::Relaxed);
-                let now = core.now_ns();
-                if woken != 0 && now > woken {
-                    core.metrics
-                        .wake_ewma
-                        .update(Duration::from_nanos(now - woken));
-                }
+                core.note_wake(w);
             }
             return match state {
                 WAITING => Poll::Pending,

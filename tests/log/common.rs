@@ -60,3 +60,28 @@ pub fn payload(i: u64, len: usize) -> Vec<u8> {
         })
         .collect()
 }
+
+/// A thread that checkpoints at the durable LSN whenever more than `frac`
+/// of the log is in use, checking every `every`, until the returned flag is
+/// set. Stands in for the storage layer's page cleaner.
+pub fn spawn_checkpointer(
+    log: std::sync::Arc<Log>,
+    frac: u64,
+    every: std::time::Duration,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<()>,
+) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let h = std::thread::spawn(move || {
+        while !flag.load(Ordering::Acquire) {
+            if log.end_lsn().0 - log.checkpoint_lsn().0 > log.capacity_bytes() / frac {
+                log.checkpoint(log.durable_lsn()).unwrap();
+            }
+            std::thread::sleep(every);
+        }
+    });
+    (stop, h)
+}

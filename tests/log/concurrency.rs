@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use quill::io::{CrashMode, SimFs, Vfs};
 use quill::log::{CommitMode, Durability, Log, LogOptions};
@@ -140,22 +140,9 @@ fn concurrent_appends_with_checkpoints_wrap_the_circle() {
     // capacity while one thread checkpoints at the durable LSN.
     let fs = SimFs::new(0x66);
     let log = Arc::new(Log::create(vfs(&fs), dir(), small_opts()).unwrap());
-    let stop = Arc::new(AtomicU64::new(0));
-    let ck = {
-        let log = log.clone();
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            while stop.load(Ordering::Acquire) == 0 {
-                let age = log.end_lsn().0 - log.checkpoint_lsn().0;
-                if age > log.capacity_bytes() / 3 {
-                    log.checkpoint(log.durable_lsn()).unwrap();
-                }
-                std::thread::sleep(std::time::Duration::from_micros(200));
-            }
-        })
-    };
+    let (stop, ck) = spawn_checkpointer(log.clone(), 3, std::time::Duration::from_micros(200));
     let acked = hammer(&log, 8, 400);
-    stop.store(1, Ordering::Release);
+    stop.store(true, Ordering::Release);
     ck.join().unwrap();
     assert!(
         log.end_lsn().0 > 3 * log.capacity_bytes(),
@@ -188,19 +175,7 @@ fn full_log_with_lazy_and_sync_commits_never_deadlocks() {
         let fs = SimFs::new(0x70 + round);
         fs.set_sync_latency(std::time::Duration::from_micros(200));
         let log = Arc::new(Log::create(vfs(&fs), dir(), small_opts()).unwrap());
-        let stop = Arc::new(AtomicU64::new(0));
-        let ck = {
-            let log = log.clone();
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                while stop.load(Ordering::Acquire) == 0 {
-                    if log.end_lsn().0 - log.checkpoint_lsn().0 > log.capacity_bytes() / 2 {
-                        log.checkpoint(log.durable_lsn()).unwrap();
-                    }
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                }
-            })
-        };
+        let (stop, ck) = spawn_checkpointer(log.clone(), 2, std::time::Duration::from_millis(5));
         let (done_tx, done_rx) = std::sync::mpsc::channel();
         let workers: Vec<_> = (0..96u64)
             .map(|t| {
@@ -228,7 +203,7 @@ fn full_log_with_lazy_and_sync_commits_never_deadlocks() {
         for w in workers {
             w.join().unwrap();
         }
-        stop.store(1, Ordering::Release);
+        stop.store(true, Ordering::Release);
         ck.join().unwrap();
         assert!(log.stats().log_full_waits > 0, "the test must fill the log");
     }
