@@ -103,6 +103,8 @@ pub(crate) struct Core {
 
     pub(crate) writer: Mutex<Writer>,
     pub(crate) group: Mutex<GroupState>,
+    /// The write group, for `Write` durability (same shape, role = writing).
+    pub(crate) write_group: Mutex<GroupState>,
     pub(crate) naive: Mutex<()>,
     pub(crate) checkpoint: Mutex<CheckpointState>,
     pub(crate) checkpoint_cv: Condvar,
@@ -168,6 +170,7 @@ impl Core {
             hole_waiters: Mutex::new(Vec::new()),
             writer: Mutex::new(Writer::new(end, max_write)),
             group: Mutex::new(GroupState::default()),
+            write_group: Mutex::new(GroupState::default()),
             naive: Mutex::new(()),
             checkpoint: Mutex::new(CheckpointState { slot }),
             checkpoint_cv: Condvar::new(),

@@ -32,7 +32,7 @@
 //! fewer than `cores - 1` others spin.
 //!
 //! Invariants (group In):
-//! 1. At most one holder of the sync role at a time (`sync_owner`); only it
+//! 1. At most one holder of the sync role at a time (`owner`); only it
 //!    syncs for waiting commits. Other syncs (a naive committer under the
 //!    naive mutex, an appender waiting for log space in `sync_written`) may
 //!    run beside it; `durable` only moves forward, so they cannot undo it.
@@ -146,8 +146,9 @@ impl Ord for Entry {
 /// Group-commit state, under `Core::group`.
 #[derive(Debug, Default)]
 pub(crate) struct GroupState {
-    /// Someone holds the sync role (group I1).
-    sync_owner: bool,
+    /// Someone holds this group's role: the sync role in `Core::group`
+    /// (group I1), the write role in `Core::write_group`.
+    owner: bool,
     /// A committer that arrived during the current sync is pre-writing its
     /// group and will take the sync role the moment it is free.
     heir: bool,
@@ -286,10 +287,62 @@ impl Core {
         self.check_lsn(lsn)?;
         self.metrics.commits_write.incr();
         if self.written.load(Ordering::Acquire) < lsn {
-            self.write_up_to(lsn)?;
+            self.write_group_to(lsn)?;
         }
         self.lazy_lsn.fetch_max(lsn, Ordering::AcqRel);
         self.ensure_timer()
+    }
+
+    /// Wait until `lsn` is written (not synced): a write group built like the
+    /// sync group. The first committer that finds no write in flight writes
+    /// everything published; those arriving meanwhile park and are completed
+    /// by that write, or one of them leads the next. Without it, committers
+    /// queued on the writer lock wrote one small write each.
+    fn write_group_to(&self, lsn: u64) -> Result<()> {
+        let mut st = self.write_group.lock();
+        self.check_failed()?;
+        if self.written.load(Ordering::Acquire) >= lsn {
+            return Ok(());
+        }
+        if !st.owner {
+            st.owner = true;
+            drop(st);
+            return self.lead_write(lsn);
+        }
+        let w = Waiter::thread();
+        st.push(lsn, w.clone());
+        drop(st);
+        match self.wait(&w, false) {
+            DONE => Ok(()),
+            LEAD => self.lead_write(lsn),
+            _ => Err(self.poisoned()),
+        }
+    }
+
+    /// Holding the write role: write everything published (at least to
+    /// `lsn`), then complete the covered waiters and pass the role on.
+    fn lead_write(&self, lsn: u64) -> Result<()> {
+        let written = self.write_up_to(lsn)?;
+        let mut done = Vec::new();
+        let next = {
+            let mut st = self.write_group.lock();
+            while st.waiters.peek().is_some_and(|e| e.lsn <= written) {
+                if let Some(e) = st.pop() {
+                    done.push(e.waiter);
+                }
+            }
+            // Only threads wait here, so a waiter left means a new leader.
+            let next = st.take_thread_waiter();
+            if next.is_none() {
+                st.owner = false;
+            }
+            next
+        };
+        if let Some(e) = next {
+            e.waiter.wake(LEAD, self.now_ns());
+        }
+        self.wake_all(done);
+        Ok(())
     }
 
     fn commit_lazy(self: &Arc<Self>, lsn: u64) -> Result<()> {
@@ -327,7 +380,7 @@ impl Core {
                 self.metrics.commits_already_durable.incr();
                 return Ok(());
             }
-            if !st.sync_owner {
+            if !st.owner {
                 self.set_owner(&mut st, true);
                 drop(st);
                 return self.lead(lsn, Role::Thread).map(|_| ());
@@ -342,7 +395,7 @@ impl Core {
                 st = self.group.lock();
                 st.heir = false;
                 r?;
-                if !st.sync_owner && !st.waiters.is_empty() {
+                if !st.owner && !st.waiters.is_empty() {
                     // A completing leader left the role to us (group I3):
                     // lead for the queued waiters even if we are covered.
                     self.set_owner(&mut st, true);
@@ -378,7 +431,7 @@ impl Core {
 
     /// Set or clear the sync role (group I1).
     fn set_owner(&self, st: &mut GroupState, owner: bool) {
-        st.sync_owner = owner;
+        st.owner = owner;
     }
 
     /// Whether an async committer should lead a sync on its own thread: only
@@ -405,7 +458,7 @@ impl Core {
                 return Ok(());
             }
             st.push(lsn, w.clone());
-            let ring = !st.sync_owner;
+            let ring = !st.owner;
             self.set_owner(&mut st, true);
             ring
         };
@@ -461,7 +514,7 @@ impl Core {
             } else {
                 ring_flusher = role == Role::Thread;
             }
-            if st.sync_owner && next_leader.is_none() && role == Role::Flusher {
+            if st.owner && next_leader.is_none() && role == Role::Flusher {
                 drop(st);
                 self.wake_all(done);
                 return Next::Continue;
@@ -488,23 +541,20 @@ impl Core {
 
     /// Wake every waiter with the failure (core I4).
     pub(crate) fn fail_waiters(&self) {
-        let all: Vec<Arc<Waiter>> = {
-            let mut st = self.group.lock();
-            self.set_owner(&mut st, false);
-            let mut v = Vec::new();
+        let mut all: Vec<Arc<Waiter>> = Vec::new();
+        for group in [&self.group, &self.write_group] {
+            let mut st = group.lock();
+            st.owner = false;
             while let Some(e) = st.pop() {
-                v.push(e.waiter);
+                all.push(e.waiter);
             }
-            v
-        };
+        }
         let now = self.now_ns();
         for w in all {
             w.wake(FAILED, now);
         }
     }
 
-    /// How long a waiter may spin before parking: the expected wait, if it
-    /// is no longer than about two wake-ups, else zero.
     /// Whether cores are likely idle while we wait: recent groups were
     /// smaller than the cores less one (for the spinner), so fewer threads
     /// run per sync than there are cores. On 2 cores this never holds, which
@@ -513,6 +563,8 @@ impl Core {
         self.metrics.group_ewma.count() < (crate::stats::cores() as f64 - 1.0)
     }
 
+    /// How long a waiter may spin before parking: the expected wait, if it
+    /// is no longer than about two wake-ups, else zero.
     fn spin_budget(&self) -> Duration {
         let sync = self.metrics.sync_ewma.get();
         let wake = self.metrics.wake_ewma.get();
@@ -681,10 +733,7 @@ impl Future for CommitFuture {
                 drop(st);
                 return self.finish(Ok(()));
             }
-            if !st.sync_owner
-                && core.opts.mode == CommitMode::Leader
-                && core.inline_sync_is_cheaper()
-            {
+            if !st.owner && core.opts.mode == CommitMode::Leader && core.inline_sync_is_cheaper() {
                 core.set_owner(&mut st, true);
                 drop(st);
                 // A sync is shorter than the two thread hand-offs the flush
@@ -696,7 +745,7 @@ impl Future for CommitFuture {
             }
             let w = Waiter::task(cx);
             st.push(self.lsn, w.clone());
-            let ring = !st.sync_owner;
+            let ring = !st.owner;
             core.set_owner(&mut st, true);
             (w, ring)
         };
