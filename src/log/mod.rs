@@ -359,6 +359,12 @@ impl Log {
         Lsn(self.core.reserved.load(Ordering::Acquire))
     }
 
+    /// Everything below this LSN has been written to the files (survives a
+    /// process crash; a `Write` commit returns once this covers it).
+    pub fn written_lsn(&self) -> Lsn {
+        Lsn(self.core.written.load(Ordering::Acquire))
+    }
+
     /// Everything below this LSN is durable (always a record boundary).
     pub fn durable_lsn(&self) -> Lsn {
         Lsn(self.core.durable.load(Ordering::Acquire))
