@@ -7,7 +7,7 @@
 //! | `reserved`       | next LSN to hand out                     | appenders, one `fetch_add` each  |
 //! | `filled`         | all fragments below are copied           | writer-lock holder (scan)        |
 //! | `written`        | all bytes below are in the files         | writer-lock holder               |
-//! | `durable`        | all bytes below are synced               | sync owner (`fetch_max`)         |
+//! | `durable`        | all bytes below are synced               | any syncer, `fetch_max` (group I1) |
 //! | `ring_limit`     | appenders may copy below this LSN        | writer-lock holder, after zeroing|
 //! | `capacity_limit` | appenders may reserve below this LSN     | `checkpoint`                     |
 //!

@@ -24,6 +24,12 @@
 //!
 //! **Naive mode**: a mutex around write + sync for every commit; the baseline.
 //!
+//! **Write durability** uses a second group of the same shape (the *write
+//! group*): the first `Write` committer that finds no write in flight writes
+//! everything published, the others park and are completed by that write or
+//! lead the next. (Queued on the writer lock instead, each wrote a block of
+//! its own: 67k against 185-213k commits/s at 16 clients here.)
+//!
 //! Waiting: a waiter spins instead of parking only when the measured sync
 //! latency says the wait is about as short as a wake-up (so never on a slow
 //! device), only when recent groups were smaller than the cores less one
