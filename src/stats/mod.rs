@@ -203,8 +203,12 @@ impl HistogramSnapshot {
 }
 
 /// An exponentially weighted moving average (weight 1/8 per sample) of a
-/// duration or a count, updated without locks (a lost update under a race
-/// only delays convergence).
+/// duration or a count: the *typical* value, for decisions such as whether
+/// to spin. A sample above four times the average counts as four times the
+/// average, so one outlier (a millisecond stall on a shared host) cannot
+/// swing it, while a real change still shows: a jump from 30 us to 5 ms is
+/// tracked within about 16 samples. Updated without locks (a lost update
+/// under a race only delays convergence).
 #[derive(Debug, Default)]
 pub struct Ewma {
     /// Nanoseconds, or a count in thousandths.
@@ -217,6 +221,7 @@ impl Ewma {
         let new = if old == 0 {
             sample
         } else {
+            let sample = sample.min(old.saturating_mul(4));
             old - old / 8 + sample / 8
         };
         self.value.store(new, Ordering::Relaxed);
@@ -277,6 +282,20 @@ mod tests {
         assert_eq!(s.count, 3);
         assert_eq!(s.min, 1);
         assert!(s.max >= HIST_MAX - HIST_MAX / 50);
+    }
+
+    #[test]
+    fn ewma_ignores_one_outlier_but_follows_a_real_change() {
+        let e = Ewma::default();
+        for _ in 0..50 {
+            e.update(Duration::from_micros(30));
+        }
+        e.update(Duration::from_millis(5));
+        assert!(e.get() < Duration::from_micros(50), "{:?}", e.get());
+        for _ in 0..40 {
+            e.update(Duration::from_millis(5));
+        }
+        assert!(e.get() > Duration::from_millis(4), "{:?}", e.get());
     }
 
     #[test]

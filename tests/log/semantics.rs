@@ -123,9 +123,19 @@ fn close_makes_write_and_lazy_commits_durable() {
 
 #[test]
 fn async_commits_from_many_tasks() {
-    for mode in CommitMode::ALL {
+    // Fast syncs: async committers lead inline; 200 us: via the flush thread.
+    for latency in [Duration::ZERO, Duration::from_micros(200)] {
+        for mode in CommitMode::ALL {
+            async_round(*mode, latency);
+        }
+    }
+}
+
+fn async_round(mode: CommitMode, latency: Duration) {
+    {
+        let mode = &mode;
         let fs = SimFs::new(18);
-        fs.set_sync_latency(Duration::from_micros(200));
+        fs.set_sync_latency(latency);
         let opts = LogOptions {
             mode: *mode,
             ..small_opts()
@@ -157,6 +167,19 @@ fn async_commits_from_many_tasks() {
             all
         });
         assert_eq!(acked.len(), 640);
+        let stats = log.stats();
+        if *mode == CommitMode::Leader && latency.is_zero() {
+            assert!(
+                stats.inline_leads > 0,
+                "fast syncs: async commits lead inline"
+            );
+        }
+        if latency > Duration::from_micros(100) {
+            assert_eq!(
+                stats.inline_leads, 0,
+                "slow syncs: never block the executor"
+            );
+        }
         let crashed = fs.crash(CrashMode::DropUnsynced);
         drop(log);
         let (_log, recs, _) = open_collect(&crashed, small_opts()).unwrap();
