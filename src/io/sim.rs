@@ -328,10 +328,11 @@ fn apply_write(img: &mut Vec<u8>, offset: u64, data: &[u8]) {
     }
 }
 
-/// Keep a random subset of the write's 512-byte sectors (aligned to file
-/// offsets), so the write tears at sector boundaries.
-fn apply_torn(img: &mut Vec<u8>, offset: u64, data: &[u8], rng: &mut SmallRng) {
+/// A random subset of the write's 512-byte sectors (aligned to file
+/// offsets), each with its offset: what survives when the write tears.
+fn torn_sectors<'a>(offset: u64, data: &'a [u8], rng: &mut SmallRng) -> Vec<(u64, &'a [u8])> {
     let end = offset + data.len() as u64;
+    let mut out = Vec::new();
     let mut at = offset;
     while at < end {
         let next = ((at / SECTOR) + 1) * SECTOR;
@@ -340,10 +341,19 @@ fn apply_torn(img: &mut Vec<u8>, offset: u64, data: &[u8], rng: &mut SmallRng) {
             let lo = (at - offset) as usize;
             let hi = (piece_end - offset) as usize;
             if let Some(piece) = data.get(lo..hi) {
-                apply_write(img, at, piece);
+                out.push((at, piece));
             }
         }
         at = piece_end;
+    }
+    out
+}
+
+/// Keep a random subset of the write's 512-byte sectors (aligned to file
+/// offsets), so the write tears at sector boundaries.
+fn apply_torn(img: &mut Vec<u8>, offset: u64, data: &[u8], rng: &mut SmallRng) {
+    for (at, piece) in torn_sectors(offset, data, rng) {
+        apply_write(img, at, piece);
     }
 }
 
@@ -532,12 +542,15 @@ impl SimFile {
             .get_mut(&self.ino)
             .ok_or_else(|| not_found(op, &self.path))?;
         if fail {
-            // A failed write may still have changed some sectors.
-            let mut partial = inode.current.clone();
-            apply_torn(&mut partial, offset, buf, &mut st.rng);
-            let len = partial.len();
-            inode.current = partial;
-            inode.pending.push(Pending::SetLen(len as u64));
+            // A failed write may still have changed some sectors; those are
+            // unsynced writes like any other (a crash may keep them).
+            for (at, piece) in torn_sectors(offset, buf, &mut st.rng) {
+                apply_write(&mut inode.current, at, piece);
+                inode.pending.push(Pending::Write {
+                    offset: at,
+                    data: piece.to_vec(),
+                });
+            }
             return Err(IoError::Injected {
                 op,
                 path: self.path.clone(),

@@ -8,6 +8,7 @@
 //! | `filled`         | all fragments below are copied           | writer-lock holder (scan)        |
 //! | `written`        | all bytes below are in the files         | writer-lock holder               |
 //! | `durable`        | all bytes below are synced               | any syncer, `fetch_max` (group I1) |
+//! | `durable_boundary` | last record end at or below `durable`  | with `durable` (writer I4)       |
 //! | `ring_limit`     | appenders may copy below this LSN        | writer-lock holder, after zeroing|
 //! | `capacity_limit` | appenders may reserve below this LSN     | `checkpoint`                     |
 //!
@@ -89,6 +90,9 @@ pub(crate) struct Core {
     pub(crate) filled: CachePadded<AtomicU64>,
     pub(crate) written: CachePadded<AtomicU64>,
     pub(crate) durable: CachePadded<AtomicU64>,
+    /// The last logical-record boundary at or below `durable` (writer I4):
+    /// what `Log::durable_lsn` reports and checkpoints may use.
+    pub(crate) durable_boundary: CachePadded<AtomicU64>,
     pub(crate) ring_limit: CachePadded<AtomicU64>,
     pub(crate) capacity_limit: CachePadded<AtomicU64>,
     /// Highest LSN committed with `Write` or `Lazy`, for the timed syncer.
@@ -159,6 +163,7 @@ impl Core {
             filled: CachePadded::new(AtomicU64::new(end)),
             written: CachePadded::new(AtomicU64::new(end)),
             durable: CachePadded::new(AtomicU64::new(end)),
+            durable_boundary: CachePadded::new(AtomicU64::new(end)),
             ring_limit: CachePadded::new(AtomicU64::new(tail_start + ring_size)),
             capacity_limit: CachePadded::new(AtomicU64::new(
                 format::block_floor(slot.checkpoint_lsn.0) + capacity,
@@ -193,18 +198,21 @@ impl Core {
 
     /// The error every caller gets once the log has failed (invariant 4).
     pub(crate) fn poisoned(&self) -> Error {
-        let cause = self
-            .failure
-            .lock()
-            .clone()
-            .unwrap_or_else(|| "unknown failure".into());
+        let cause = self.failure.lock().clone().unwrap_or_else(|| {
+            if self.shutdown.load(Ordering::Acquire) {
+                "log closed".into()
+            } else {
+                "unknown failure".into()
+            }
+        });
         Error::Poisoned { cause }
     }
 
-    /// `Err(Poisoned)` if the log has failed.
+    /// `Err(Poisoned)` if the log has failed or been closed (a commit future
+    /// can outlive its `Log`).
     #[inline]
     pub(crate) fn check_failed(&self) -> Result<()> {
-        if self.failed.load(Ordering::Acquire) {
+        if self.failed.load(Ordering::Acquire) || self.shutdown.load(Ordering::Acquire) {
             return Err(self.poisoned());
         }
         Ok(())

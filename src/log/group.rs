@@ -51,6 +51,10 @@
 //!    heir exists; the heir, once back under the lock, leads if the role is
 //!    free and waiters are queued, even if its own LSN is already durable.
 //!
+//! 4. The flush thread leads only while `flusher_owns` says the role is its
+//!    own (given by `give_to_flusher` together with `owner`); a ring alone
+//!    never makes it lead.
+//!
 //! Waiter lifecycle: `WAITING --complete()--> DONE`, `WAITING --complete()
 //! hands role--> LEAD` (then `lead()`), `WAITING --fail()--> FAILED`.
 
@@ -163,6 +167,8 @@ pub(crate) struct GroupState {
     /// A committer that arrived during the current sync is pre-writing its
     /// group and will take the sync role the moment it is free.
     heir: bool,
+    /// The role is the flush thread's: it acts on a ring only then (group I4).
+    flusher_owns: bool,
     waiters: BinaryHeap<Entry>,
     thread_waiters: usize,
     max_lsn: u64,
@@ -375,8 +381,7 @@ impl Core {
             // the one-sync-per-commit baseline, so it never skips.
             self.sync_range(from.min(lsn.saturating_sub(1)), w.written)?;
         }
-        let target = w.written;
-        self.durable.fetch_max(target, Ordering::AcqRel);
+        self.mark_durable(&w);
         self.metrics.group_size.record(1);
         self.metrics.group_ewma.update_count(1);
         Ok(())
@@ -440,9 +445,19 @@ impl Core {
         Ok(())
     }
 
-    /// Set or clear the sync role (group I1).
+    /// Set or clear the sync role (group I1). Clearing it also takes it from
+    /// the flush thread.
     fn set_owner(&self, st: &mut GroupState, owner: bool) {
         st.owner = owner;
+        if !owner {
+            st.flusher_owns = false;
+        }
+    }
+
+    /// Give the free sync role to the flush thread; the caller rings it.
+    fn give_to_flusher(&self, st: &mut GroupState) {
+        st.owner = true;
+        st.flusher_owns = true;
     }
 
     /// Whether an async committer should lead a sync on its own thread: only
@@ -468,7 +483,9 @@ impl Core {
             }
             st.push(lsn, w.clone());
             let ring = !st.owner;
-            self.set_owner(&mut st, true);
+            if ring {
+                self.give_to_flusher(&mut st);
+            }
             ring
         };
         if ring {
@@ -489,9 +506,8 @@ impl Core {
         if !w.synced {
             self.sync_range(from, w.written)?;
         }
-        let target = w.written;
-        self.durable.fetch_max(target, Ordering::AcqRel);
-        Ok(self.complete(target, role))
+        self.mark_durable(&w);
+        Ok(self.complete(w.written, role))
     }
 
     /// After a sync made `target` durable: pop the covered waiters, pass the
@@ -520,8 +536,12 @@ impl Core {
                 ring_flusher = role == Role::Thread;
             } else if let Some(e) = st.take_thread_waiter() {
                 next_leader = Some(e.waiter);
+                st.flusher_owns = false;
             } else {
                 ring_flusher = role == Role::Thread;
+            }
+            if ring_flusher {
+                self.give_to_flusher(&mut st);
             }
             if st.owner && next_leader.is_none() && role == Role::Flusher {
                 drop(st);
@@ -554,6 +574,7 @@ impl Core {
         for group in [&self.group, &self.write_group] {
             let mut st = group.lock();
             st.owner = false;
+            st.flusher_owns = false;
             while let Some(e) = st.pop() {
                 all.push(e.waiter);
             }
@@ -647,10 +668,13 @@ impl Core {
             loop {
                 let need = {
                     let mut st = self.group.lock();
+                    if !st.flusher_owns {
+                        // A ring without the role (a spare ring at start-up
+                        // or shutdown): the role is someone else's (group I4).
+                        break;
+                    }
                     if self.failed.load(Ordering::Acquire) || st.waiters.is_empty() {
-                        if st.waiters.is_empty() {
-                            self.set_owner(&mut st, false);
-                        }
+                        self.set_owner(&mut st, false);
                         break;
                     }
                     st.max_lsn
@@ -737,6 +761,12 @@ impl Future for CommitFuture {
         }
         let (waiter, ring) = {
             let mut st = core.group.lock();
+            // Re-check under the lock: `fail` and `close` drain the waiters
+            // under it, so a waiter pushed after them would never be woken.
+            if let Err(e) = core.check_failed() {
+                drop(st);
+                return self.finish(Err(e));
+            }
             if core.durable.load(Ordering::Acquire) >= self.lsn {
                 core.metrics.commits_already_durable.incr();
                 drop(st);
@@ -755,7 +785,9 @@ impl Future for CommitFuture {
             let w = Waiter::task(cx);
             st.push(self.lsn, w.clone());
             let ring = !st.owner;
-            core.set_owner(&mut st, true);
+            if ring {
+                core.give_to_flusher(&mut st);
+            }
             (w, ring)
         };
         if ring {

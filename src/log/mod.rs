@@ -365,9 +365,10 @@ impl Log {
         Lsn(self.core.written.load(Ordering::Acquire))
     }
 
-    /// Everything below this LSN is durable (always a record boundary).
+    /// Everything below this LSN is durable, and a record ends here: the
+    /// durable LSN to hand to [`Log::checkpoint`].
     pub fn durable_lsn(&self) -> Lsn {
-        Lsn(self.core.durable.load(Ordering::Acquire))
+        Lsn(self.core.durable_boundary.load(Ordering::Acquire))
     }
 
     /// The LSN of the last checkpoint.
@@ -395,7 +396,7 @@ impl Log {
         let c = &self.core;
         let mut s = c.metrics.snapshot();
         s.end_lsn = c.reserved.load(Ordering::Acquire);
-        s.durable_lsn = c.durable.load(Ordering::Acquire);
+        s.durable_lsn = c.durable_boundary.load(Ordering::Acquire);
         s.checkpoint_lsn = self.checkpoint_lsn().0;
         s.capacity_bytes = c.capacity;
         s.epoch = c.epoch;
@@ -426,12 +427,10 @@ impl Log {
             }
         }
         c.stop_threads();
-        if c.pending_waiter_lsn() > 0 {
-            // Futures nobody will lead any more: fail them, never hang them.
-            let _ = c.fail(Error::Poisoned {
-                cause: "log closed".into(),
-            });
-        }
+        // Futures nobody will lead any more: fail them ("log closed"), never
+        // hang them. `shutdown` is set, so no waiter can be pushed after this
+        // (pushers check it under the group lock).
+        c.fail_waiters();
         if let Err(e) = self.save_stats() {
             tracing::warn!(error = %e, "could not save log statistics");
         }
@@ -571,7 +570,7 @@ impl Core {
                 reason: format!("{lsn} is not an LSN of this log (end {end})"),
             });
         }
-        let durable = self.durable.load(Ordering::Acquire);
+        let durable = self.durable_boundary.load(Ordering::Acquire);
         if lsn > durable {
             return Err(Error::InvalidArgument {
                 what: "checkpoint LSN",
@@ -596,6 +595,8 @@ impl Core {
             log_id: ck.slot.log_id,
         };
         if let Err(e) = self.files.write_slot(&slot) {
+            // `fail` takes the checkpoint lock to wake log-full waiters.
+            drop(ck);
             return Err(self.fail(e));
         }
         self.metrics.checkpoints.incr();
@@ -606,7 +607,9 @@ impl Core {
         Ok(())
     }
 
-    /// Verify that a record starts at `lsn` (below `durable`, so on disk).
+    /// Verify that a logical record starts at `lsn` (below `durable`, so on
+    /// disk): its header carries `lsn` and is a `Full` or `First` fragment
+    /// (writer I4; a checkpoint inside a record would cut it).
     fn check_boundary(&self, lsn: u64) -> Result<()> {
         let from = format::block_floor(lsn);
         let len = format::block_ceil(lsn + format::RECORD_HEADER as u64) - from;
@@ -617,7 +620,15 @@ impl Core {
             .get(at..at + 8)
             .and_then(|b| b.try_into().ok())
             .map_or(0, u64::from_le_bytes);
-        if found != lsn {
+        let kind = buf
+            .get(at + 20)
+            .copied()
+            .and_then(format::FragmentKind::from_u8);
+        let starts = matches!(
+            kind,
+            Some(format::FragmentKind::Full | format::FragmentKind::First)
+        );
+        if found != lsn || !starts {
             return Err(Error::InvalidArgument {
                 what: "checkpoint LSN",
                 reason: format!("{lsn} is not a record boundary"),

@@ -13,8 +13,9 @@
 //!    previous accepted fragment's epoch;
 //! 4. its CRC-32C matches (header tail, payload, LSN);
 //! 5. fragments of one logical record come in order (`First`, `Middle`*,
-//!    `Last`) with one record type. `Middle`/`Last` fragments right at the
-//!    checkpoint belong to a record that began before it and are skipped.
+//!    `Last`) with one record type. Checkpoints are only ever taken at
+//!    record boundaries (writer I4), so a `Middle`/`Last` fragment right at
+//!    the checkpoint is damage too.
 //!
 //! Why rule 3 makes the end unique: every open makes a bumped epoch durable
 //! (in a checkpoint slot) before it appends, and appends continue at the end
@@ -146,7 +147,6 @@ pub(crate) fn scan(
     let mut p = from;
     let mut last_epoch = 0u32;
     let mut partial: Option<Partial> = None;
-    let mut at_start = true;
     let mut records = 0u64;
     let mut payload_bytes = 0u64;
     let stop = loop {
@@ -195,7 +195,6 @@ pub(crate) fn scan(
                 })?;
                 records += 1;
                 payload_bytes += body.len() as u64;
-                at_start = false;
             }
             (FragmentKind::First, None) => {
                 partial = Some(Partial {
@@ -203,10 +202,6 @@ pub(crate) fn scan(
                     rtype: h.rtype,
                     data: body.to_vec(),
                 });
-                at_start = false;
-            }
-            (FragmentKind::Middle | FragmentKind::Last, None) if at_start => {
-                // Tail of a record that began before the checkpoint.
             }
             (FragmentKind::Middle, Some(part)) if part.rtype == h.rtype => {
                 part.data.extend_from_slice(body);

@@ -26,12 +26,17 @@
 //! 3. An `RWF_DSYNC` write is issued only when `durable >= written` before
 //!    it: such a write (FUA) makes only its own bytes durable, so it must
 //!    not be trusted for earlier plain writes still in a device cache.
+//! 4. `boundary` is the end of the last complete logical record (a `Full` or
+//!    `Last` fragment) at or below `filled`. `written`, `filled` and
+//!    `durable` move a fragment (or a write chunk) at a time and may stop in
+//!    the middle of a multi-fragment record; only boundaries may be handed
+//!    out as checkpoint LSNs (a checkpoint inside a record would cut it).
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::core::Core;
-use super::format::{self, RECORD_HEADER};
+use super::format::{self, FragmentKind, RECORD_HEADER};
 use crate::io::AlignedBuf;
 use crate::{Error, Result};
 
@@ -44,6 +49,8 @@ const HOLE_SPINS: u32 = 200;
 pub(crate) struct Written {
     /// Bytes below this are in the files.
     pub(crate) written: u64,
+    /// The last logical-record boundary at or below `written` (writer I4).
+    pub(crate) boundary: u64,
     /// The last write was durable (`RWF_DSYNC`): bytes below `written` are
     /// durable without a separate sync.
     pub(crate) synced: bool,
@@ -54,6 +61,8 @@ pub(crate) struct Written {
 pub(crate) struct Writer {
     /// Scanned complete prefix (writer I1).
     filled: u64,
+    /// The last logical-record boundary at or below `filled` (writer I4).
+    boundary: u64,
     /// Bytes below this are in the files.
     written: u64,
     staging: AlignedBuf,
@@ -63,6 +72,7 @@ impl Writer {
     pub(crate) fn new(end: u64, max_write: usize) -> Writer {
         Writer {
             filled: end,
+            boundary: end,
             written: end,
             staging: AlignedBuf::new(max_write + format::BLOCK as usize),
         }
@@ -81,6 +91,12 @@ impl Writer {
             let len = u32::from_le_bytes([head[12], head[13], head[14], head[15]]);
             debug_assert!(len as usize <= core.frag_max, "writer I1: fragment length");
             p += format::fragment_size(len as u64);
+            if matches!(
+                FragmentKind::from_u8(head[20]),
+                Some(FragmentKind::Full | FragmentKind::Last)
+            ) {
+                self.boundary = p;
+            }
         }
         self.filled = p;
         core.filled.store(p, Ordering::Release);
@@ -165,8 +181,13 @@ impl Core {
                 return Err(self.fail(e));
             }
             if w.written >= need {
+                debug_assert_eq!(
+                    w.written, w.filled,
+                    "writer: a write ends at the scanned prefix"
+                );
                 return Ok(Written {
                     written: w.written,
+                    boundary: w.boundary,
                     synced: dsync,
                 });
             }
@@ -190,8 +211,11 @@ impl Core {
             self.hole_wait.store(true, Ordering::SeqCst);
             // Re-check after announcing ourselves: the publisher stores its
             // marker (SeqCst) before loading `hole_wait` (SeqCst), so either
-            // it sees us or we see its marker.
-            let ready = self.ring.is_published(at);
+            // it sees us or we see its marker. The fragment's owner may also
+            // have given up because the log failed (it never publishes then);
+            // `fail` sets `failed` before emptying the waiter list, so either
+            // it wakes us or we see `failed` here.
+            let ready = self.ring.is_published(at) || self.failed.load(Ordering::SeqCst);
             drop(w);
             if ready {
                 let me = std::thread::current().id();
@@ -207,13 +231,20 @@ impl Core {
     /// harmless: `durable` only moves forward (`fetch_max`) and every sync
     /// covers all writes completed before it.
     pub(crate) fn sync_written(&self) -> Result<()> {
-        let written = self.write_up_to(0)?;
+        let w = self.write_to(0, false)?;
         let durable = self.durable.load(Ordering::Acquire);
-        if written > durable {
-            self.sync_range(durable, written)?;
-            self.durable.fetch_max(written, Ordering::AcqRel);
+        if w.written > durable {
+            self.sync_range(durable, w.written)?;
+            self.mark_durable(&w);
         }
         Ok(())
+    }
+
+    /// Publish that everything `w` wrote is durable (core I1, writer I4).
+    pub(crate) fn mark_durable(&self, w: &Written) {
+        self.durable.fetch_max(w.written, Ordering::AcqRel);
+        self.durable_boundary
+            .fetch_max(w.boundary, Ordering::AcqRel);
     }
 
     /// Sync the files holding `[from, to)`; timed and counted as log syncs.

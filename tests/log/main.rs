@@ -7,4 +7,5 @@ mod concurrency;
 mod crash;
 mod failure;
 mod open_errors;
+mod review;
 mod semantics;
