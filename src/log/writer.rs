@@ -103,10 +103,9 @@ impl Writer {
         p
     }
 
-    /// Write every published byte not yet written; with `dsync`, each write
-    /// is durable on return (`RWF_DSYNC`).
-    fn write_available(&mut self, core: &Core, dsync: bool) -> Result<()> {
-        let filled = self.scan(core);
+    /// Write every byte below `filled` (the caller's fresh `scan`) not yet
+    /// written; with `dsync`, each write is durable on return (`RWF_DSYNC`).
+    fn write_available(&mut self, core: &Core, filled: u64, dsync: bool) -> Result<()> {
         let max = self.staging.len() - format::BLOCK as usize;
         while self.written < filled {
             let from = format::block_floor(self.written);
@@ -176,7 +175,7 @@ impl Core {
                 && filled >= need
                 && filled > w.written
                 && self.durable.load(Ordering::Acquire) >= w.written;
-            if let Err(e) = w.write_available(self, dsync) {
+            if let Err(e) = w.write_available(self, filled, dsync) {
                 drop(w);
                 return Err(self.fail(e));
             }
