@@ -244,6 +244,22 @@ fn utc_now() -> String {
     )
 }
 
+/// A result file: what ran, when, at which commit, on which machine, then
+/// the benchmark's own fields.
+fn result_json(tool: &str, machine: &Machine, fields: serde_json::Value) -> serde_json::Value {
+    let mut v = serde_json::json!({
+        "tool": tool,
+        "command": command_line(),
+        "date": utc_now(),
+        "git_commit": git_commit(),
+        "machine": machine,
+    });
+    if let (Some(head), serde_json::Value::Object(rest)) = (v.as_object_mut(), fields) {
+        head.extend(rest);
+    }
+    v
+}
+
 fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
     let text = serde_json::to_string_pretty(value)?;
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
@@ -276,17 +292,16 @@ fn bench_fsync(a: FsyncArgs) -> Result<()> {
     pb.finish_and_clear();
     fsync::print_table(&report);
     if let Some(path) = a.json {
-        let v = serde_json::json!({
-            "tool": "quill bench fsync",
-            "command": command_line(),
-            "date": utc_now(),
-            "git_commit": git_commit(),
-            "machine": machine,
-            "iterations": a.iterations,
-            "rounds": a.rounds,
-            "rows": report.rows,
-            "fastest": report.fastest,
-        });
+        let v = result_json(
+            "quill bench fsync",
+            &machine,
+            serde_json::json!({
+                "iterations": a.iterations,
+                "rounds": a.rounds,
+                "rows": report.rows,
+                "fastest": report.fastest,
+            }),
+        );
         write_json(&path, &v)?;
     }
     Ok(())
@@ -359,16 +374,15 @@ fn bench_commit(a: CommitArgs) -> Result<()> {
         println!("{}", last.log);
     }
     if let Some(path) = a.json {
-        let v = serde_json::json!({
-            "tool": "quill bench commit",
-            "command": command_line(),
-            "date": utc_now(),
-            "git_commit": git_commit(),
-            "machine": machine,
-            "config": cfg,
-            "rows": rows,
-            "summary": summary,
-        });
+        let v = result_json(
+            "quill bench commit",
+            &machine,
+            serde_json::json!({
+                "config": cfg,
+                "rows": rows,
+                "summary": summary,
+            }),
+        );
         write_json(&path, &v)?;
     }
     Ok(())
