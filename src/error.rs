@@ -37,6 +37,18 @@ pub enum Error {
         found: Vec<u8>,
     },
 
+    /// A data page fails its checks and could not be repaired (from the
+    /// doublewrite area or the log).
+    #[error("corrupt page {page} in {}: {reason}", file.display())]
+    CorruptPage {
+        /// The tablespace file.
+        file: PathBuf,
+        /// The page's id.
+        page: u64,
+        /// What check failed.
+        reason: String,
+    },
+
     /// A Quill file of a format version this build does not read.
     #[error("{} has format version {found}; this build reads version {supported}", file.display())]
     UnsupportedVersion {
@@ -51,7 +63,7 @@ pub enum Error {
     /// The component failed earlier (a write or sync error) and refuses all
     /// further work until it is reopened, which runs recovery. Nothing was
     /// acknowledged after the failure.
-    #[error("log failed earlier and accepts no more work until reopened: {cause}")]
+    #[error("the database failed earlier and accepts no more work until reopened: {cause}")]
     Poisoned {
         /// The first failure, as text.
         cause: String,

@@ -29,10 +29,15 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod btree;
+pub mod buffer;
 mod error;
 pub mod io;
 pub mod log;
+pub mod mtr;
+pub mod page;
 pub mod stats;
+pub mod store;
 
 pub use error::{Error, Result};
 pub use log::{CommitMode, Durability, Log, LogOptions, Lsn};

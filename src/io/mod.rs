@@ -182,6 +182,21 @@ pub trait File: Send + Sync + Debug {
     fn is_direct(&self) -> bool;
 }
 
+/// Replace the contents of a small, non-critical file (statistics):
+/// buffered, not synced.
+pub fn write_small_file(vfs: &dyn Vfs, path: &Path, bytes: &[u8]) -> IoResult<()> {
+    let f = vfs.open(
+        path,
+        OpenOptions {
+            create: true,
+            write: true,
+            ..OpenOptions::default()
+        },
+    )?;
+    f.set_len(0)?;
+    f.write_all_at(bytes, 0)
+}
+
 /// Check the direct-I/O alignment rule (invariant 2).
 pub(crate) fn check_aligned(
     op: &'static str,

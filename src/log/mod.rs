@@ -297,6 +297,14 @@ impl Log {
             durable_lsn: Lsn(outcome.end),
             ..slot
         };
+        // Recovery I4: the records handed to the callback may sit only in
+        // the page cache (a process crash loses nothing there, a power loss
+        // would): make them durable before anything is built on them, so a
+        // later crash cannot take away a record that recovery already
+        // applied, nor the records appended after it.
+        for index in files.files_between(slot.checkpoint_lsn.0, outcome.end) {
+            files.sync(index)?;
+        }
         // Recovery I3: the new epoch is durable before any record carries it.
         files.write_slot(&new_slot)?;
         let report = RecoveryReport {
@@ -447,17 +455,11 @@ impl Log {
             reason: e.to_string(),
         })?;
         let path = self.core.files.dir.join(STATS_FILE);
-        let f = self.vfs.open(
+        Ok(crate::io::write_small_file(
+            self.vfs.as_ref(),
             &path,
-            OpenOptions {
-                create: true,
-                write: true,
-                ..OpenOptions::default()
-            },
-        )?;
-        f.set_len(0)?;
-        f.write_all_at(&json, 0)?;
-        Ok(())
+            &json,
+        )?)
     }
 }
 

@@ -1,0 +1,769 @@
+//! B+tree indexes over byte-string keys, on pages in the buffer pool,
+//! every change made through a logged mini-transaction.
+//!
+//! * `node`: the slotted node layout (pure functions on a page).
+//! * `overflow`: chains of pages for values over a quarter page.
+//! * `cursor`: forward and backward range scans.
+//!
+//! **Concurrency: latch coupling with an optimistic first try**, as in
+//! InnoDB. Readers descend holding a shared latch on a node until the
+//! child's latch is taken (so they never follow a pointer into a page
+//! that a merge freed). Writers first descend the same way and latch only
+//! the leaf exclusively: if the change fits the leaf (no split, no merge,
+//! no page to allocate or free), that is the whole operation, and nothing
+//! tree-wide was touched. Otherwise they restart pessimistically: latch
+//! the superblock (store T3: it serialises structure changes), then
+//! descend from the root with exclusive latches, releasing the ancestors
+//! whenever the node just latched is *safe* (it can absorb the change
+//! below it without splitting or underflowing), and split or merge on the
+//! way back up. Latch coupling was chosen over optimistic lock coupling
+//! with version counters because it needs no retry logic on readers and
+//! its deadlock-freedom argument is short: latches are taken top-down;
+//! sideways (a sibling in a merge) only under the parent's exclusive
+//! latch, which no other descent can pass; scans hold one leaf at a time
+//! and re-descend by key instead of following sibling pointers.
+//!
+//! Invariants:
+//! * BT1. The root page never moves: a root split moves the root's cells
+//!   into two new children; a root with one child takes the child's
+//!   content. A tree is named by its root page id.
+//! * BT2. In an internal node, child `i` holds keys `k` with
+//!   `key_i <= k < key_{i+1}` (slot 0 is minus infinity), at level one
+//!   below. `Tree::verify` checks this with fences over the whole tree.
+//! * BT3. Keys are at most [`Tree::max_key_len`] bytes and inline values
+//!   at most a quarter page, so a leaf cell is under a third of a node and
+//!   any node of three cells can split.
+//! * BT4. A non-root node below a quarter full after a delete merges with
+//!   a sibling under the same parent when both fit one page.
+
+mod cursor;
+pub mod node;
+mod overflow;
+
+use std::ops::Bound;
+
+pub use cursor::{Cursor, Direction};
+
+use crate::buffer::{Load, PageRead, PageWrite};
+use crate::log::Lsn;
+use crate::mtr::{Mtr, Op, PageHandle};
+use crate::page::{self, PAGE_HEADER, PageId, PageType};
+use crate::store::{Store, alloc_page, free_page};
+use crate::{Error, Result};
+
+use node::{LeafValue, NodeError, SLOT_SIZE};
+
+/// A B+tree in a store, named by its root page.
+#[derive(Debug, Clone, Copy)]
+pub struct Tree<'s> {
+    store: &'s Store,
+    root: PageId,
+}
+
+/// What [`Tree::verify`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TreeCheck {
+    /// Key/value entries.
+    pub entries: u64,
+    /// Leaf pages.
+    pub leaves: u64,
+    /// Internal pages.
+    pub internal: u64,
+    /// Overflow pages.
+    pub overflow_pages: u64,
+    /// Levels (1 for a lone root leaf).
+    pub height: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Intent {
+    Insert { leaf_need: usize },
+    Delete,
+}
+
+impl<'s> Tree<'s> {
+    /// Create an empty tree; its root page id names it from now on.
+    pub fn create(store: &'s Store) -> Result<Tree<'s>> {
+        let mut mtr = store.mtr()?;
+        let h = alloc_page(&mut mtr)?;
+        mtr.apply(h, &Op::Init(PageType::BtreeNode))?;
+        mtr.apply(h, &Op::NodeInit(0))?;
+        let root = mtr.id(h)?;
+        mtr.commit()?;
+        Ok(Tree { store, root })
+    }
+
+    /// The tree whose root is `root` (checked on first use).
+    pub fn open(store: &'s Store, root: PageId) -> Tree<'s> {
+        Tree { store, root }
+    }
+
+    /// The root page id.
+    pub fn root(&self) -> PageId {
+        self.root
+    }
+
+    fn page_size(&self) -> usize {
+        self.store.pool().page_size()
+    }
+
+    fn capacity(&self) -> usize {
+        node::capacity(self.page_size())
+    }
+
+    /// Longest key accepted: a sixteenth of a node.
+    pub fn max_key_len(&self) -> usize {
+        self.capacity() / 16
+    }
+
+    /// Longest value stored inline in a leaf (a quarter page).
+    pub fn max_inline_value(&self) -> usize {
+        self.page_size() / 4
+    }
+
+    /// Longest value accepted: its overflow chain must fit a quarter of
+    /// the buffer pool and half of one log record.
+    pub fn max_value_len(&self) -> usize {
+        let per = overflow::payload_per_page(self.page_size());
+        let by_pool = per * (self.store.pool().frames() / 4).max(1);
+        let by_log = (self.store.log().max_record_bytes() / 2) as usize;
+        by_pool.min(by_log).min(u32::MAX as usize)
+    }
+
+    fn corrupt(&self, page: u64, reason: impl Into<String>) -> Error {
+        Error::CorruptPage {
+            file: self.store.pool().file().path().to_path_buf(),
+            page,
+            reason: reason.into(),
+        }
+    }
+
+    fn ne(&self, page: PageId) -> impl Fn(NodeError) -> Error + '_ {
+        move |e| self.corrupt(page.0, e.to_string())
+    }
+
+    fn check_node(&self, id: PageId, p: &[u8], level: Option<u8>) -> Result<()> {
+        if page::page_type(p) != Some(PageType::BtreeNode) {
+            return Err(self.corrupt(id.0, "expected a B+tree node"));
+        }
+        if let Some(l) = level
+            && node::level(p) != l
+        {
+            return Err(self.corrupt(
+                id.0,
+                format!(
+                    "node at level {} where level {l} was expected",
+                    node::level(p)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_sizes(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        if key.len() > self.max_key_len() {
+            return Err(Error::LimitExceeded {
+                what: "key length",
+                actual: key.len() as u64,
+                max: self.max_key_len() as u64,
+            });
+        }
+        if let Some(v) = value
+            && v.len() > self.max_value_len()
+        {
+            return Err(Error::LimitExceeded {
+                what: "value length",
+                actual: v.len() as u64,
+                max: self.max_value_len() as u64,
+            });
+        }
+        Ok(())
+    }
+
+    /// The value of `key`, if present.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.check_sizes(key, None)?;
+        let pool = self.store.pool();
+        let mut cur = pool.fetch_read(self.root)?;
+        self.check_node(self.root, &cur, None)?;
+        loop {
+            let id = cur.id();
+            let level = node::level(&cur);
+            if level == 0 {
+                return match node::search_leaf(&cur, key).map_err(self.ne(id))? {
+                    Ok(i) => Ok(Some(self.value_at(&cur, i)?)),
+                    Err(_) => Ok(None),
+                };
+            }
+            let i = node::search_internal(&cur, key).map_err(self.ne(id))?;
+            let child = PageId(node::child(&cur, i).map_err(self.ne(id))?);
+            let next = pool.fetch_read(child)?;
+            self.check_node(child, &next, Some(level - 1))?;
+            cur = next;
+        }
+    }
+
+    /// The value in leaf slot `i` (following an overflow chain).
+    fn value_at(&self, leaf: &PageRead<'_>, i: usize) -> Result<Vec<u8>> {
+        let id = leaf.id();
+        let c = node::cell(leaf, i).map_err(self.ne(id))?;
+        match node::decode_leaf(c).map_err(self.ne(id))?.value {
+            LeafValue::Inline(v) => Ok(v.to_vec()),
+            LeafValue::Overflow { len, first_page } => {
+                overflow::read(self.store.pool(), first_page, len)
+            }
+        }
+    }
+
+    /// Descend with shared latches and latch the leaf for `key`
+    /// exclusively (the optimistic path).
+    fn leaf_for_write(&self, key: &[u8]) -> Result<PageWrite<'s>> {
+        let pool = self.store.pool();
+        loop {
+            let root = pool.fetch_read(self.root)?;
+            self.check_node(self.root, &root, None)?;
+            if node::level(&root) == 0 {
+                drop(root);
+                let w = pool.fetch_write(self.root, Load::Verify)?;
+                self.check_node(self.root, &w, None)?;
+                if node::level(&w) == 0 {
+                    return Ok(w);
+                }
+                continue; // the root split in between
+            }
+            let mut cur = root;
+            loop {
+                let id = cur.id();
+                let level = node::level(&cur);
+                let i = node::search_internal(&cur, key).map_err(self.ne(id))?;
+                let child = PageId(node::child(&cur, i).map_err(self.ne(id))?);
+                if level == 1 {
+                    let w = pool.fetch_write(child, Load::Verify)?;
+                    self.check_node(child, &w, Some(0))?;
+                    return Ok(w);
+                }
+                let next = pool.fetch_read(child)?;
+                self.check_node(child, &next, Some(level - 1))?;
+                cur = next;
+            }
+        }
+    }
+
+    /// Insert or replace `key`'s value. Returns the commit LSN of the
+    /// change (hand it to [`Store::commit`] to wait for durability).
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<Lsn> {
+        self.check_sizes(key, Some(value))?;
+        if value.len() <= self.max_inline_value()
+            && let Some(lsn) = self.put_optimistic(key, value)?
+        {
+            return Ok(lsn);
+        }
+        self.put_pessimistic(key, value)
+    }
+
+    fn put_optimistic(&self, key: &[u8], value: &[u8]) -> Result<Option<Lsn>> {
+        let mut mtr = self.store.mtr()?;
+        let leaf = self.leaf_for_write(key)?;
+        let id = leaf.id();
+        let cell = node::encode_leaf_inline(key, value).map_err(self.ne(id))?;
+        let op = match node::search_leaf(&leaf, key).map_err(self.ne(id))? {
+            Ok(i) => {
+                let old = node::cell(&leaf, i).map_err(self.ne(id))?;
+                let was_overflow = matches!(
+                    node::decode_leaf(old).map_err(self.ne(id))?.value,
+                    LeafValue::Overflow { .. }
+                );
+                if was_overflow || node::free_space(&leaf) + old.len() < cell.len() {
+                    return Ok(None);
+                }
+                Op::NodeReplace {
+                    slot: i as u16,
+                    cell: &cell,
+                }
+            }
+            Err(i) => {
+                if node::free_space(&leaf) < cell.len() + SLOT_SIZE {
+                    return Ok(None);
+                }
+                Op::NodeInsert {
+                    slot: i as u16,
+                    cell: &cell,
+                }
+            }
+        };
+        let h = mtr.adopt(leaf);
+        mtr.apply(h, &op)?;
+        mtr.commit()
+    }
+
+    /// Latch the superblock, then descend with exclusive latches,
+    /// releasing ancestors above each safe node. Returns the held path:
+    /// (node, child index taken), the leaf last.
+    fn descend_x(
+        &self,
+        mtr: &mut Mtr<'s>,
+        key: &[u8],
+        intent: Intent,
+    ) -> Result<Vec<(PageHandle, usize)>> {
+        mtr.latch(PageId(0), Load::Verify)?; // store T3
+        let mut path: Vec<(PageHandle, usize)> = Vec::new();
+        let mut id = self.root;
+        let mut expect = None;
+        loop {
+            let h = mtr.latch(id, Load::Verify)?;
+            let (level, safe, next) = {
+                let p = mtr.page(h)?;
+                self.check_node(id, p, expect)?;
+                let level = node::level(p);
+                let next = if level == 0 {
+                    None
+                } else {
+                    let i = node::search_internal(p, key).map_err(self.ne(id))?;
+                    Some((i, PageId(node::child(p, i).map_err(self.ne(id))?)))
+                };
+                (level, self.is_safe(p, intent), next)
+            };
+            if safe {
+                for (a, _) in path.drain(..) {
+                    mtr.release(a)?;
+                }
+            }
+            let Some((i, child)) = next else {
+                path.push((h, 0));
+                return Ok(path);
+            };
+            path.push((h, i));
+            id = child;
+            expect = Some(level - 1);
+        }
+    }
+
+    fn is_safe(&self, p: &[u8], intent: Intent) -> bool {
+        let max_internal = node::internal_size(self.max_key_len()) + SLOT_SIZE;
+        let leaf = node::level(p) == 0;
+        match intent {
+            Intent::Insert { leaf_need } => {
+                let need = if leaf { leaf_need } else { max_internal };
+                node::free_space(p) >= need
+            }
+            Intent::Delete => {
+                let max_cell = if leaf {
+                    node::leaf_inline_size(self.max_key_len(), self.max_inline_value()) + SLOT_SIZE
+                } else {
+                    max_internal
+                };
+                node::used_bytes(p) >= self.capacity() / 4 + max_cell
+            }
+        }
+    }
+
+    fn put_pessimistic(&self, key: &[u8], value: &[u8]) -> Result<Lsn> {
+        let mut mtr = self.store.mtr()?;
+        let inline = value.len() <= self.max_inline_value();
+        let leaf_need = if inline {
+            node::leaf_inline_size(key.len(), value.len())
+        } else {
+            node::leaf_overflow_size(key.len())
+        } + SLOT_SIZE;
+        let mut path = self.descend_x(&mut mtr, key, Intent::Insert { leaf_need })?;
+        let depth = path.len() - 1;
+        let (leaf, _) = *path
+            .last()
+            .ok_or_else(|| self.corrupt(self.root.0, "empty path"))?;
+        let leaf_id = mtr.id(leaf)?;
+        let found = node::search_leaf(mtr.page(leaf)?, key).map_err(self.ne(leaf_id))?;
+        if let Ok(i) = found {
+            let old = node::cell(mtr.page(leaf)?, i).map_err(self.ne(leaf_id))?;
+            if let LeafValue::Overflow { len, first_page } =
+                node::decode_leaf(old).map_err(self.ne(leaf_id))?.value
+            {
+                overflow::free(&mut mtr, first_page, len)?;
+            }
+        }
+        let cell = if inline {
+            node::encode_leaf_inline(key, value).map_err(self.ne(leaf_id))?
+        } else {
+            let first = overflow::write(&mut mtr, value)?;
+            node::encode_leaf_overflow(key, value.len() as u32, first.0)
+                .map_err(self.ne(leaf_id))?
+        };
+        let pos = match found {
+            Ok(i) => {
+                mtr.apply(leaf, &Op::NodeDelete(i as u16))?;
+                i
+            }
+            Err(i) => i,
+        };
+        self.insert_at(&mut mtr, &mut path, depth, pos, &cell)?;
+        mtr.commit()?
+            .ok_or_else(|| self.corrupt(leaf_id.0, "a put changed nothing"))
+    }
+
+    /// Insert `cell` at slot `pos` of the node at `path[depth]`, splitting
+    /// it (and its ancestors) as needed.
+    fn insert_at(
+        &self,
+        mtr: &mut Mtr<'s>,
+        path: &mut Vec<(PageHandle, usize)>,
+        depth: usize,
+        pos: usize,
+        cell: &[u8],
+    ) -> Result<()> {
+        let (h, _) = *path
+            .get(depth)
+            .ok_or_else(|| self.corrupt(self.root.0, "split above the held path"))?;
+        let id = mtr.id(h)?;
+        let p = mtr.page(h)?;
+        if node::free_space(p) >= cell.len() + SLOT_SIZE {
+            return mtr.apply(
+                h,
+                &Op::NodeInsert {
+                    slot: pos as u16,
+                    cell,
+                },
+            );
+        }
+        let level = node::level(p);
+        let mut cells: Vec<Vec<u8>> = node::cells(p)
+            .map_err(self.ne(id))?
+            .into_iter()
+            .map(<[u8]>::to_vec)
+            .collect();
+        let n_old = cells.len();
+        if pos > n_old {
+            return Err(self.corrupt(id.0, "insert position past the node's end"));
+        }
+        cells.insert(pos, cell.to_vec());
+        let s = self.split_index(id, &cells)?;
+        let (left, right) = cells.split_at(s);
+        let (sep, right_cells) = self.separator(id, level, left, right)?;
+        if id == self.root {
+            let a = alloc_page(mtr)?;
+            let b = alloc_page(mtr)?;
+            let (a_id, b_id) = (mtr.id(a)?, mtr.id(b)?);
+            self.write_node(mtr, a, level, left)?;
+            self.write_node(mtr, b, level, &right_cells)?;
+            let c0 = node::encode_internal(b"", a_id.0).map_err(self.ne(id))?;
+            let c1 = node::encode_internal(&sep, b_id.0).map_err(self.ne(id))?;
+            mtr.apply(h, &Op::NodeInit(level + 1))?;
+            mtr.apply(h, &Op::NodeInsert { slot: 0, cell: &c0 })?;
+            mtr.apply(h, &Op::NodeInsert { slot: 1, cell: &c1 })?;
+            return Ok(());
+        }
+        if depth == 0 {
+            return Err(self.corrupt(id.0, "a node to split was released as safe"));
+        }
+        let n = alloc_page(mtr)?;
+        let n_id = mtr.id(n)?;
+        if s <= pos {
+            mtr.apply(h, &Op::NodeTruncate(s as u16))?;
+        } else {
+            mtr.apply(h, &Op::NodeTruncate((s - 1) as u16))?;
+            mtr.apply(
+                h,
+                &Op::NodeInsert {
+                    slot: pos as u16,
+                    cell,
+                },
+            )?;
+        }
+        self.write_node(mtr, n, level, &right_cells)?;
+        let (_, pidx) = *path
+            .get(depth - 1)
+            .ok_or_else(|| self.corrupt(id.0, "missing parent"))?;
+        let sep_cell = node::encode_internal(&sep, n_id.0).map_err(self.ne(id))?;
+        self.insert_at(mtr, path, depth - 1, pidx + 1, &sep_cell)
+    }
+
+    /// The split index: both halves non-empty, bytes as even as possible.
+    fn split_index(&self, id: PageId, cells: &[Vec<u8>]) -> Result<usize> {
+        let total: usize = cells.iter().map(|c| c.len() + SLOT_SIZE).sum();
+        let mut best = (usize::MAX, 0);
+        let mut left = 0usize;
+        for (i, c) in cells.iter().enumerate().take(cells.len().saturating_sub(1)) {
+            left += c.len() + SLOT_SIZE;
+            let diff = (2 * left).abs_diff(total);
+            if diff < best.0 {
+                best = (diff, i + 1);
+            }
+        }
+        let s = best.1;
+        let cap = self.capacity();
+        let left_bytes: usize = cells.iter().take(s).map(|c| c.len() + SLOT_SIZE).sum();
+        if s == 0 || left_bytes > cap || total - left_bytes > cap {
+            return Err(self.corrupt(id.0, "node cannot be split into two pages"));
+        }
+        Ok(s)
+    }
+
+    /// The separator key for a split between `left` and `right`, and the
+    /// right node's cells (an internal right node's first key becomes
+    /// minus infinity; its old key moves up).
+    fn separator(
+        &self,
+        id: PageId,
+        level: u8,
+        left: &[Vec<u8>],
+        right: &[Vec<u8>],
+    ) -> Result<(Vec<u8>, Vec<Vec<u8>>)> {
+        let first = right
+            .first()
+            .ok_or_else(|| self.corrupt(id.0, "empty right half"))?;
+        if level == 0 {
+            let rk = node::decode_leaf(first).map_err(self.ne(id))?.key;
+            let lk = match left.last() {
+                Some(c) => node::decode_leaf(c).map_err(self.ne(id))?.key,
+                None => b"",
+            };
+            // Shortest prefix of rk above lk (suffix truncation).
+            let common = lk.iter().zip(rk).take_while(|(a, b)| a == b).count();
+            let sep = rk.get(..(common + 1).min(rk.len())).unwrap_or(rk).to_vec();
+            return Ok((sep, right.to_vec()));
+        }
+        let (rk, child) = node::decode_internal(first).map_err(self.ne(id))?;
+        let mut cells = right.to_vec();
+        if let Some(c) = cells.first_mut() {
+            *c = node::encode_internal(b"", child).map_err(self.ne(id))?;
+        }
+        Ok((rk.to_vec(), cells))
+    }
+
+    /// Make `h` a fresh node holding `cells` (logged as one image).
+    fn write_node(
+        &self,
+        mtr: &mut Mtr<'s>,
+        h: PageHandle,
+        level: u8,
+        cells: &[Vec<u8>],
+    ) -> Result<()> {
+        let id = mtr.id(h)?;
+        let mut buf = vec![0u8; self.page_size()];
+        node::init(&mut buf, level).map_err(self.ne(id))?;
+        for (i, c) in cells.iter().enumerate() {
+            if !node::insert_cell(&mut buf, i, c).map_err(self.ne(id))? {
+                return Err(self.corrupt(id.0, "split half does not fit a page"));
+            }
+        }
+        mtr.apply(h, &Op::Init(PageType::BtreeNode))?;
+        mtr.apply(h, &Op::Image(buf.get(PAGE_HEADER..).unwrap_or_default()))
+    }
+
+    /// Delete `key`. Returns the commit LSN, or `None` if it was absent.
+    pub fn delete(&self, key: &[u8]) -> Result<Option<Lsn>> {
+        self.check_sizes(key, None)?;
+        {
+            let mut mtr = self.store.mtr()?;
+            let leaf = self.leaf_for_write(key)?;
+            let id = leaf.id();
+            let i = match node::search_leaf(&leaf, key).map_err(self.ne(id))? {
+                Ok(i) => i,
+                Err(_) => return Ok(None),
+            };
+            let c = node::cell(&leaf, i).map_err(self.ne(id))?;
+            let overflow = matches!(
+                node::decode_leaf(c).map_err(self.ne(id))?.value,
+                LeafValue::Overflow { .. }
+            );
+            let after = node::used_bytes(&leaf).saturating_sub(c.len() + SLOT_SIZE);
+            if !overflow && (id == self.root || after >= self.capacity() / 4) {
+                let h = mtr.adopt(leaf);
+                mtr.apply(h, &Op::NodeDelete(i as u16))?;
+                return mtr.commit();
+            }
+        }
+        let mut mtr = self.store.mtr()?;
+        let path = self.descend_x(&mut mtr, key, Intent::Delete)?;
+        let depth = path.len() - 1;
+        let (leaf, _) = *path
+            .last()
+            .ok_or_else(|| self.corrupt(self.root.0, "empty path"))?;
+        let leaf_id = mtr.id(leaf)?;
+        let i = match node::search_leaf(mtr.page(leaf)?, key).map_err(self.ne(leaf_id))? {
+            Ok(i) => i,
+            Err(_) => return Ok(None),
+        };
+        let c = node::cell(mtr.page(leaf)?, i).map_err(self.ne(leaf_id))?;
+        if let LeafValue::Overflow { len, first_page } =
+            node::decode_leaf(c).map_err(self.ne(leaf_id))?.value
+        {
+            overflow::free(&mut mtr, first_page, len)?;
+        }
+        mtr.apply(leaf, &Op::NodeDelete(i as u16))?;
+        self.rebalance(&mut mtr, &path, depth)?;
+        mtr.commit()
+    }
+
+    /// After a delete below `path[depth]`: merge an underfull node into a
+    /// sibling (BT4), and collapse a root with one child (BT1).
+    fn rebalance(
+        &self,
+        mtr: &mut Mtr<'s>,
+        path: &[(PageHandle, usize)],
+        depth: usize,
+    ) -> Result<()> {
+        let (h, _) = *path
+            .get(depth)
+            .ok_or_else(|| self.corrupt(self.root.0, "merge above the held path"))?;
+        let id = mtr.id(h)?;
+        if id == self.root {
+            loop {
+                let p = mtr.page(h)?;
+                if node::level(p) == 0 || node::nslots(p) != 1 {
+                    return Ok(());
+                }
+                let child = PageId(node::child(p, 0).map_err(self.ne(id))?);
+                let ch = mtr.latch(child, Load::Verify)?;
+                let body = mtr
+                    .page(ch)?
+                    .get(PAGE_HEADER..)
+                    .unwrap_or_default()
+                    .to_vec();
+                mtr.apply(h, &Op::Image(&body))?;
+                free_page(mtr, ch)?;
+            }
+        }
+        let cap = self.capacity();
+        let p = mtr.page(h)?;
+        let used = node::used_bytes(p);
+        let level = node::level(p);
+        if used >= cap / 4 || depth == 0 {
+            return Ok(());
+        }
+        let (ph, pidx) = *path
+            .get(depth - 1)
+            .ok_or_else(|| self.corrupt(id.0, "missing parent"))?;
+        let parent_id = mtr.id(ph)?;
+        let pp = mtr.page(ph)?;
+        let pn = node::nslots(pp);
+        // Merge right into left: (left handle, right handle, right's index in parent).
+        let (lh, rh, ridx) = if pidx + 1 < pn {
+            let rid = PageId(node::child(pp, pidx + 1).map_err(self.ne(parent_id))?);
+            (h, mtr.latch(rid, Load::Verify)?, pidx + 1)
+        } else if pidx > 0 {
+            let lid = PageId(node::child(pp, pidx - 1).map_err(self.ne(parent_id))?);
+            (mtr.latch(lid, Load::Verify)?, h, pidx)
+        } else {
+            return Ok(());
+        };
+        let (l_id, r_id) = (mtr.id(lh)?, mtr.id(rh)?);
+        self.check_node(l_id, mtr.page(lh)?, Some(level))?;
+        self.check_node(r_id, mtr.page(rh)?, Some(level))?;
+        let sep = node::key(mtr.page(ph)?, ridx)
+            .map_err(self.ne(parent_id))?
+            .to_vec();
+        let mut moving: Vec<Vec<u8>> = node::cells(mtr.page(rh)?)
+            .map_err(self.ne(r_id))?
+            .into_iter()
+            .map(<[u8]>::to_vec)
+            .collect();
+        if level > 0
+            && let Some(first) = moving.first_mut()
+        {
+            let (_, child) = node::decode_internal(first).map_err(self.ne(r_id))?;
+            *first = node::encode_internal(&sep, child).map_err(self.ne(r_id))?;
+        }
+        let need: usize = moving.iter().map(|c| c.len() + SLOT_SIZE).sum();
+        if node::used_bytes(mtr.page(lh)?) + need > cap {
+            // Too full to merge; an unchanged sibling is released.
+            if rh != h {
+                mtr.release(rh)?;
+            } else {
+                mtr.release(lh)?;
+            }
+            return Ok(());
+        }
+        let base = node::nslots(mtr.page(lh)?);
+        for (k, c) in moving.iter().enumerate() {
+            mtr.apply(
+                lh,
+                &Op::NodeInsert {
+                    slot: (base + k) as u16,
+                    cell: c,
+                },
+            )?;
+        }
+        free_page(mtr, rh)?;
+        mtr.apply(ph, &Op::NodeDelete(ridx as u16))?;
+        self.rebalance(mtr, path, depth - 1)
+    }
+
+    /// Entries with keys in `(lo, hi)` bounds, in `dir` order.
+    pub fn range(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>, dir: Direction) -> Cursor<'s> {
+        Cursor::new(*self, lo, hi, dir)
+    }
+
+    /// Walk the whole tree and check every node and the key order with
+    /// fences (BT2); read every overflow chain.
+    pub fn verify(&self) -> Result<TreeCheck> {
+        let mut check = TreeCheck::default();
+        let height = self.verify_node(self.root, None, None, None, &mut check)?;
+        check.height = height;
+        Ok(check)
+    }
+
+    fn verify_node(
+        &self,
+        id: PageId,
+        level: Option<u8>,
+        lo: Option<&[u8]>,
+        hi: Option<&[u8]>,
+        check: &mut TreeCheck,
+    ) -> Result<u32> {
+        let p = self.store.pool().fetch_read(id)?;
+        self.check_node(id, &p, level)?;
+        node::validate(&p).map_err(self.ne(id))?;
+        let lvl = node::level(&p);
+        let n = node::nslots(&p);
+        let within = |k: &[u8]| lo.is_none_or(|l| k >= l) && hi.is_none_or(|h| k < h);
+        if lvl == 0 {
+            check.leaves += 1;
+            for i in 0..n {
+                let c = node::cell(&p, i).map_err(self.ne(id))?;
+                let leaf = node::decode_leaf(c).map_err(self.ne(id))?;
+                if !within(leaf.key) {
+                    return Err(
+                        self.corrupt(id.0, format!("key {:?} outside its fences", leaf.key))
+                    );
+                }
+                if let LeafValue::Overflow { len, first_page } = leaf.value {
+                    let v = overflow::read(self.store.pool(), first_page, len)?;
+                    check.overflow_pages += overflow::pages_for(v.len(), self.page_size()) as u64;
+                }
+                check.entries += 1;
+            }
+            return Ok(1);
+        }
+        check.internal += 1;
+        if n == 0 {
+            return Err(self.corrupt(id.0, "internal node without children"));
+        }
+        let mut keys = Vec::with_capacity(n);
+        let mut children = Vec::with_capacity(n);
+        for i in 0..n {
+            let c = node::cell(&p, i).map_err(self.ne(id))?;
+            let (k, child) = node::decode_internal(c).map_err(self.ne(id))?;
+            if i > 0 && !within(k) {
+                return Err(self.corrupt(id.0, format!("separator {k:?} outside its fences")));
+            }
+            keys.push(k.to_vec());
+            children.push(PageId(child));
+        }
+        drop(p);
+        let mut height = None;
+        for i in 0..n {
+            let clo = if i == 0 {
+                lo
+            } else {
+                keys.get(i).map(Vec::as_slice)
+            };
+            let chi = keys.get(i + 1).map(Vec::as_slice).or(hi);
+            let child = *children.get(i).unwrap_or(&PageId(0));
+            let h = self.verify_node(child, Some(lvl - 1), clo, chi, check)?;
+            if height.is_some_and(|x| x != h) {
+                return Err(self.corrupt(id.0, "children of unequal height"));
+            }
+            height = Some(h);
+        }
+        Ok(height.unwrap_or(0) + 1)
+    }
+}

@@ -1,0 +1,1510 @@
+//! B+tree node layout: pure functions over one page held as a byte slice.
+//!
+//! A node is a whole page (`&[u8]` / `&mut [u8]`, length = page size, a power
+//! of two from 4096 to 65536). Bytes `0..PAGE_HEADER` belong to the page
+//! module (checksum, page id, LSN); nothing here reads or writes them. All
+//! integers are little-endian. After the common header:
+//!
+//! | bytes  | field |
+//! | ------ | ----- |
+//! | 48     | level (u8; 0 = leaf) |
+//! | 49     | flags (u8; reserved, 0) |
+//! | 50..52 | nslots (u16) |
+//! | 52..56 | cell_start (u32): lowest offset of the cell area; `page.len()` when empty |
+//! | 56..60 | garbage (u32): bytes of dead cells inside the cell area |
+//! | 60..68 | left sibling page id (u64; 0 = none) |
+//! | 68..76 | right sibling page id (u64; 0 = none) |
+//! | 76..80 | reserved (0) |
+//! | 80..   | slot array: nslots u16 cell offsets, in key order |
+//!
+//! Cells grow downward from the page end; the slot array grows upward from
+//! [`NODE_HEADER_END`]; the gap between them is free. Free space is that gap
+//! plus `garbage` (reclaimed by [`compact`]).
+//!
+//! Cell formats:
+//! * Leaf (level 0): `klen u16 | vkind u8 | vlen u32 | key | value part`. With
+//!   `vkind` [`VKIND_INLINE`] the value part is the `vlen` value bytes; with
+//!   [`VKIND_OVERFLOW`] it is the u64 id of the first overflow page and
+//!   `vlen` is the whole value's length. Other `vkind`s are corrupt.
+//! * Internal (level > 0): `klen u16 | child page id u64 | key`. Slot 0's key
+//!   is minus infinity whatever its bytes (it is normally stored empty):
+//!   child `i` covers keys `k` with `key_i <= k < key_{i+1}`.
+//!
+//! Keys compare as byte strings (memcmp order, a proper prefix first).
+//!
+//! Invariants (checked by [`validate`]):
+//! * N1. `80 + 2 * nslots <= cell_start <= page.len()` and
+//!   `garbage <= page.len() - cell_start`.
+//! * N2. Every slot points at a cell that lies wholly inside
+//!   `cell_start..page.len()`; live cells do not overlap; live cell bytes plus
+//!   `garbage` equal `page.len() - cell_start`.
+//! * N3. Keys strictly increase in slot order (in internal nodes from slot 1
+//!   on, since slot 0 is minus infinity).
+//! * N4. A node with no slots has `cell_start == page.len()` and
+//!   `garbage == 0`.
+//! * N5. Flags and reserved bytes are zero.
+//!
+//! Determinism: the B+tree calls these functions to change a page and crash
+//! recovery calls them again to replay the same change from the redo log, so
+//! every mutation is a function of the page bytes and its arguments only
+//! (same input bytes, same output bytes). Bytes in the free gap are left as
+//! they are, except that [`compact`] zeroes the whole gap and removed slot
+//! entries are zeroed.
+//!
+//! Robustness: pages come from disk and may be damaged. Every function that
+//! follows an offset read from the page checks it and returns
+//! [`NodeError::Corrupt`] instead of panicking; mutations do all their checks
+//! before changing any byte, so an `Err` or `Ok(false)` leaves the page as it
+//! was.
+//!
+//! Size limits are the caller's job. The assumption this module is built on:
+//! a cell is at most about a third of [`capacity`] (larger values go to
+//! overflow pages), so any node with three or more cells can be split into
+//! two halves that each have room for one more cell.
+
+use std::cmp::Ordering;
+
+/// Bytes of the common page header, owned by the page module.
+pub const PAGE_HEADER: usize = 48;
+/// End of the node header; the slot array starts here.
+pub const NODE_HEADER_END: usize = 80;
+/// Bytes of a leaf cell before its key: `klen u16 | vkind u8 | vlen u32`.
+pub const LEAF_CELL_HEADER: usize = 7;
+/// Bytes of an internal cell before its key: `klen u16 | child u64`.
+pub const INTERNAL_CELL_HEADER: usize = 10;
+/// Leaf value kind: the value is stored inline in the cell.
+pub const VKIND_INLINE: u8 = 0;
+/// Leaf value kind: the value lives in a chain of overflow pages.
+pub const VKIND_OVERFLOW: u8 = 1;
+/// Bytes of one slot array entry.
+pub const SLOT_SIZE: usize = 2;
+
+const OFF_LEVEL: usize = 48;
+const OFF_FLAGS: usize = 49;
+const OFF_NSLOTS: usize = 50;
+const OFF_CELL_START: usize = 52;
+const OFF_GARBAGE: usize = 56;
+const OFF_LEFT: usize = 60;
+const OFF_RIGHT: usize = 68;
+const OFF_RESERVED: usize = 76;
+/// Smallest page length accepted (same rule as the page module).
+const MIN_PAGE_LEN: usize = 4096;
+/// Largest page length accepted; every cell offset then fits a u16.
+const MAX_PAGE_LEN: usize = 65536;
+/// Bytes of an overflow leaf cell's value part (the first page id).
+const OVERFLOW_REF: usize = 8;
+
+/// An error from node code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NodeError {
+    /// The page's bytes break the node layout or one of its invariants.
+    #[error("corrupt B+tree node: {reason}")]
+    Corrupt {
+        /// Which check failed, with the offending values.
+        reason: String,
+    },
+    /// A slot index past the end of the slot array (a caller bug).
+    #[error("slot {index} out of range for a node with {nslots} slots")]
+    SlotOutOfRange {
+        /// The index asked for.
+        index: usize,
+        /// The node's slot count.
+        nslots: usize,
+    },
+    /// Some other argument cannot be used: a page of the wrong length, a
+    /// malformed cell, a key too long to encode, the wrong kind of node.
+    #[error("invalid argument: {reason}")]
+    InvalidArgument {
+        /// Why it is rejected.
+        reason: String,
+    },
+}
+
+fn corrupt(reason: impl Into<String>) -> NodeError {
+    NodeError::Corrupt {
+        reason: reason.into(),
+    }
+}
+
+fn invalid(reason: impl Into<String>) -> NodeError {
+    NodeError::InvalidArgument {
+        reason: reason.into(),
+    }
+}
+
+/// A decoded leaf cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeafCell<'a> {
+    /// The key bytes.
+    pub key: &'a [u8],
+    /// The value, inline or as a reference to overflow pages.
+    pub value: LeafValue<'a>,
+}
+
+/// The value part of a leaf cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeafValue<'a> {
+    /// The whole value, stored in the cell.
+    Inline(&'a [u8]),
+    /// A value stored in a chain of overflow pages.
+    Overflow {
+        /// Total length of the value in bytes.
+        len: u32,
+        /// Id of the first overflow page.
+        first_page: u64,
+    },
+}
+
+// ---------------------------------------------------------------------------
+// Byte helpers (never panic; `None` when out of bounds).
+
+fn rd<const N: usize>(b: &[u8], off: usize) -> Option<[u8; N]> {
+    b.get(off..)?.first_chunk::<N>().copied()
+}
+
+fn rd_u16(b: &[u8], off: usize) -> Option<u16> {
+    rd::<2>(b, off).map(u16::from_le_bytes)
+}
+
+fn rd_u32(b: &[u8], off: usize) -> Option<u32> {
+    rd::<4>(b, off).map(u32::from_le_bytes)
+}
+
+fn rd_u64(b: &[u8], off: usize) -> Option<u64> {
+    rd::<8>(b, off).map(u64::from_le_bytes)
+}
+
+/// Copy `bytes` to `b[off..]`. Callers check bounds first; an error here
+/// means a bug in this module's own arithmetic.
+fn wr(b: &mut [u8], off: usize, bytes: &[u8]) -> Result<(), NodeError> {
+    let dst = b
+        .get_mut(off..)
+        .and_then(|d| d.get_mut(..bytes.len()))
+        .ok_or_else(|| {
+            corrupt(format!(
+                "write of {} bytes at offset {off} runs past the page end",
+                bytes.len()
+            ))
+        })?;
+    dst.copy_from_slice(bytes);
+    Ok(())
+}
+
+fn slot_pos(i: usize) -> usize {
+    NODE_HEADER_END + SLOT_SIZE * i
+}
+
+fn check_page_len(len: usize) -> Result<(), NodeError> {
+    if len.is_power_of_two() && (MIN_PAGE_LEN..=MAX_PAGE_LEN).contains(&len) {
+        Ok(())
+    } else {
+        Err(invalid(format!(
+            "page length {len} is not a power of two from {MIN_PAGE_LEN} to {MAX_PAGE_LEN}"
+        )))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Header.
+
+/// The node header fields, checked against N1.
+#[derive(Clone, Copy, Debug)]
+struct Header {
+    len: usize,
+    level: u8,
+    n: usize,
+    cell_start: usize,
+    garbage: usize,
+}
+
+impl Header {
+    fn slot_end(&self) -> usize {
+        slot_pos(self.n)
+    }
+
+    /// The contiguous gap between the slot array and the cell area.
+    fn gap(&self) -> usize {
+        self.cell_start.saturating_sub(self.slot_end())
+    }
+
+    /// Gap plus garbage.
+    fn free(&self) -> usize {
+        self.gap().saturating_add(self.garbage)
+    }
+}
+
+/// Read the header and check N1 (so later arithmetic cannot underflow).
+fn header(page: &[u8]) -> Result<Header, NodeError> {
+    check_page_len(page.len())?;
+    let len = page.len();
+    let short = || corrupt("node header cut off");
+    let level = page.get(OFF_LEVEL).copied().ok_or_else(short)?;
+    let n = usize::from(rd_u16(page, OFF_NSLOTS).ok_or_else(short)?);
+    let cell_start = rd_u32(page, OFF_CELL_START).ok_or_else(short)? as usize;
+    let garbage = rd_u32(page, OFF_GARBAGE).ok_or_else(short)? as usize;
+    let h = Header {
+        len,
+        level,
+        n,
+        cell_start,
+        garbage,
+    };
+    if cell_start > len {
+        return Err(corrupt(format!(
+            "cell_start {cell_start} is past the page end {len}"
+        )));
+    }
+    if h.slot_end() > cell_start {
+        return Err(corrupt(format!(
+            "slot array of {n} slots ends at {}, past cell_start {cell_start}",
+            h.slot_end()
+        )));
+    }
+    if garbage > len - cell_start {
+        return Err(corrupt(format!(
+            "garbage {garbage} exceeds the cell area of {} bytes",
+            len - cell_start
+        )));
+    }
+    Ok(h)
+}
+
+/// Write nslots, cell_start and garbage.
+fn store_header(page: &mut [u8], h: &Header) -> Result<(), NodeError> {
+    let n = u16::try_from(h.n).map_err(|_| corrupt(format!("{} slots overflow u16", h.n)))?;
+    let cs = u32::try_from(h.cell_start)
+        .map_err(|_| corrupt(format!("cell_start {} overflows u32", h.cell_start)))?;
+    let g = u32::try_from(h.garbage)
+        .map_err(|_| corrupt(format!("garbage {} overflows u32", h.garbage)))?;
+    wr(page, OFF_NSLOTS, &n.to_le_bytes())?;
+    wr(page, OFF_CELL_START, &cs.to_le_bytes())?;
+    wr(page, OFF_GARBAGE, &g.to_le_bytes())
+}
+
+// ---------------------------------------------------------------------------
+// Cells.
+
+/// The length of the cell whose header starts `bytes`, for a node of
+/// `level`; `Err` holds the reason the header is malformed. Does not check
+/// that `bytes` is that long.
+fn parse_cell_len(level: u8, bytes: &[u8]) -> Result<usize, String> {
+    let klen = usize::from(rd_u16(bytes, 0).ok_or("cell header cut off")?);
+    if level == 0 {
+        let vkind = bytes.get(2).copied().ok_or("leaf cell header cut off")?;
+        let vlen = rd_u32(bytes, 3).ok_or("leaf cell header cut off")?;
+        let value_part = match vkind {
+            VKIND_INLINE => usize::try_from(vlen).map_err(|_| "value length overflows usize")?,
+            VKIND_OVERFLOW => OVERFLOW_REF,
+            k => return Err(format!("unknown value kind {k}")),
+        };
+        (LEAF_CELL_HEADER + klen)
+            .checked_add(value_part)
+            .ok_or_else(|| "leaf cell length overflows usize".to_string())
+    } else {
+        Ok(INTERNAL_CELL_HEADER + klen)
+    }
+}
+
+/// Check that `cell` is exactly one well-formed cell for a node of `level`.
+fn check_cell_arg(level: u8, cell: &[u8]) -> Result<(), NodeError> {
+    let want = parse_cell_len(level, cell)
+        .map_err(|r| invalid(format!("cell for a level-{level} node: {r}")))?;
+    if want != cell.len() {
+        return Err(invalid(format!(
+            "cell for a level-{level} node is {} bytes but its header says {want}",
+            cell.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Offset and length of cell `i`, checked against N2 for that one cell.
+fn cell_span(page: &[u8], h: &Header, i: usize) -> Result<(usize, usize), NodeError> {
+    if i >= h.n {
+        return Err(NodeError::SlotOutOfRange {
+            index: i,
+            nslots: h.n,
+        });
+    }
+    let off =
+        usize::from(rd_u16(page, slot_pos(i)).ok_or_else(|| corrupt(format!("slot {i} cut off")))?);
+    if off < h.cell_start || off >= h.len {
+        return Err(corrupt(format!(
+            "slot {i} points at {off}, outside the cell area {}..{}",
+            h.cell_start, h.len
+        )));
+    }
+    let rest = page.get(off..h.len).unwrap_or_default();
+    let len = parse_cell_len(h.level, rest)
+        .map_err(|r| corrupt(format!("cell {i} at offset {off}: {r}")))?;
+    if len > rest.len() {
+        return Err(corrupt(format!(
+            "cell {i} at offset {off} is {len} bytes, past the page end {}",
+            h.len
+        )));
+    }
+    Ok((off, len))
+}
+
+fn cell_at<'a>(page: &'a [u8], h: &Header, i: usize) -> Result<&'a [u8], NodeError> {
+    let (off, len) = cell_span(page, h, i)?;
+    page.get(off..off + len)
+        .ok_or_else(|| corrupt(format!("cell {i} at offset {off} runs past the page end")))
+}
+
+/// The key of a cell already checked by `cell_span`.
+fn cell_key(level: u8, cell: &[u8]) -> Result<&[u8], NodeError> {
+    let hdr = if level == 0 {
+        LEAF_CELL_HEADER
+    } else {
+        INTERNAL_CELL_HEADER
+    };
+    let klen = usize::from(rd_u16(cell, 0).ok_or_else(|| corrupt("cell header cut off"))?);
+    cell.get(hdr..hdr + klen)
+        .ok_or_else(|| corrupt(format!("key of {klen} bytes runs past its cell")))
+}
+
+fn key_at<'a>(page: &'a [u8], h: &Header, i: usize) -> Result<&'a [u8], NodeError> {
+    cell_key(h.level, cell_at(page, h, i)?)
+}
+
+/// Sum of live cell lengths, checked against N2's byte count (so a
+/// compaction of this page cannot fail).
+fn live_bytes(page: &[u8], h: &Header) -> Result<usize, NodeError> {
+    let mut sum = 0usize;
+    for i in 0..h.n {
+        sum = sum.saturating_add(cell_span(page, h, i)?.1);
+    }
+    if sum.saturating_add(h.garbage) != h.len - h.cell_start {
+        return Err(corrupt(format!(
+            "live cells ({sum} bytes) plus garbage ({}) do not fill the cell area ({} bytes)",
+            h.garbage,
+            h.len - h.cell_start
+        )));
+    }
+    Ok(sum)
+}
+
+// ---------------------------------------------------------------------------
+// Public API: header.
+
+/// Make `page` an empty node of `level`: zero bytes `PAGE_HEADER..` and set
+/// `cell_start` to the page length. The common page header is untouched.
+pub fn init(page: &mut [u8], level: u8) -> Result<(), NodeError> {
+    check_page_len(page.len())?;
+    let len = page.len();
+    if let Some(body) = page.get_mut(PAGE_HEADER..) {
+        body.fill(0);
+    }
+    wr(page, OFF_LEVEL, &[level])?;
+    store_header(
+        page,
+        &Header {
+            len,
+            level,
+            n: 0,
+            cell_start: len,
+            garbage: 0,
+        },
+    )
+}
+
+/// The node's level (0 = leaf). A page too short to hold it reads as 0.
+pub fn level(page: &[u8]) -> u8 {
+    page.get(OFF_LEVEL).copied().unwrap_or(0)
+}
+
+/// Whether the node is a leaf (level 0).
+pub fn is_leaf(page: &[u8]) -> bool {
+    level(page) == 0
+}
+
+/// The number of slots (cells). Unchecked: a corrupt page may claim more
+/// slots than fit; functions returning `Result` check it.
+pub fn nslots(page: &[u8]) -> usize {
+    usize::from(rd_u16(page, OFF_NSLOTS).unwrap_or(0))
+}
+
+/// The left sibling's page id (0 = none).
+pub fn left(page: &[u8]) -> u64 {
+    rd_u64(page, OFF_LEFT).unwrap_or(0)
+}
+
+/// The right sibling's page id (0 = none).
+pub fn right(page: &[u8]) -> u64 {
+    rd_u64(page, OFF_RIGHT).unwrap_or(0)
+}
+
+/// Set the left sibling's page id (0 = none).
+pub fn set_left(page: &mut [u8], id: u64) -> Result<(), NodeError> {
+    check_page_len(page.len())?;
+    wr(page, OFF_LEFT, &id.to_le_bytes())
+}
+
+/// Set the right sibling's page id (0 = none).
+pub fn set_right(page: &mut [u8], id: u64) -> Result<(), NodeError> {
+    check_page_len(page.len())?;
+    wr(page, OFF_RIGHT, &id.to_le_bytes())
+}
+
+/// Bytes available for new cells and their slots: the contiguous gap plus
+/// garbage (available after compaction). 0 if the header is corrupt.
+pub fn free_space(page: &[u8]) -> usize {
+    header(page).map(|h| h.free()).unwrap_or(0)
+}
+
+/// Bytes in use: the slot array plus live cells. Always
+/// `used_bytes + free_space == capacity` on a valid node. 0 if the header is
+/// corrupt.
+pub fn used_bytes(page: &[u8]) -> usize {
+    header(page)
+        .map(|h| SLOT_SIZE * h.n + (h.len - h.cell_start - h.garbage))
+        .unwrap_or(0)
+}
+
+/// Bytes a node on a page of `page_len` bytes has for slots and cells.
+pub fn capacity(page_len: usize) -> usize {
+    page_len.saturating_sub(NODE_HEADER_END)
+}
+
+// ---------------------------------------------------------------------------
+// Public API: cell encoding.
+
+/// Bytes of a leaf cell holding `key_len` key bytes and an inline value of
+/// `value_len` bytes (excluding its slot).
+pub fn leaf_inline_size(key_len: usize, value_len: usize) -> usize {
+    LEAF_CELL_HEADER
+        .saturating_add(key_len)
+        .saturating_add(value_len)
+}
+
+/// Bytes of a leaf cell holding `key_len` key bytes and an overflow value
+/// reference (excluding its slot).
+pub fn leaf_overflow_size(key_len: usize) -> usize {
+    LEAF_CELL_HEADER
+        .saturating_add(key_len)
+        .saturating_add(OVERFLOW_REF)
+}
+
+/// Bytes of an internal cell holding `key_len` key bytes (excluding its
+/// slot).
+pub fn internal_size(key_len: usize) -> usize {
+    INTERNAL_CELL_HEADER.saturating_add(key_len)
+}
+
+fn klen_u16(key: &[u8]) -> Result<u16, NodeError> {
+    u16::try_from(key.len())
+        .map_err(|_| invalid(format!("key of {} bytes is longer than 65535", key.len())))
+}
+
+/// Encode a leaf cell with an inline value. Fails only if the key is longer
+/// than `u16::MAX` or the value longer than `u32::MAX` bytes.
+pub fn encode_leaf_inline(key: &[u8], value: &[u8]) -> Result<Vec<u8>, NodeError> {
+    let klen = klen_u16(key)?;
+    let vlen = u32::try_from(value.len()).map_err(|_| {
+        invalid(format!(
+            "inline value of {} bytes is longer than u32::MAX",
+            value.len()
+        ))
+    })?;
+    let mut out = Vec::with_capacity(leaf_inline_size(key.len(), value.len()));
+    out.extend_from_slice(&klen.to_le_bytes());
+    out.push(VKIND_INLINE);
+    out.extend_from_slice(&vlen.to_le_bytes());
+    out.extend_from_slice(key);
+    out.extend_from_slice(value);
+    Ok(out)
+}
+
+/// Encode a leaf cell whose value (of `total_len` bytes) starts at overflow
+/// page `first_page`. Fails only if the key is longer than `u16::MAX`.
+pub fn encode_leaf_overflow(
+    key: &[u8],
+    total_len: u32,
+    first_page: u64,
+) -> Result<Vec<u8>, NodeError> {
+    let klen = klen_u16(key)?;
+    let mut out = Vec::with_capacity(leaf_overflow_size(key.len()));
+    out.extend_from_slice(&klen.to_le_bytes());
+    out.push(VKIND_OVERFLOW);
+    out.extend_from_slice(&total_len.to_le_bytes());
+    out.extend_from_slice(key);
+    out.extend_from_slice(&first_page.to_le_bytes());
+    Ok(out)
+}
+
+/// Decode a leaf cell; `cell` must be exactly one cell (as [`cell`] returns).
+pub fn decode_leaf(cell: &[u8]) -> Result<LeafCell<'_>, NodeError> {
+    let len = parse_cell_len(0, cell).map_err(|r| corrupt(format!("leaf cell: {r}")))?;
+    if len != cell.len() {
+        return Err(corrupt(format!(
+            "leaf cell is {} bytes but its header says {len}",
+            cell.len()
+        )));
+    }
+    let key = cell_key(0, cell)?;
+    let vkind = cell.get(2).copied().unwrap_or(u8::MAX);
+    let vlen = rd_u32(cell, 3).unwrap_or(0);
+    let rest = cell.get(LEAF_CELL_HEADER + key.len()..).unwrap_or_default();
+    let value = if vkind == VKIND_INLINE {
+        LeafValue::Inline(rest)
+    } else {
+        LeafValue::Overflow {
+            len: vlen,
+            first_page: rd_u64(rest, 0).ok_or_else(|| corrupt("overflow reference cut off"))?,
+        }
+    };
+    Ok(LeafCell { key, value })
+}
+
+/// Encode an internal cell pointing at `child`. Fails only if the key is
+/// longer than `u16::MAX`.
+pub fn encode_internal(key: &[u8], child: u64) -> Result<Vec<u8>, NodeError> {
+    let klen = klen_u16(key)?;
+    let mut out = Vec::with_capacity(internal_size(key.len()));
+    out.extend_from_slice(&klen.to_le_bytes());
+    out.extend_from_slice(&child.to_le_bytes());
+    out.extend_from_slice(key);
+    Ok(out)
+}
+
+/// Decode an internal cell into (key, child page id); `cell` must be exactly
+/// one cell.
+pub fn decode_internal(cell: &[u8]) -> Result<(&[u8], u64), NodeError> {
+    let len = parse_cell_len(1, cell).map_err(|r| corrupt(format!("internal cell: {r}")))?;
+    if len != cell.len() {
+        return Err(corrupt(format!(
+            "internal cell is {} bytes but its header says {len}",
+            cell.len()
+        )));
+    }
+    let child = rd_u64(cell, 2).ok_or_else(|| corrupt("internal cell header cut off"))?;
+    Ok((cell_key(1, cell)?, child))
+}
+
+// ---------------------------------------------------------------------------
+// Public API: reading cells.
+
+/// The exact bytes of cell `i` (its length computed from its header).
+pub fn cell(page: &[u8], i: usize) -> Result<&[u8], NodeError> {
+    let h = header(page)?;
+    cell_at(page, &h, i)
+}
+
+/// The key of cell `i`. For internal nodes slot 0's stored key is returned
+/// as is, although searches treat it as minus infinity.
+pub fn key(page: &[u8], i: usize) -> Result<&[u8], NodeError> {
+    let h = header(page)?;
+    key_at(page, &h, i)
+}
+
+/// All cells in slot order (for moving cells during splits and merges).
+pub fn cells(page: &[u8]) -> Result<Vec<&[u8]>, NodeError> {
+    let h = header(page)?;
+    (0..h.n).map(|i| cell_at(page, &h, i)).collect()
+}
+
+fn check_internal(h: &Header, what: &str) -> Result<(), NodeError> {
+    if h.level == 0 {
+        Err(invalid(format!("{what} on a leaf node")))
+    } else {
+        Ok(())
+    }
+}
+
+/// The child page id in internal cell `i`.
+pub fn child(page: &[u8], i: usize) -> Result<u64, NodeError> {
+    let h = header(page)?;
+    check_internal(&h, "child")?;
+    let (off, _) = cell_span(page, &h, i)?;
+    rd_u64(page, off + 2).ok_or_else(|| corrupt(format!("cell {i} header cut off")))
+}
+
+/// Overwrite the child page id in internal cell `i` (in place).
+pub fn set_child(page: &mut [u8], i: usize, child: u64) -> Result<(), NodeError> {
+    let h = header(page)?;
+    check_internal(&h, "set_child")?;
+    let (off, _) = cell_span(page, &h, i)?;
+    wr(page, off + 2, &child.to_le_bytes())
+}
+
+/// Binary search a leaf for `key`, like `slice::binary_search`: `Ok(i)` if
+/// slot `i` holds `key`, else `Err(i)` with the slot at which to insert it.
+/// (Works on internal nodes too, comparing slot 0's stored key literally.)
+pub fn search_leaf(page: &[u8], key: &[u8]) -> Result<Result<usize, usize>, NodeError> {
+    let h = header(page)?;
+    let (mut lo, mut hi) = (0, h.n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        match key_at(page, &h, mid)?.cmp(key) {
+            Ordering::Less => lo = mid + 1,
+            Ordering::Greater => hi = mid,
+            Ordering::Equal => return Ok(Ok(mid)),
+        }
+    }
+    Ok(Err(lo))
+}
+
+/// The slot of the child to descend into for `key` in an internal node: the
+/// largest `i` with `key_i <= key`, slot 0's key being minus infinity. The
+/// node must have at least one slot.
+pub fn search_internal(page: &[u8], key: &[u8]) -> Result<usize, NodeError> {
+    let h = header(page)?;
+    check_internal(&h, "search_internal")?;
+    if h.n == 0 {
+        return Err(corrupt("internal node has no children"));
+    }
+    // First slot in 1..n whose key is greater than `key`.
+    let (mut lo, mut hi) = (1, h.n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if key_at(page, &h, mid)? <= key {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(lo - 1)
+}
+
+// ---------------------------------------------------------------------------
+// Public API: changing cells.
+
+/// Insert `cell` (one well-formed cell for this node's level) as slot `i`
+/// (`0..=nslots`), shifting later slots up. If the contiguous gap is too
+/// small but free space including garbage suffices, the node is compacted
+/// first. Returns `Ok(false)`, with the page unchanged, if it does not fit.
+/// The caller keeps keys in order (see [`search_leaf`]).
+pub fn insert_cell(page: &mut [u8], i: usize, cell: &[u8]) -> Result<bool, NodeError> {
+    let mut h = header(page)?;
+    if i > h.n {
+        return Err(NodeError::SlotOutOfRange {
+            index: i,
+            nslots: h.n,
+        });
+    }
+    check_cell_arg(h.level, cell)?;
+    let need = cell.len().saturating_add(SLOT_SIZE);
+    if need > h.free() {
+        return Ok(false);
+    }
+    if need > h.gap() {
+        compact(page)?;
+        h = header(page)?;
+        if need > h.gap() {
+            return Err(corrupt("no room after compaction"));
+        }
+    }
+    let new_start = h.cell_start - cell.len();
+    let new_off = u16::try_from(new_start)
+        .map_err(|_| corrupt(format!("cell offset {new_start} overflows u16")))?;
+    let from = slot_pos(i);
+    let end = h.slot_end();
+    wr(page, new_start, cell)?;
+    let slots = page
+        .get_mut(from..end + SLOT_SIZE)
+        .ok_or_else(|| corrupt("slot array runs past the page end"))?;
+    slots.copy_within(..end - from, SLOT_SIZE);
+    wr(page, from, &new_off.to_le_bytes())?;
+    h.n += 1;
+    h.cell_start = new_start;
+    store_header(page, &h)?;
+    Ok(true)
+}
+
+/// Remove slot `i`, shifting later slots down. The cell's bytes become
+/// garbage, except that a cell at `cell_start` is reclaimed at once by
+/// advancing `cell_start`, and removing the last slot resets the node to
+/// empty (N4).
+pub fn delete_cell(page: &mut [u8], i: usize) -> Result<(), NodeError> {
+    let h = header(page)?;
+    let (off, len) = cell_span(page, &h, i)?;
+    let mut nh = h;
+    nh.n -= 1;
+    if nh.n == 0 {
+        nh.cell_start = h.len;
+        nh.garbage = 0;
+    } else if off == h.cell_start {
+        nh.cell_start += len;
+    } else {
+        nh.garbage += len;
+    }
+    if nh.garbage > nh.len - nh.cell_start {
+        return Err(corrupt(format!(
+            "deleting cell {i} leaves garbage {} larger than the cell area: cells overlap",
+            nh.garbage
+        )));
+    }
+    let from = slot_pos(i);
+    let end = h.slot_end();
+    let slots = page
+        .get_mut(from..end)
+        .ok_or_else(|| corrupt("slot array runs past the page end"))?;
+    slots.copy_within(SLOT_SIZE.., 0);
+    if let Some(last) = slots.get_mut(slots.len().saturating_sub(SLOT_SIZE)..) {
+        last.fill(0);
+    }
+    store_header(page, &nh)
+}
+
+/// Replace cell `i` with `cell` (one well-formed cell for this node's level),
+/// keeping its slot position: in place if the length is unchanged, else by
+/// delete and insert (compacting if needed). Returns `Ok(false)`, with the
+/// page unchanged, if the new cell does not fit.
+pub fn replace_cell(page: &mut [u8], i: usize, cell: &[u8]) -> Result<bool, NodeError> {
+    let h = header(page)?;
+    let (off, old_len) = cell_span(page, &h, i)?;
+    check_cell_arg(h.level, cell)?;
+    if cell.len() == old_len {
+        wr(page, off, cell)?;
+        return Ok(true);
+    }
+    if cell.len() > h.free().saturating_add(old_len) {
+        return Ok(false);
+    }
+    // Check everything the delete and a possible compaction will rely on
+    // before changing a byte.
+    live_bytes(page, &h)?;
+    delete_cell(page, i)?;
+    if insert_cell(page, i, cell)? {
+        Ok(true)
+    } else {
+        Err(corrupt(
+            "replacement did not fit after the old cell was removed",
+        ))
+    }
+}
+
+/// Remove slots `from..nslots` (`from <= nslots`); their bytes become
+/// garbage. Truncating to zero slots resets the node to empty (N4).
+pub fn truncate(page: &mut [u8], from: usize) -> Result<(), NodeError> {
+    let h = header(page)?;
+    if from > h.n {
+        return Err(NodeError::SlotOutOfRange {
+            index: from,
+            nslots: h.n,
+        });
+    }
+    if from == h.n {
+        return Ok(());
+    }
+    let mut removed = 0usize;
+    for i in from..h.n {
+        removed = removed.saturating_add(cell_span(page, &h, i)?.1);
+    }
+    let mut nh = h;
+    nh.n = from;
+    if from == 0 {
+        nh.cell_start = h.len;
+        nh.garbage = 0;
+    } else {
+        nh.garbage = h.garbage.saturating_add(removed);
+        if nh.garbage > h.len - h.cell_start {
+            return Err(corrupt(format!(
+                "truncating to {from} slots leaves garbage {} larger than the cell area: cells overlap",
+                nh.garbage
+            )));
+        }
+    }
+    if let Some(dead) = page.get_mut(slot_pos(from)..h.slot_end()) {
+        dead.fill(0);
+    }
+    store_header(page, &nh)
+}
+
+/// Rewrite the cell area without garbage: live cells are packed against the
+/// page end in slot order (slot 0 lowest), slots are updated, and the free
+/// gap is zeroed. Slot order is unchanged.
+pub fn compact(page: &mut [u8]) -> Result<(), NodeError> {
+    let h = header(page)?;
+    let live = live_bytes(page, &h)?;
+    let new_start = h.len - live;
+    let mut buf = Vec::with_capacity(live);
+    let mut offsets = Vec::with_capacity(h.n);
+    let mut next = new_start;
+    for i in 0..h.n {
+        let c = cell_at(page, &h, i)?;
+        offsets.push(
+            u16::try_from(next)
+                .map_err(|_| corrupt(format!("cell offset {next} overflows u16")))?,
+        );
+        next += c.len();
+        buf.extend_from_slice(c);
+    }
+    for (i, off) in offsets.iter().enumerate() {
+        wr(page, slot_pos(i), &off.to_le_bytes())?;
+    }
+    wr(page, new_start, &buf)?;
+    if let Some(gap) = page.get_mut(h.slot_end()..new_start) {
+        gap.fill(0);
+    }
+    store_header(
+        page,
+        &Header {
+            cell_start: new_start,
+            garbage: 0,
+            ..h
+        },
+    )
+}
+
+/// A slot `s` (`1 <= s < nslots`) at which to split the node: slots `0..s`
+/// stay, `s..` move. Chooses the `s` whose left part's bytes (cells plus
+/// slots) are closest to half of [`used_bytes`], the smallest such `s` on a
+/// tie. Needs at least two slots.
+pub fn split_point(page: &[u8]) -> Result<usize, NodeError> {
+    let h = header(page)?;
+    if h.n < 2 {
+        return Err(invalid(format!("cannot split a node with {} slots", h.n)));
+    }
+    let mut sizes = Vec::with_capacity(h.n);
+    for i in 0..h.n {
+        sizes.push(cell_span(page, &h, i)?.1 + SLOT_SIZE);
+    }
+    let total: usize = sizes.iter().sum();
+    let (mut best, mut best_diff, mut left_bytes) = (1, usize::MAX, 0usize);
+    for (idx, size) in sizes.iter().take(h.n - 1).enumerate() {
+        left_bytes += size;
+        let diff = (2 * left_bytes).abs_diff(total);
+        if diff < best_diff {
+            best = idx + 1;
+            best_diff = diff;
+        }
+    }
+    Ok(best)
+}
+
+/// Check the node's structure (N1 to N5): for pages read from disk and for
+/// tests.
+pub fn validate(page: &[u8]) -> Result<(), NodeError> {
+    let h = header(page)?;
+    let flags = page.get(OFF_FLAGS).copied().unwrap_or(0);
+    if flags != 0 {
+        return Err(corrupt(format!("flags byte is {flags:#04x}, not 0")));
+    }
+    let reserved = rd_u32(page, OFF_RESERVED).unwrap_or(0);
+    if reserved != 0 {
+        return Err(corrupt(format!(
+            "reserved header bytes are {reserved:#010x}, not 0"
+        )));
+    }
+    if h.n == 0 && (h.cell_start != h.len || h.garbage != 0) {
+        return Err(corrupt(format!(
+            "empty node has cell_start {} and garbage {}",
+            h.cell_start, h.garbage
+        )));
+    }
+    let mut spans = Vec::with_capacity(h.n);
+    for i in 0..h.n {
+        spans.push(cell_span(page, &h, i)?);
+    }
+    live_bytes(page, &h)?;
+    spans.sort_unstable();
+    for pair in spans.windows(2) {
+        if let [(a_off, a_len), (b_off, _)] = pair
+            && a_off + a_len > *b_off
+        {
+            return Err(corrupt(format!(
+                "cells at offsets {a_off} ({a_len} bytes) and {b_off} overlap"
+            )));
+        }
+    }
+    let first = if h.level == 0 { 0 } else { 1 };
+    let mut prev: Option<&[u8]> = None;
+    for i in first..h.n {
+        let k = key_at(page, &h, i)?;
+        if let Some(p) = prev
+            && p >= k
+        {
+            return Err(corrupt(format!(
+                "key of slot {i} is not greater than the key of slot {}",
+                i - 1
+            )));
+        }
+        prev = Some(k);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A fresh node whose common header holds a recognisable pattern, so
+    /// tests notice if node code writes to it.
+    fn new_page(size: usize, level: u8) -> Vec<u8> {
+        let mut p = vec![0xEEu8; size];
+        for (i, b) in p.iter_mut().take(PAGE_HEADER).enumerate() {
+            *b = 0xA0 ^ i as u8;
+        }
+        init(&mut p, level).unwrap();
+        p
+    }
+
+    fn value_bytes(len: usize, seed: u8) -> Vec<u8> {
+        (0..len)
+            .map(|j| seed.wrapping_add((j as u8).wrapping_mul(31)))
+            .collect()
+    }
+
+    type Model = Vec<(Vec<u8>, Vec<u8>)>;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert {
+            key: Vec<u8>,
+            vlen: usize,
+            seed: u8,
+        },
+        InsertOverflow {
+            key: Vec<u8>,
+            total: u32,
+            first: u64,
+        },
+        Delete(usize),
+        Replace {
+            at: usize,
+            vlen: usize,
+            seed: u8,
+        },
+        ReplaceOverflow {
+            at: usize,
+            total: u32,
+            first: u64,
+        },
+        Compact,
+        Truncate(usize),
+    }
+
+    fn key_strategy(ps: usize) -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            prop::collection::vec(0u8..3, 0..4),
+            prop::collection::vec(any::<u8>(), 0..ps / 16),
+        ]
+    }
+
+    fn vlen_strategy(ps: usize) -> impl Strategy<Value = usize> {
+        prop_oneof![0..16usize, 0..ps / 4]
+    }
+
+    fn op_strategy(ps: usize) -> impl Strategy<Value = Op> {
+        prop_oneof![
+            8 => (key_strategy(ps), vlen_strategy(ps), any::<u8>())
+                .prop_map(|(key, vlen, seed)| Op::Insert { key, vlen, seed }),
+            1 => (key_strategy(ps), any::<u32>(), any::<u64>())
+                .prop_map(|(key, total, first)| Op::InsertOverflow { key, total, first }),
+            4 => any::<usize>().prop_map(Op::Delete),
+            3 => (any::<usize>(), vlen_strategy(ps), any::<u8>())
+                .prop_map(|(at, vlen, seed)| Op::Replace { at, vlen, seed }),
+            1 => (any::<usize>(), any::<u32>(), any::<u64>())
+                .prop_map(|(at, total, first)| Op::ReplaceOverflow { at, total, first }),
+            1 => Just(Op::Compact),
+            1 => any::<usize>().prop_map(Op::Truncate),
+        ]
+    }
+
+    fn ops_strategy() -> impl Strategy<Value = (usize, Vec<Op>)> {
+        prop_oneof![Just(4096usize), Just(16384usize)]
+            .prop_flat_map(|ps| (Just(ps), prop::collection::vec(op_strategy(ps), 1..120)))
+    }
+
+    fn insert_step(
+        page: &mut [u8],
+        model: &mut Model,
+        key: &[u8],
+        c: Vec<u8>,
+    ) -> Result<(), TestCaseError> {
+        let found = search_leaf(page, key).unwrap();
+        let expect = model.binary_search_by(|(k, _)| k.as_slice().cmp(key));
+        prop_assert_eq!(found, expect);
+        if let Err(i) = found {
+            let before = page.to_vec();
+            let free = free_space(page);
+            if insert_cell(page, i, &c).unwrap() {
+                prop_assert!(free >= c.len() + SLOT_SIZE);
+                model.insert(i, (key.to_vec(), c));
+            } else {
+                prop_assert!(free < c.len() + SLOT_SIZE);
+                prop_assert_eq!(&before[..], &page[..]);
+            }
+        }
+        Ok(())
+    }
+
+    fn replace_step(
+        page: &mut [u8],
+        model: &mut Model,
+        at: usize,
+        c: Vec<u8>,
+    ) -> Result<(), TestCaseError> {
+        let i = at % model.len();
+        let before = page.to_vec();
+        let free = free_space(page);
+        let old_len = model[i].1.len();
+        if replace_cell(page, i, &c).unwrap() {
+            prop_assert!(c.len() <= free + old_len);
+            model[i].1 = c;
+        } else {
+            prop_assert!(c.len() > free + old_len);
+            prop_assert_eq!(&before[..], &page[..]);
+        }
+        Ok(())
+    }
+
+    /// Apply `op` to both the page and the model.
+    fn apply(page: &mut [u8], model: &mut Model, op: &Op) -> Result<(), TestCaseError> {
+        match op {
+            Op::Insert { key, vlen, seed } => {
+                let c = encode_leaf_inline(key, &value_bytes(*vlen, *seed)).unwrap();
+                insert_step(page, model, key, c)?;
+            }
+            Op::InsertOverflow { key, total, first } => {
+                let c = encode_leaf_overflow(key, *total, *first).unwrap();
+                insert_step(page, model, key, c)?;
+            }
+            Op::Delete(at) if !model.is_empty() => {
+                let i = at % model.len();
+                delete_cell(page, i).unwrap();
+                model.remove(i);
+            }
+            Op::Replace { at, vlen, seed } if !model.is_empty() => {
+                let key = model[at % model.len()].0.clone();
+                let c = encode_leaf_inline(&key, &value_bytes(*vlen, *seed)).unwrap();
+                replace_step(page, model, *at, c)?;
+            }
+            Op::ReplaceOverflow { at, total, first } if !model.is_empty() => {
+                let key = model[at % model.len()].0.clone();
+                let c = encode_leaf_overflow(&key, *total, *first).unwrap();
+                replace_step(page, model, *at, c)?;
+            }
+            Op::Compact => {
+                let free = free_space(page);
+                compact(page).unwrap();
+                prop_assert_eq!(free_space(page), free);
+                let cs = u32::from_le_bytes(page[52..56].try_into().unwrap()) as usize;
+                prop_assert_eq!(cs - slot_pos(model.len()), free);
+                prop_assert!(page[slot_pos(model.len())..cs].iter().all(|&b| b == 0));
+            }
+            Op::Truncate(at) => {
+                let from = at % (model.len() + 1);
+                truncate(page, from).unwrap();
+                model.truncate(from);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn check(page: &[u8], model: &Model, common: &[u8]) -> Result<(), TestCaseError> {
+        prop_assert_eq!(validate(page), Ok(()));
+        prop_assert_eq!(&page[..PAGE_HEADER], common);
+        prop_assert_eq!(nslots(page), model.len());
+        let cs = cells(page).unwrap();
+        prop_assert_eq!(cs.len(), model.len());
+        for (i, (c, (k, m))) in cs.iter().zip(model).enumerate() {
+            prop_assert_eq!(*c, m.as_slice());
+            prop_assert_eq!(cell(page, i).unwrap(), m.as_slice());
+            prop_assert_eq!(key(page, i).unwrap(), k.as_slice());
+            prop_assert_eq!(decode_leaf(c).unwrap().key, k.as_slice());
+        }
+        let used: usize = model.iter().map(|(_, c)| c.len() + SLOT_SIZE).sum();
+        prop_assert_eq!(used_bytes(page), used);
+        prop_assert_eq!(used + free_space(page), capacity(page.len()));
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        #[test]
+        fn leaf_ops_match_model((ps, ops) in ops_strategy()) {
+            let mut page = new_page(ps, 0);
+            let common = page[..PAGE_HEADER].to_vec();
+            let mut model = Model::new();
+            check(&page, &model, &common)?;
+            for op in &ops {
+                apply(&mut page, &mut model, op)?;
+                check(&page, &model, &common)?;
+            }
+        }
+
+        #[test]
+        fn same_ops_same_bytes((ps, ops) in ops_strategy()) {
+            let mut a = new_page(ps, 0);
+            let mut b = a.clone();
+            let (mut ma, mut mb) = (Model::new(), Model::new());
+            for op in &ops {
+                // Replay from identical bytes, as recovery does.
+                prop_assert_eq!(&a, &b);
+                apply(&mut a, &mut ma, op)?;
+                apply(&mut b, &mut mb, op)?;
+            }
+            prop_assert_eq!(&a, &b);
+        }
+
+        #[test]
+        fn internal_search_matches_model(
+            keys in prop::collection::btree_set(prop::collection::vec(0u8..4, 0..5), 0..40),
+            probes in prop::collection::vec(prop::collection::vec(0u8..5, 0..6), 1..20),
+        ) {
+            let mut page = new_page(4096, 2);
+            // Slot 0 is minus infinity whatever it stores: give it a large key.
+            let keys: Vec<Vec<u8>> = keys.into_iter().collect();
+            prop_assert!(insert_cell(&mut page, 0, &encode_internal(&[9, 9, 9], 1000).unwrap()).unwrap());
+            for (i, k) in keys.iter().enumerate() {
+                let c = encode_internal(k, 1001 + i as u64).unwrap();
+                prop_assert!(insert_cell(&mut page, i + 1, &c).unwrap());
+            }
+            prop_assert_eq!(validate(&page), Ok(()));
+            for p in &probes {
+                // Children 1.. cover [key_i, key_{i+1}); child 0 covers the rest below.
+                let want = keys.partition_point(|k| k.as_slice() <= p.as_slice());
+                let got = search_internal(&page, p).unwrap();
+                prop_assert_eq!(got, want);
+                prop_assert_eq!(child(&page, got).unwrap(), 1000 + want as u64);
+            }
+        }
+
+        #[test]
+        fn split_point_balances_bytes(
+            sizes in prop::collection::vec((0usize..40, 0usize..1300), 2..200),
+        ) {
+            let mut page = new_page(4096, 0);
+            let mut n = 0u32;
+            for (klen, vlen) in sizes {
+                // Keys: 4-byte big-endian counter, padded, so they stay sorted.
+                let mut k = n.to_be_bytes().to_vec();
+                k.resize(4 + klen, 0);
+                let c = encode_leaf_inline(&k, &value_bytes(vlen, 7)).unwrap();
+                if !insert_cell(&mut page, n as usize, &c).unwrap() {
+                    break;
+                }
+                n += 1;
+            }
+            prop_assume!(n >= 2);
+            let s = split_point(&page).unwrap();
+            prop_assert!(s >= 1 && s < n as usize);
+            let per: Vec<usize> = cells(&page).unwrap().iter().map(|c| c.len() + SLOT_SIZE).collect();
+            let total: usize = per.iter().sum();
+            prop_assert_eq!(total, used_bytes(&page));
+            let dist = |t: usize| (2 * per[..t].iter().sum::<usize>()).abs_diff(total);
+            for t in 1..n as usize {
+                prop_assert!(dist(s) <= dist(t), "s={} t={}", s, t);
+            }
+            // The left part is within one cell of half.
+            let max = per.iter().copied().max().unwrap();
+            prop_assert!(dist(s) <= max);
+        }
+
+        #[test]
+        fn garbage_pages_never_panic(
+            mut bytes in prop::collection::vec(any::<u8>(), 4096),
+            n in prop_oneof![0u16..64, any::<u16>()],
+            cs in prop_oneof![0u32..4200, any::<u32>()],
+            garbage in prop_oneof![0u32..4096, any::<u32>()],
+            level in prop_oneof![Just(0u8), Just(1u8), any::<u8>()],
+            slot_vals in prop::collection::vec(prop_oneof![3000u16..4096, any::<u16>()], 0..64),
+            probe in prop::collection::vec(any::<u8>(), 0..8),
+            i in 0usize..80,
+        ) {
+            bytes[OFF_LEVEL] = level;
+            bytes[OFF_NSLOTS..OFF_NSLOTS + 2].copy_from_slice(&n.to_le_bytes());
+            bytes[OFF_CELL_START..OFF_CELL_START + 4].copy_from_slice(&cs.to_le_bytes());
+            bytes[OFF_GARBAGE..OFF_GARBAGE + 4].copy_from_slice(&garbage.to_le_bytes());
+            for (j, v) in slot_vals.iter().enumerate() {
+                bytes[slot_pos(j)..slot_pos(j) + 2].copy_from_slice(&v.to_le_bytes());
+            }
+            exercise(&bytes, &probe, i);
+        }
+
+        #[test]
+        fn damaged_valid_pages_never_panic(
+            entries in prop::collection::btree_map(
+                prop::collection::vec(any::<u8>(), 0..24), 0usize..300, 1..40),
+            flips in prop::collection::vec((PAGE_HEADER..4096usize, any::<u8>()), 1..6),
+            probe in prop::collection::vec(any::<u8>(), 0..8),
+            i in 0usize..50,
+        ) {
+            let mut page = new_page(4096, 0);
+            for (k, vlen) in &entries {
+                let c = encode_leaf_inline(k, &value_bytes(*vlen, 3)).unwrap();
+                if let Ok(Err(at)) = search_leaf(&page, k) {
+                    let _ = insert_cell(&mut page, at, &c).unwrap();
+                }
+            }
+            for (j, (k, _)) in entries.iter().enumerate() {
+                if j % 3 == 1 && let Ok(Ok(at)) = search_leaf(&page, k) {
+                    delete_cell(&mut page, at).unwrap();
+                }
+            }
+            for (pos, x) in flips {
+                page[pos] ^= x;
+            }
+            exercise(&page, &probe, i);
+        }
+    }
+
+    /// Call every function on `page` (and on copies for mutations); none may
+    /// panic. If the page validates, reads succeed and mutations keep it
+    /// valid.
+    fn exercise(page: &[u8], probe: &[u8], i: usize) {
+        let valid = validate(page).is_ok();
+        let _ = (level(page), nslots(page), left(page), right(page));
+        let _ = (free_space(page), used_bytes(page), is_leaf(page));
+        let n = nslots(page);
+        for j in 0..n.min(100) + 1 {
+            let c = cell(page, j);
+            let k = key(page, j);
+            if valid && j < n {
+                assert!(c.is_ok() && k.is_ok());
+            }
+            if let Ok(c) = c {
+                let _ = decode_leaf(c);
+                let _ = decode_internal(c);
+            }
+            let _ = child(page, j);
+        }
+        let s = search_leaf(page, probe);
+        let _ = search_internal(page, probe);
+        let _ = split_point(page);
+        if valid {
+            assert!(cells(page).is_ok() && s.is_ok());
+        } else {
+            let _ = cells(page);
+        }
+
+        let lvl = level(page);
+        let new_cell = if lvl == 0 {
+            encode_leaf_inline(probe, &[1, 2, 3]).unwrap()
+        } else {
+            encode_internal(probe, 5).unwrap()
+        };
+        let at = match s {
+            Ok(Err(at)) => at,
+            _ => i,
+        };
+        type Mutation = Box<dyn Fn(&mut [u8]) -> bool>;
+        let mut muts: Vec<(&str, Mutation)> = Vec::new();
+        let c1 = new_cell.clone();
+        muts.push(("insert", Box::new(move |p| insert_cell(p, at, &c1).is_ok())));
+        muts.push(("delete", Box::new(move |p| delete_cell(p, i).is_ok())));
+        muts.push(("truncate", Box::new(move |p| truncate(p, i).is_ok())));
+        muts.push(("compact", Box::new(|p| compact(p).is_ok())));
+        muts.push(("set_child", Box::new(move |p| set_child(p, i, 9).is_ok())));
+        muts.push((
+            "replace",
+            Box::new(move |p| {
+                // Keep the key so order is preserved.
+                let Ok(k) = key(p, i).map(<[u8]>::to_vec) else {
+                    return replace_cell(p, i, &[0; 7]).is_ok();
+                };
+                let c = if level(p) == 0 {
+                    encode_leaf_inline(&k, &[7; 40]).unwrap()
+                } else {
+                    encode_internal(&k, 8).unwrap()
+                };
+                replace_cell(p, i, &c).is_ok()
+            }),
+        ));
+        for (name, f) in &muts {
+            let mut copy = page.to_vec();
+            let before = copy.clone();
+            let ok = f(&mut copy);
+            if !ok {
+                assert_eq!(before, copy, "{name} failed but changed the page");
+            }
+            // An insert keeps keys in order only at the position a leaf
+            // search gave.
+            let keeps_order = *name != "insert" || (lvl == 0 && matches!(s, Ok(Err(_))));
+            if valid && ok && keeps_order {
+                assert_eq!(validate(&copy), Ok(()), "{name} broke a valid page");
+            }
+        }
+    }
+
+    #[test]
+    fn internal_slot0_is_minus_infinity() {
+        let mut p = new_page(4096, 1);
+        let entries: [(&[u8], u64); 4] = [(b"zzz", 10), (b"d", 20), (b"m", 30), (b"t", 40)];
+        for (i, (k, c)) in entries.iter().enumerate() {
+            assert!(insert_cell(&mut p, i, &encode_internal(k, *c).unwrap()).unwrap());
+        }
+        validate(&p).unwrap();
+        let cases: [(&[u8], usize); 10] = [
+            (b"", 0),
+            (b"a", 0),
+            (b"c\xff", 0),
+            (b"d", 1),
+            (b"d\x00", 1),
+            (b"m", 2),
+            (b"s", 2),
+            (b"t", 3),
+            (b"zzz", 3),
+            (b"\xff\xff", 3),
+        ];
+        for (k, want) in cases {
+            assert_eq!(search_internal(&p, k).unwrap(), want, "key {k:?}");
+        }
+        assert_eq!(child(&p, 2).unwrap(), 30);
+        set_child(&mut p, 2, 99).unwrap();
+        assert_eq!(child(&p, 2).unwrap(), 99);
+        assert_eq!(
+            decode_internal(cell(&p, 2).unwrap()).unwrap(),
+            (&b"m"[..], 99)
+        );
+        assert_eq!(key(&p, 0).unwrap(), b"zzz");
+
+        let mut one = new_page(4096, 1);
+        assert!(matches!(
+            search_internal(&one, b"x"),
+            Err(NodeError::Corrupt { .. })
+        ));
+        insert_cell(&mut one, 0, &encode_internal(b"", 7).unwrap()).unwrap();
+        assert_eq!(search_internal(&one, b"").unwrap(), 0);
+        assert_eq!(search_internal(&one, b"anything").unwrap(), 0);
+
+        let leaf = new_page(4096, 0);
+        assert!(matches!(
+            search_internal(&leaf, b"x"),
+            Err(NodeError::InvalidArgument { .. })
+        ));
+        assert!(matches!(
+            child(&leaf, 0),
+            Err(NodeError::InvalidArgument { .. })
+        ));
+    }
+
+    #[test]
+    fn leaf_cells_round_trip() {
+        let c = encode_leaf_inline(b"key", b"value").unwrap();
+        assert_eq!(c.len(), leaf_inline_size(3, 5));
+        assert_eq!(
+            decode_leaf(&c).unwrap(),
+            LeafCell {
+                key: b"key",
+                value: LeafValue::Inline(b"value")
+            }
+        );
+        let o = encode_leaf_overflow(b"k", 1 << 20, 77).unwrap();
+        assert_eq!(o.len(), leaf_overflow_size(1));
+        assert_eq!(
+            decode_leaf(&o).unwrap(),
+            LeafCell {
+                key: b"k",
+                value: LeafValue::Overflow {
+                    len: 1 << 20,
+                    first_page: 77
+                }
+            }
+        );
+        let e = encode_leaf_inline(b"", b"").unwrap();
+        assert_eq!(decode_leaf(&e).unwrap().value, LeafValue::Inline(b""));
+        assert!(decode_leaf(&c[..c.len() - 1]).is_err());
+        let mut bad = c.clone();
+        bad[2] = 2;
+        assert!(decode_leaf(&bad).is_err());
+        assert!(encode_leaf_inline(&vec![0; 70000], b"").is_err());
+        let i = encode_internal(b"abc", 5).unwrap();
+        assert_eq!(i.len(), internal_size(3));
+        assert_eq!(decode_internal(&i).unwrap(), (&b"abc"[..], 5));
+        assert!(decode_internal(&i[..9]).is_err());
+    }
+
+    #[test]
+    fn insert_compacts_when_only_garbage_has_room() {
+        let mut p = new_page(4096, 0);
+        let mut n = 0;
+        loop {
+            let c = encode_leaf_inline(&[n as u8], &[n as u8; 293]).unwrap();
+            if !insert_cell(&mut p, n, &c).unwrap() {
+                break;
+            }
+            n += 1;
+        }
+        assert!(n >= 10);
+        // Delete every other cell not at cell_start: garbage accumulates.
+        for i in (1..n - 1).rev().step_by(2) {
+            delete_cell(&mut p, i).unwrap();
+        }
+        validate(&p).unwrap();
+        let garbage = u32::from_le_bytes(p[56..60].try_into().unwrap()) as usize;
+        assert!(garbage > 0);
+        let gap = free_space(&p) - garbage;
+        // A cell larger than the gap but within free space.
+        let big = encode_leaf_inline(&[200], &vec![1; gap + 10]).unwrap();
+        assert!(big.len() + SLOT_SIZE <= free_space(&p));
+        let at = search_leaf(&p, &[200]).unwrap().unwrap_err();
+        assert!(insert_cell(&mut p, at, &big).unwrap());
+        validate(&p).unwrap();
+        assert_eq!(u32::from_le_bytes(p[56..60].try_into().unwrap()), 0);
+        assert_eq!(cell(&p, at).unwrap(), big.as_slice());
+    }
+
+    #[test]
+    fn delete_at_cell_start_reclaims_and_empty_resets() {
+        let mut p = new_page(4096, 0);
+        let a = encode_leaf_inline(b"a", b"1").unwrap();
+        let b = encode_leaf_inline(b"b", b"22").unwrap();
+        insert_cell(&mut p, 0, &a).unwrap();
+        insert_cell(&mut p, 1, &b).unwrap();
+        let full = free_space(&p);
+        // b is the lowest cell: deleting it advances cell_start.
+        delete_cell(&mut p, 1).unwrap();
+        assert_eq!(free_space(&p), full + b.len() + SLOT_SIZE);
+        assert_eq!(u32::from_le_bytes(p[56..60].try_into().unwrap()), 0);
+        delete_cell(&mut p, 0).unwrap();
+        let mut fresh = new_page(4096, 0);
+        fresh[slot_pos(0)..4096].copy_from_slice(&p[slot_pos(0)..4096]);
+        assert_eq!(p, fresh);
+        validate(&p).unwrap();
+    }
+
+    #[test]
+    fn bad_arguments_are_errors() {
+        let mut p = new_page(4096, 0);
+        let c = encode_leaf_inline(b"a", b"").unwrap();
+        assert_eq!(
+            insert_cell(&mut p, 1, &c),
+            Err(NodeError::SlotOutOfRange {
+                index: 1,
+                nslots: 0
+            })
+        );
+        assert!(matches!(cell(&p, 0), Err(NodeError::SlotOutOfRange { .. })));
+        assert!(matches!(
+            delete_cell(&mut p, 0),
+            Err(NodeError::SlotOutOfRange { .. })
+        ));
+        assert!(matches!(
+            truncate(&mut p, 1),
+            Err(NodeError::SlotOutOfRange { .. })
+        ));
+        assert!(matches!(
+            split_point(&p),
+            Err(NodeError::InvalidArgument { .. })
+        ));
+        // A cell whose header disagrees with its length, or of the wrong level.
+        assert!(matches!(
+            insert_cell(&mut p, 0, &c[..c.len() - 1]),
+            Err(NodeError::InvalidArgument { .. })
+        ));
+        assert!(matches!(
+            insert_cell(&mut p, 0, &encode_internal(b"a", 1).unwrap()),
+            Err(NodeError::InvalidArgument { .. })
+        ));
+        let mut short = vec![0u8; 100];
+        assert!(init(&mut short, 0).is_err());
+        assert!(validate(&short).is_err());
+        let mut odd = vec![0u8; 5000];
+        assert!(init(&mut odd, 0).is_err());
+        let mut big = vec![0u8; 65536];
+        init(&mut big, 0).unwrap();
+        assert_eq!(free_space(&big), capacity(65536));
+        validate(&big).unwrap();
+        set_left(&mut big, 3).unwrap();
+        set_right(&mut big, 4).unwrap();
+        assert_eq!((left(&big), right(&big)), (3, 4));
+        validate(&big).unwrap();
+    }
+}

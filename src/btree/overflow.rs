@@ -1,0 +1,113 @@
+//! Overflow chains: a value larger than a quarter page lives in a chain of
+//! `Overflow` pages, and the leaf cell holds its length and first page.
+//!
+//! Overflow page body: `next page id u64 (0 = last) | bytes here u32 |
+//! data`. Chains are written, read and freed whole inside the caller's
+//! mini-transaction; a chain belongs to exactly one leaf cell.
+
+use crate::buffer::{BufferPool, Load};
+use crate::mtr::{Mtr, Op};
+use crate::page::{self, PAGE_HEADER, PageId, PageType, get_u32, get_u64};
+use crate::store::{alloc_page, free_page};
+use crate::{Error, Result};
+
+const BODY: usize = PAGE_HEADER + 12;
+
+/// Value bytes one overflow page holds.
+pub fn payload_per_page(page_size: usize) -> usize {
+    page_size - BODY
+}
+
+/// Pages a value of `len` bytes needs.
+pub fn pages_for(len: usize, page_size: usize) -> usize {
+    len.div_ceil(payload_per_page(page_size))
+}
+
+fn corrupt(pool: &BufferPool, page: u64, reason: impl Into<String>) -> Error {
+    Error::CorruptPage {
+        file: pool.file().path().to_path_buf(),
+        page,
+        reason: reason.into(),
+    }
+}
+
+/// Write `value` into a new chain; returns the first page's id.
+pub fn write(mtr: &mut Mtr<'_>, value: &[u8]) -> Result<PageId> {
+    let per = payload_per_page(mtr.pool().page_size());
+    let n = pages_for(value.len(), mtr.pool().page_size());
+    let mut pages = Vec::with_capacity(n);
+    for _ in 0..n {
+        pages.push(alloc_page(mtr)?);
+    }
+    let mut body = Vec::with_capacity(per + 12);
+    for (i, (&h, chunk)) in pages.iter().zip(value.chunks(per)).enumerate() {
+        let next = match pages.get(i + 1) {
+            Some(&nh) => mtr.id(nh)?.0,
+            None => 0,
+        };
+        body.clear();
+        body.extend_from_slice(&next.to_le_bytes());
+        body.extend_from_slice(&(chunk.len() as u32).to_le_bytes());
+        body.extend_from_slice(chunk);
+        mtr.apply(h, &Op::Init(PageType::Overflow))?;
+        mtr.apply(
+            h,
+            &Op::Write {
+                offset: PAGE_HEADER as u32,
+                bytes: &body,
+            },
+        )?;
+    }
+    let first = pages.first().ok_or_else(|| Error::InvalidArgument {
+        what: "overflow value",
+        reason: "an empty value is stored inline".into(),
+    })?;
+    mtr.id(*first)
+}
+
+/// Read a chain of `len` bytes starting at `first`.
+pub fn read(pool: &BufferPool, first: u64, len: u32) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(len as usize);
+    let mut at = first;
+    let per = payload_per_page(pool.page_size());
+    while out.len() < len as usize {
+        if at == 0 {
+            return Err(corrupt(pool, first, "overflow chain ends early"));
+        }
+        let p = pool.fetch_read(PageId(at))?;
+        if page::page_type(&p) != Some(PageType::Overflow) {
+            return Err(corrupt(pool, at, "expected an overflow page"));
+        }
+        let next = get_u64(&p, PAGE_HEADER);
+        let here = get_u32(&p, PAGE_HEADER + 8) as usize;
+        let data = p
+            .get(BODY..BODY + here)
+            .filter(|_| here <= per && out.len() + here <= len as usize)
+            .ok_or_else(|| corrupt(pool, at, "overflow page length out of range"))?;
+        out.extend_from_slice(data);
+        at = next;
+    }
+    Ok(out)
+}
+
+/// Free every page of the chain starting at `first`.
+pub fn free(mtr: &mut Mtr<'_>, first: u64, len: u32) -> Result<()> {
+    let n = pages_for(len as usize, mtr.pool().page_size());
+    let mut at = first;
+    for _ in 0..n {
+        if at == 0 {
+            return Err(corrupt(mtr.pool(), first, "overflow chain ends early"));
+        }
+        let h = mtr.latch(PageId(at), Load::Verify)?;
+        let next = {
+            let p = mtr.page(h)?;
+            if page::page_type(p) != Some(PageType::Overflow) {
+                return Err(corrupt(mtr.pool(), at, "expected an overflow page"));
+            }
+            get_u64(p, PAGE_HEADER)
+        };
+        free_page(mtr, h)?;
+        at = next;
+    }
+    Ok(())
+}

@@ -1,0 +1,220 @@
+//! The two-list LRU (young and old) over frame indices, plus the list of
+//! free frames. Every method runs under the pool's LRU mutex.
+//!
+//! Invariant L1: every frame is in exactly one of: the free list, the
+//! young list, the old list, or none (a frame handed out by `pop_free`
+//! and not yet inserted, or being evicted).
+
+/// No frame.
+pub(super) const NIL: u32 = u32::MAX;
+
+const NONE: u8 = 0;
+const YOUNG: u8 = 1;
+const OLD: u8 = 2;
+
+#[derive(Debug, Clone, Copy)]
+struct List {
+    head: u32,
+    tail: u32,
+    len: usize,
+}
+
+impl List {
+    const EMPTY: List = List {
+        head: NIL,
+        tail: NIL,
+        len: 0,
+    };
+}
+
+#[derive(Debug)]
+pub(super) struct Lru {
+    prev: Vec<u32>,
+    next: Vec<u32>,
+    which: Vec<u8>,
+    young: List,
+    old: List,
+    free: Vec<u32>,
+}
+
+impl Lru {
+    pub(super) fn new(frames: usize) -> Lru {
+        Lru {
+            prev: vec![NIL; frames],
+            next: vec![NIL; frames],
+            which: vec![NONE; frames],
+            young: List::EMPTY,
+            old: List::EMPTY,
+            free: (0..frames as u32).rev().collect(),
+        }
+    }
+
+    pub(super) fn pop_free(&mut self) -> Option<u32> {
+        self.free.pop()
+    }
+
+    pub(super) fn push_free(&mut self, idx: u32) {
+        self.free.push(idx);
+    }
+
+    pub(super) fn free_len(&self) -> usize {
+        self.free.len()
+    }
+
+    fn which(&self, idx: u32) -> u8 {
+        self.which.get(idx as usize).copied().unwrap_or(NONE)
+    }
+
+    fn link(&self, idx: u32) -> (u32, u32) {
+        (
+            self.prev.get(idx as usize).copied().unwrap_or(NIL),
+            self.next.get(idx as usize).copied().unwrap_or(NIL),
+        )
+    }
+
+    fn set(v: &mut [u32], idx: u32, val: u32) {
+        if let Some(x) = v.get_mut(idx as usize) {
+            *x = val;
+        }
+    }
+
+    fn list_mut(&mut self, which: u8) -> &mut List {
+        if which == YOUNG {
+            &mut self.young
+        } else {
+            &mut self.old
+        }
+    }
+
+    /// Take `idx` out of whichever list holds it (not the free list).
+    pub(super) fn remove(&mut self, idx: u32) {
+        let w = self.which(idx);
+        if w == NONE {
+            return;
+        }
+        let (p, n) = self.link(idx);
+        if p != NIL {
+            Self::set(&mut self.next, p, n);
+        } else {
+            self.list_mut(w).head = n;
+        }
+        if n != NIL {
+            Self::set(&mut self.prev, n, p);
+        } else {
+            self.list_mut(w).tail = p;
+        }
+        let l = self.list_mut(w);
+        l.len = l.len.saturating_sub(1);
+        Self::set(&mut self.prev, idx, NIL);
+        Self::set(&mut self.next, idx, NIL);
+        if let Some(x) = self.which.get_mut(idx as usize) {
+            *x = NONE;
+        }
+    }
+
+    fn push_head(&mut self, which: u8, idx: u32) {
+        let head = self.list_mut(which).head;
+        Self::set(&mut self.prev, idx, NIL);
+        Self::set(&mut self.next, idx, head);
+        if head != NIL {
+            Self::set(&mut self.prev, head, idx);
+        }
+        let l = self.list_mut(which);
+        l.head = idx;
+        if l.tail == NIL {
+            l.tail = idx;
+        }
+        l.len += 1;
+        if let Some(x) = self.which.get_mut(idx as usize) {
+            *x = which;
+        }
+    }
+
+    /// Insert a newly read page at the midpoint (head of the old list).
+    pub(super) fn push_old(&mut self, idx: u32) {
+        self.remove(idx);
+        self.push_head(OLD, idx);
+    }
+
+    pub(super) fn is_old(&self, idx: u32) -> bool {
+        self.which(idx) == OLD
+    }
+
+    /// Promote `idx` to the young head; spill the young tail into the old
+    /// list (calling `cleared` on each spilled frame) to keep the young
+    /// list at most 5/8 of all listed pages.
+    pub(super) fn make_young(&mut self, idx: u32, cleared: impl Fn(u32)) {
+        self.remove(idx);
+        self.push_head(YOUNG, idx);
+        let total = self.young.len + self.old.len;
+        while self.young.len > total * 5 / 8 && self.young.len > 1 {
+            let t = self.young.tail;
+            if t == NIL || t == idx {
+                break;
+            }
+            self.remove(t);
+            self.push_head(OLD, t);
+            cleared(t);
+        }
+    }
+
+    /// Where an eviction scan starts: the old tail, else the young tail.
+    pub(super) fn tail_for_eviction(&self) -> u32 {
+        if self.old.tail != NIL {
+            self.old.tail
+        } else {
+            self.young.tail
+        }
+    }
+
+    /// The next frame of an eviction scan after `cur` (towards the heads;
+    /// from the old head on to the young tail).
+    pub(super) fn prev_for_eviction(&self, cur: u32) -> u32 {
+        let (p, _) = self.link(cur);
+        if p != NIL {
+            p
+        } else if self.which(cur) == OLD {
+            self.young.tail
+        } else {
+            NIL
+        }
+    }
+
+    #[cfg(test)]
+    pub(super) fn lens(&self) -> (usize, usize, usize) {
+        (self.young.len, self.old.len, self.free.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_stay_consistent() {
+        let mut l = Lru::new(8);
+        let mut got = Vec::new();
+        while let Some(i) = l.pop_free() {
+            l.push_old(i);
+            got.push(i);
+        }
+        assert_eq!(l.lens(), (0, 8, 0));
+        for &i in &got[..4] {
+            l.make_young(i, |_| {});
+        }
+        let (y, o, _) = l.lens();
+        assert_eq!(y + o, 8);
+        assert!(y <= 5);
+        // Walk the eviction order: every frame exactly once.
+        let mut seen = Vec::new();
+        let mut c = l.tail_for_eviction();
+        while c != NIL {
+            seen.push(c);
+            c = l.prev_for_eviction(c);
+        }
+        seen.sort();
+        assert_eq!(seen, (0..8).collect::<Vec<_>>());
+        l.remove(3);
+        assert_eq!(l.lens().0 + l.lens().1, 7);
+    }
+}

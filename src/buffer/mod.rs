@@ -1,0 +1,744 @@
+//! The buffer pool: a fixed set of page frames caching the tablespace
+//! file, with page latches, a scan-resistant LRU, a flush list ordered by
+//! oldest modification, and the write-ahead rule on every page write.
+//!
+//! Structure:
+//! * **Page hash**: sharded maps page id -> frame. The hit path locks one
+//!   shard for a lookup and a pin increment, then takes the page latch: no
+//!   pool-wide mutex on a hit.
+//! * **Page latches**: one reader-writer lock per frame (shared for reads,
+//!   exclusive for changes). A latch holder always holds a pin.
+//! * **LRU**: two lists, young and old, under one mutex that only misses
+//!   and evictions take. A page read from disk enters the *old* list
+//!   (midpoint insertion). A hit only sets the frame's `accessed` flag
+//!   (no list move, no mutex). When the eviction scan reaches an old page
+//!   whose flag is set, the page moves to the head of the young list
+//!   instead of leaving (second chance); the young list is capped at 5/8
+//!   of the pages and its tail spills into the old list with the flag
+//!   cleared. A large scan reads every page once, so its pages never
+//!   reach the young list and cannot push the working set out.
+//! * **Flush list**: dirty pages ordered by the LSN of their oldest
+//!   unflushed change; its minimum bounds the checkpoint.
+//!
+//! Invariants:
+//! * B1. A frame is evicted only with zero pins, checked under its hash
+//!   shard's lock (pins are taken under that lock), and only when clean.
+//! * B2. Write-ahead rule: before a page image is written, the log is
+//!   durable up to the page's LSN.
+//! * B3. A page is marked clean only if its LSN still equals the LSN of
+//!   the image that was written (checked under a shared latch, which
+//!   excludes changes).
+//! * B4. Mark-dirty happens under the exclusive latch with the
+//!   mini-transaction's lower-bound LSN, *before* its log record is
+//!   reserved (see `mtr` M2), so the flush list's minimum never passes a
+//!   change that is not yet on a page on disk.
+//! * B5. Lock order: LRU mutex, then a hash shard, then a frame latch
+//!   (only `try_write` while holding the others); the flush-list mutex is
+//!   a leaf.
+
+mod doublewrite;
+mod lru;
+
+use std::collections::{BTreeSet, HashMap};
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use crossbeam_utils::CachePadded;
+use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use serde::{Deserialize, Serialize};
+
+pub use doublewrite::{DOUBLEWRITE_FILE, Doublewrite};
+use lru::{Lru, NIL};
+
+use crate::io::AlignedBuf;
+use crate::log::{Durability, Log, Lsn};
+use crate::page::space::{DataFile, IoStats};
+use crate::page::{self, PageCheck, PageId};
+use crate::stats::Counter;
+use crate::{Error, Result};
+
+const NO_PAGE: u64 = u64::MAX;
+
+/// One shard of the page hash: page id -> frame index.
+type Shard = Mutex<HashMap<u64, u32>>;
+
+/// How [`BufferPool::fetch_write`] treats the page's on-disk bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Load {
+    /// Read and verify it; a corrupt page is an error.
+    Verify,
+    /// Do not read it: the caller is about to initialise the page whole
+    /// (a freshly allocated page). A cached copy is used as is.
+    Fresh,
+    /// Read it, and hand a corrupt page over instead of failing (recovery,
+    /// when the first redo record for the page rebuilds it whole).
+    AllowCorrupt,
+}
+
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+enum State {
+    Empty,
+    Valid,
+    Failed,
+}
+
+#[derive(Debug)]
+struct FrameBuf {
+    buf: AlignedBuf,
+    id: PageId,
+    state: State,
+    /// Set when a load found a corrupt page under `Load::AllowCorrupt`.
+    corrupt: bool,
+}
+
+#[derive(Debug)]
+struct Frame {
+    latch: RwLock<FrameBuf>,
+    page: AtomicU64,
+    pins: AtomicU32,
+    oldest: AtomicU64,
+    accessed: AtomicBool,
+}
+
+#[derive(Debug, Default)]
+struct PoolCounters {
+    hits: Counter,
+    misses: Counter,
+    evictions: Counter,
+    single_flushes: Counter,
+    flushed: Counter,
+}
+
+/// A snapshot of the buffer pool's state and counters.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct PoolStats {
+    /// Frames in the pool.
+    pub frames: u64,
+    /// Bytes of one page.
+    pub page_size: u64,
+    /// Page requests served from memory.
+    pub hits: u64,
+    /// Page requests that read the disk.
+    pub misses: u64,
+    /// Pages evicted to make room.
+    pub evictions: u64,
+    /// Dirty pages now.
+    pub dirty: u64,
+    /// Pages written by an eviction that found no clean victim.
+    pub single_page_flushes: u64,
+    /// Pages written in total.
+    pub pages_flushed: u64,
+    /// Data-page file I/O.
+    pub data_io: IoStats,
+    /// Doublewrite I/O (none when it is off).
+    pub doublewrite_io: Option<IoStats>,
+}
+
+impl PoolStats {
+    /// Hits over all requests (1.0 when there were none).
+    pub fn hit_ratio(&self) -> f64 {
+        let all = self.hits + self.misses;
+        if all == 0 {
+            1.0
+        } else {
+            self.hits as f64 / all as f64
+        }
+    }
+}
+
+/// The buffer pool of one database.
+#[derive(Debug)]
+pub struct BufferPool {
+    page_size: usize,
+    frames: Box<[Frame]>,
+    shards: Box<[CachePadded<Shard>]>,
+    lru: Mutex<Lru>,
+    flush_list: Mutex<BTreeSet<(u64, u64)>>,
+    file: Arc<DataFile>,
+    wal: OnceLock<Arc<Log>>,
+    doublewrite: Option<Doublewrite>,
+    counters: PoolCounters,
+    poisoned: Mutex<Option<String>>,
+    is_poisoned: AtomicBool,
+}
+
+/// A pin on a frame, released on drop.
+struct Pin<'a> {
+    pool: &'a BufferPool,
+    idx: u32,
+}
+
+impl Drop for Pin<'_> {
+    fn drop(&mut self) {
+        self.pool.unpin(self.idx);
+    }
+}
+
+/// A shared latch on a cached page (pinned while held). Fields drop in
+/// order: the latch goes before the pin (B1).
+pub struct PageRead<'a> {
+    g: RwLockReadGuard<'a, FrameBuf>,
+    _pin: Pin<'a>,
+}
+
+/// An exclusive latch on a cached page (pinned while held).
+pub struct PageWrite<'a> {
+    g: RwLockWriteGuard<'a, FrameBuf>,
+    pin: Pin<'a>,
+}
+
+impl std::fmt::Debug for PageRead<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PageRead({})", self.g.id)
+    }
+}
+
+impl std::fmt::Debug for PageWrite<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PageWrite({})", self.g.id)
+    }
+}
+
+impl PageRead<'_> {
+    /// The page's id.
+    pub fn id(&self) -> PageId {
+        self.g.id
+    }
+}
+
+impl PageWrite<'_> {
+    /// The page's id.
+    pub fn id(&self) -> PageId {
+        self.g.id
+    }
+
+    /// Whether the load found the page corrupt (only under
+    /// [`Load::AllowCorrupt`]); cleared by [`PageWrite::clear_corrupt`].
+    pub fn was_corrupt(&self) -> bool {
+        self.g.corrupt
+    }
+
+    /// The caller rebuilt the page whole.
+    pub fn clear_corrupt(&mut self) {
+        self.g.corrupt = false;
+    }
+
+    /// Record that the page holds changes not yet on disk, the oldest of
+    /// them at or after `lsn` (B4). Call with the latch held until the
+    /// change's log record is appended.
+    pub fn mark_dirty(&self, lsn: u64) {
+        let f = self.pin.pool.frame(self.pin.idx);
+        if f.oldest.load(Ordering::Acquire) == 0 {
+            f.oldest.store(lsn, Ordering::Release);
+            self.pin.pool.flush_list.lock().insert((lsn, self.g.id.0));
+        }
+    }
+}
+
+impl Deref for PageRead<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.g.buf
+    }
+}
+
+impl Deref for PageWrite<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.g.buf
+    }
+}
+
+impl DerefMut for PageWrite<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.g.buf
+    }
+}
+
+impl<'a> PageWrite<'a> {
+    /// Turn the exclusive latch into a shared one without releasing it.
+    pub fn downgrade(self) -> PageRead<'a> {
+        let PageWrite { g, pin } = self;
+        PageRead {
+            g: RwLockWriteGuard::downgrade(g),
+            _pin: pin,
+        }
+    }
+}
+
+/// Frames for a pool of `bytes` with pages of `page_size` (at least 32).
+pub fn frames_for(bytes: u64, page_size: usize) -> usize {
+    ((bytes / page_size as u64) as usize).max(32)
+}
+
+impl BufferPool {
+    /// A pool of `frames` pages over `file`, with an optional doublewrite
+    /// area for torn-page protection.
+    pub fn new(file: Arc<DataFile>, frames: usize, doublewrite: Option<Doublewrite>) -> Self {
+        let page_size = file.page_size();
+        let frames = frames.max(32);
+        let frame_vec: Vec<Frame> = (0..frames)
+            .map(|_| Frame {
+                latch: RwLock::new(FrameBuf {
+                    buf: AlignedBuf::new(page_size),
+                    id: PageId(NO_PAGE),
+                    state: State::Empty,
+                    corrupt: false,
+                }),
+                page: AtomicU64::new(NO_PAGE),
+                pins: AtomicU32::new(0),
+                oldest: AtomicU64::new(0),
+                accessed: AtomicBool::new(false),
+            })
+            .collect();
+        let nshards = (crate::stats::cores() * 8).next_power_of_two();
+        BufferPool {
+            page_size,
+            frames: frame_vec.into_boxed_slice(),
+            shards: (0..nshards)
+                .map(|_| CachePadded::new(Mutex::new(HashMap::new())))
+                .collect(),
+            lru: Mutex::new(Lru::new(frames)),
+            flush_list: Mutex::new(BTreeSet::new()),
+            file,
+            wal: OnceLock::new(),
+            doublewrite,
+            counters: PoolCounters::default(),
+            poisoned: Mutex::new(None),
+            is_poisoned: AtomicBool::new(false),
+        }
+    }
+
+    /// Install the log whose durability page writes wait for (B2). Before
+    /// this (during recovery, whose records are already durable) page
+    /// writes do not wait.
+    pub fn set_log(&self, log: Arc<Log>) {
+        let _ = self.wal.set(log);
+    }
+
+    /// Refuse every page write from now on (memory holds changes that no
+    /// log record describes; see `mtr` M4).
+    pub fn poison(&self, why: &str) {
+        let mut p = self.poisoned.lock();
+        if p.is_none() {
+            tracing::error!(reason = why, "buffer pool poisoned; reopen the database");
+            *p = Some(why.to_string());
+        }
+        self.is_poisoned.store(true, Ordering::Release);
+    }
+
+    /// The poisoned state as an error, if the pool is poisoned.
+    pub fn check_poisoned(&self) -> Result<()> {
+        if self.is_poisoned.load(Ordering::Acquire) {
+            let cause = self.poisoned.lock().clone().unwrap_or_default();
+            return Err(Error::Poisoned { cause });
+        }
+        Ok(())
+    }
+
+    /// The page size.
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    /// The tablespace file.
+    pub fn file(&self) -> &Arc<DataFile> {
+        &self.file
+    }
+
+    #[allow(clippy::indexing_slicing)] // idx always comes from 0..frames.len()
+    fn frame(&self, idx: u32) -> &Frame {
+        &self.frames[idx as usize]
+    }
+
+    #[allow(clippy::indexing_slicing)] // the mask keeps the index in range
+    fn shard(&self, id: u64) -> &Shard {
+        // Fibonacci hashing spreads consecutive page ids over shards.
+        let h = id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+        &self.shards[(h as usize) & (self.shards.len() - 1)]
+    }
+
+    /// Pin the cached frame of `id`, if any.
+    fn pin_cached(&self, id: PageId) -> Option<u32> {
+        let map = self.shard(id.0).lock();
+        let idx = *map.get(&id.0)?;
+        self.frame(idx).pins.fetch_add(1, Ordering::AcqRel);
+        Some(idx)
+    }
+
+    fn unpin(&self, idx: u32) {
+        self.frame(idx).pins.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Shared latch on page `id`, read from disk if needed (verified).
+    pub fn fetch_read(&self, id: PageId) -> Result<PageRead<'_>> {
+        loop {
+            if let Some(idx) = self.pin_cached(id) {
+                let f = self.frame(idx);
+                let g = f.latch.read();
+                if g.id == id && g.state == State::Valid {
+                    if !f.accessed.load(Ordering::Relaxed) {
+                        f.accessed.store(true, Ordering::Relaxed);
+                    }
+                    self.counters.hits.incr();
+                    return Ok(PageRead {
+                        g,
+                        _pin: Pin { pool: self, idx },
+                    });
+                }
+                drop(g);
+                self.unpin(idx);
+                continue;
+            }
+            if let Some(w) = self.load(id, Load::Verify)? {
+                return Ok(w.downgrade());
+            }
+        }
+    }
+
+    /// Exclusive latch on page `id` (see [`Load`] for how it is read).
+    pub fn fetch_write(&self, id: PageId, how: Load) -> Result<PageWrite<'_>> {
+        loop {
+            if let Some(idx) = self.pin_cached(id) {
+                let f = self.frame(idx);
+                let g = f.latch.write();
+                if g.id == id && g.state == State::Valid {
+                    if !f.accessed.load(Ordering::Relaxed) {
+                        f.accessed.store(true, Ordering::Relaxed);
+                    }
+                    self.counters.hits.incr();
+                    return Ok(PageWrite {
+                        g,
+                        pin: Pin { pool: self, idx },
+                    });
+                }
+                drop(g);
+                self.unpin(idx);
+                continue;
+            }
+            if let Some(w) = self.load(id, how)? {
+                return Ok(w);
+            }
+        }
+    }
+
+    /// Whether page `id` is cached (for tests and status).
+    pub fn is_cached(&self, id: PageId) -> bool {
+        self.shard(id.0).lock().contains_key(&id.0)
+    }
+
+    /// Bring `id` into a frame and return it exclusively latched; `None`
+    /// when another thread cached it first (the caller retries the hit).
+    fn load(&self, id: PageId, how: Load) -> Result<Option<PageWrite<'_>>> {
+        let idx = self.free_frame()?;
+        let f = self.frame(idx);
+        let Some(mut g) = f.latch.try_write() else {
+            self.lru.lock().push_free(idx);
+            return Err(Error::InvalidArgument {
+                what: "buffer pool state",
+                reason: "a free frame was latched (bug)".into(),
+            });
+        };
+        {
+            let mut map = self.shard(id.0).lock();
+            if map.contains_key(&id.0) {
+                drop(map);
+                drop(g);
+                self.lru.lock().push_free(idx);
+                return Ok(None);
+            }
+            map.insert(id.0, idx);
+            f.pins.store(1, Ordering::Release);
+            f.page.store(id.0, Ordering::Release);
+        }
+        g.id = id;
+        g.state = State::Empty;
+        g.corrupt = false;
+        f.accessed.store(false, Ordering::Relaxed);
+        self.lru.lock().push_old(idx);
+        self.counters.misses.incr();
+        let outcome = if how == Load::Fresh {
+            g.buf.fill(0);
+            Ok(())
+        } else {
+            self.read_into(id, &mut g, how)
+        };
+        match outcome {
+            Ok(()) => {
+                g.state = State::Valid;
+                Ok(Some(PageWrite {
+                    g,
+                    pin: Pin { pool: self, idx },
+                }))
+            }
+            Err(e) => {
+                g.state = State::Failed;
+                g.id = PageId(NO_PAGE);
+                drop(g);
+                self.shard(id.0).lock().remove(&id.0);
+                f.page.store(NO_PAGE, Ordering::Release);
+                f.pins.fetch_sub(1, Ordering::AcqRel);
+                let mut lru = self.lru.lock();
+                lru.remove(idx);
+                lru.push_free(idx);
+                Err(e)
+            }
+        }
+    }
+
+    fn read_into(&self, id: PageId, g: &mut FrameBuf, how: Load) -> Result<()> {
+        self.file.read_page(id, &mut g.buf)?;
+        match self.file.check(id, &g.buf)? {
+            PageCheck::Valid | PageCheck::Zero => Ok(()),
+            PageCheck::Corrupt(reason) => {
+                if how == Load::AllowCorrupt {
+                    g.corrupt = true;
+                    Ok(())
+                } else {
+                    Err(Error::CorruptPage {
+                        file: self.file.path().to_path_buf(),
+                        page: id.0,
+                        reason,
+                    })
+                }
+            }
+        }
+    }
+
+    /// A frame with no page: from the free list, or by evicting (B1),
+    /// writing a dirty victim first when no clean one is found.
+    fn free_frame(&self) -> Result<u32> {
+        loop {
+            let mut dirty = None;
+            {
+                let mut lru = self.lru.lock();
+                if let Some(idx) = lru.pop_free() {
+                    return Ok(idx);
+                }
+                let mut cur = lru.tail_for_eviction();
+                let mut steps = 0usize;
+                while cur != NIL && steps < self.frames.len() * 2 {
+                    steps += 1;
+                    let next = lru.prev_for_eviction(cur);
+                    let f = self.frame(cur);
+                    if f.pins.load(Ordering::Acquire) > 0 {
+                        cur = next;
+                        continue;
+                    }
+                    if lru.is_old(cur) && f.accessed.swap(false, Ordering::Relaxed) {
+                        lru.make_young(cur, |i| {
+                            self.frame(i).accessed.store(false, Ordering::Relaxed)
+                        });
+                        cur = next;
+                        continue;
+                    }
+                    if f.oldest.load(Ordering::Acquire) != 0 {
+                        dirty.get_or_insert(cur);
+                        cur = next;
+                        continue;
+                    }
+                    if self.try_evict(cur) {
+                        lru.remove(cur);
+                        self.counters.evictions.incr();
+                        return Ok(cur);
+                    }
+                    cur = next;
+                }
+            }
+            match dirty {
+                Some(idx) => {
+                    self.counters.single_flushes.incr();
+                    self.flush_frames(&[idx])?;
+                }
+                None => {
+                    std::thread::yield_now();
+                    // Every frame is pinned: the pool is too small for the
+                    // concurrent work. Try once more, then give up.
+                    let lru = self.lru.lock();
+                    if lru.free_len() == 0
+                        && self
+                            .frames
+                            .iter()
+                            .all(|f| f.pins.load(Ordering::Acquire) > 0)
+                    {
+                        return Err(Error::LimitExceeded {
+                            what: "pinned buffer-pool pages (pool too small for the concurrent work)",
+                            actual: self.frames.len() as u64,
+                            max: self.frames.len() as u64,
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Detach frame `idx` from its page if it is unpinned and clean (B1).
+    fn try_evict(&self, idx: u32) -> bool {
+        let f = self.frame(idx);
+        let id = f.page.load(Ordering::Acquire);
+        if id == NO_PAGE {
+            return true;
+        }
+        let mut map = self.shard(id).lock();
+        if map.get(&id) != Some(&idx)
+            || f.pins.load(Ordering::Acquire) != 0
+            || f.oldest.load(Ordering::Acquire) != 0
+        {
+            return false;
+        }
+        let Some(mut g) = f.latch.try_write() else {
+            return false;
+        };
+        map.remove(&id);
+        f.page.store(NO_PAGE, Ordering::Release);
+        g.id = PageId(NO_PAGE);
+        g.state = State::Empty;
+        true
+    }
+
+    /// Pin frame `idx` if it still holds a page.
+    fn pin_frame(&self, idx: u32) -> Option<PageId> {
+        let f = self.frame(idx);
+        let id = f.page.load(Ordering::Acquire);
+        if id == NO_PAGE {
+            return None;
+        }
+        let map = self.shard(id).lock();
+        if map.get(&id) != Some(&idx) {
+            return None;
+        }
+        f.pins.fetch_add(1, Ordering::AcqRel);
+        Some(PageId(id))
+    }
+
+    /// Write the dirty pages in frames `idxs` (one batch: one log wait,
+    /// one doublewrite write and sync, then the home writes). Returns the
+    /// number of pages written.
+    fn flush_frames(&self, idxs: &[u32]) -> Result<usize> {
+        let mut batch: Vec<(u32, PageId, u64, AlignedBuf)> = Vec::with_capacity(idxs.len());
+        for &idx in idxs {
+            let Some(id) = self.pin_frame(idx) else {
+                continue;
+            };
+            let f = self.frame(idx);
+            let g = f.latch.read();
+            if g.id != id || g.state != State::Valid || f.oldest.load(Ordering::Acquire) == 0 {
+                drop(g);
+                self.unpin(idx);
+                continue;
+            }
+            let mut copy = AlignedBuf::new(self.page_size);
+            copy.copy_from_slice(&g.buf);
+            let lsn = page::lsn(&g.buf);
+            drop(g);
+            page::seal(&mut copy);
+            batch.push((idx, id, lsn, copy));
+        }
+        let result = self.write_batch(&batch);
+        if result.is_ok() {
+            for (idx, id, lsn, _) in &batch {
+                let f = self.frame(*idx);
+                let g = f.latch.read();
+                // B3: clean only if nothing changed since the copy.
+                if g.id == *id && page::lsn(&g.buf) == *lsn {
+                    let old = f.oldest.swap(0, Ordering::AcqRel);
+                    if old != 0 {
+                        self.flush_list.lock().remove(&(old, id.0));
+                    }
+                }
+            }
+            self.counters.flushed.add(batch.len() as u64);
+        }
+        for (idx, ..) in &batch {
+            self.unpin(*idx);
+        }
+        result.map(|()| batch.len())
+    }
+
+    fn write_batch(&self, batch: &[(u32, PageId, u64, AlignedBuf)]) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.check_poisoned()?;
+        // B2: the log first.
+        let max_lsn = batch.iter().map(|b| b.2).max().unwrap_or(0);
+        if let Some(log) = self.wal.get() {
+            log.commit(Lsn(max_lsn), Durability::Sync)?;
+        }
+        let pages: Vec<(PageId, &[u8])> = batch.iter().map(|b| (b.1, &b.3[..])).collect();
+        match &self.doublewrite {
+            Some(dw) => dw.write_through(&pages, &self.file),
+            None => {
+                for (id, p) in &pages {
+                    self.file.write_page(*id, p)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Write up to `max` of the oldest dirty pages whose oldest change is
+    /// below `below` (all when `u64::MAX`). Returns pages written.
+    pub fn flush_oldest(&self, max: usize, below: u64) -> Result<usize> {
+        let ids: Vec<u64> = {
+            let fl = self.flush_list.lock();
+            fl.iter()
+                .take_while(|(lsn, _)| *lsn < below)
+                .take(max)
+                .map(|&(_, id)| id)
+                .collect()
+        };
+        let idxs: Vec<u32> = ids
+            .iter()
+            .filter_map(|&id| self.shard(id).lock().get(&id).copied())
+            .collect();
+        self.flush_frames(&idxs)
+    }
+
+    /// Write every dirty page (in batches).
+    pub fn flush_all(&self) -> Result<()> {
+        loop {
+            let before = self.dirty_pages();
+            if before == 0 {
+                return Ok(());
+            }
+            self.flush_oldest(64, u64::MAX)?;
+            if self.dirty_pages() >= before {
+                // Pages kept changing under us; a later call finishes.
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// The oldest unflushed change's lower-bound LSN, if any page is dirty.
+    pub fn oldest_dirty_lsn(&self) -> Option<u64> {
+        self.flush_list.lock().first().map(|&(lsn, _)| lsn)
+    }
+
+    /// Number of dirty pages.
+    pub fn dirty_pages(&self) -> usize {
+        self.flush_list.lock().len()
+    }
+
+    /// Number of frames.
+    pub fn frames(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// A snapshot of state and counters.
+    pub fn stats(&self) -> PoolStats {
+        PoolStats {
+            frames: self.frames.len() as u64,
+            page_size: self.page_size as u64,
+            hits: self.counters.hits.get(),
+            misses: self.counters.misses.get(),
+            evictions: self.counters.evictions.get(),
+            dirty: self.dirty_pages() as u64,
+            single_page_flushes: self.counters.single_flushes.get(),
+            pages_flushed: self.counters.flushed.get(),
+            data_io: self.file.counters.snapshot(),
+            doublewrite_io: self.doublewrite.as_ref().map(|d| d.counters.snapshot()),
+        }
+    }
+}

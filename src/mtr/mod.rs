@@ -1,0 +1,266 @@
+//! Mini-transactions: the unit of atomic, logged page change.
+//!
+//! A mini-transaction (mtr) latches the pages it changes exclusively,
+//! applies each change to the page *and* appends its redo description to a
+//! private buffer, then commits: the whole buffer becomes one log record,
+//! so recovery replays all of an mtr or none of it (the log hands only
+//! complete records to recovery).
+//!
+//! Redo records are **physiological**: each names one page and a logical
+//! operation on it (insert this cell at this slot, delete slot 3, ...),
+//! applied by the same function ([`redo::apply`]) in normal operation and
+//! in recovery. Reasons: a B+tree insert into the middle of a slotted page
+//! shifts the slot array, which a physical (byte-range) record would have
+//! to log whole, while the logical record is the cell plus a slot number;
+//! and one function for do and redo cannot drift apart. Pages built whole
+//! (the new half of a split, a collapsed root) are logged as one page
+//! image, which is as small as the sum of their cells.
+//!
+//! Invariants:
+//! * M1. Every page an mtr changed stays exclusively latched until its log
+//!   record is appended and the page LSN is set to the record's end LSN,
+//!   so no page image on disk ever holds part of an mtr, and page LSNs
+//!   order changes (page P3).
+//! * M2. At commit, the pages are marked dirty with `lb`, the log's end
+//!   LSN read *before* the record's LSN is reserved (`lb` <= the record's
+//!   start), and only then is the record appended. A checkpoint takes
+//!   the durable LSN first and the flush list's minimum second, so it
+//!   never passes a change whose page is not yet on disk (buffer B4).
+//! * M3. Recovery applies a record's operations to a page only if the
+//!   page's LSN is below the record's end LSN, decided once per page per
+//!   record; a page that fails its checksum may be rebuilt only by a
+//!   record whose first operation on it initialises it whole.
+//! * M4. An mtr latches and reads what it needs before its first change
+//!   where it can; a split cascade allocates (and may read the free-list
+//!   head) after changing the level below. An mtr that fails after a
+//!   change is dropped with unlogged changes in memory, so the drop
+//!   poisons the buffer pool: no page is written again, every later
+//!   operation fails, and reopening recovers the state before that mtr.
+
+pub mod redo;
+
+use std::collections::HashMap;
+
+use crate::buffer::{BufferPool, Load, PageWrite};
+use crate::log::{Log, Lsn};
+use crate::page::{self, PageId};
+use crate::{Error, Result};
+
+pub use redo::Op;
+
+/// Log record type of a mini-transaction (the log's caller tag).
+pub const RTYPE_MTR: u8 = 1;
+
+/// Handle of a page latched by an [`Mtr`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageHandle(usize);
+
+#[derive(Debug)]
+struct Held<'a> {
+    page: Option<PageWrite<'a>>,
+    modified: bool,
+}
+
+/// A mini-transaction in progress. Dropping it without [`Mtr::commit`]
+/// is only allowed if nothing was changed (it returns an error otherwise
+/// at commit time; changed pages must never be released unlogged).
+#[derive(Debug)]
+pub struct Mtr<'a> {
+    pool: &'a BufferPool,
+    log: &'a Log,
+    space_id: u64,
+    held: Vec<Held<'a>>,
+    by_id: HashMap<PageId, usize>,
+    redo: Vec<u8>,
+}
+
+impl<'a> Mtr<'a> {
+    /// Start a mini-transaction over `pool`, logging to `log`.
+    pub fn new(pool: &'a BufferPool, log: &'a Log) -> Self {
+        Mtr {
+            pool,
+            log,
+            space_id: pool.file().space_id(),
+            held: Vec::new(),
+            by_id: HashMap::new(),
+            redo: Vec::new(),
+        }
+    }
+
+    /// The buffer pool.
+    pub fn pool(&self) -> &'a BufferPool {
+        self.pool
+    }
+
+    /// Latch page `id` exclusively for this mtr (or return the handle it
+    /// already has).
+    pub fn latch(&mut self, id: PageId, how: Load) -> Result<PageHandle> {
+        if let Some(&i) = self.by_id.get(&id)
+            && self.held.get(i).is_some_and(|h| h.page.is_some())
+        {
+            return Ok(PageHandle(i));
+        }
+        let w = self.pool.fetch_write(id, how)?;
+        Ok(self.adopt(w))
+    }
+
+    /// Take over a page the caller latched exclusively.
+    pub fn adopt(&mut self, w: PageWrite<'a>) -> PageHandle {
+        let id = w.id();
+        let i = self.held.len();
+        self.held.push(Held {
+            page: Some(w),
+            modified: false,
+        });
+        self.by_id.insert(id, i);
+        PageHandle(i)
+    }
+
+    /// The handle of `id` if this mtr holds it.
+    pub fn handle_of(&self, id: PageId) -> Option<PageHandle> {
+        let &i = self.by_id.get(&id)?;
+        self.held
+            .get(i)
+            .and_then(|h| h.page.as_ref())
+            .map(|_| PageHandle(i))
+    }
+
+    fn held(&self, h: PageHandle) -> Result<&PageWrite<'a>> {
+        self.held
+            .get(h.0)
+            .and_then(|x| x.page.as_ref())
+            .ok_or_else(released)
+    }
+
+    /// The page's bytes.
+    pub fn page(&self, h: PageHandle) -> Result<&[u8]> {
+        Ok(&**self.held(h)?)
+    }
+
+    /// The page's id.
+    pub fn id(&self, h: PageHandle) -> Result<PageId> {
+        Ok(self.held(h)?.id())
+    }
+
+    /// Apply `op` to the page and log it.
+    pub fn apply(&mut self, h: PageHandle, op: &Op<'_>) -> Result<()> {
+        let space = self.space_id;
+        let held = self.held.get_mut(h.0).ok_or_else(released)?;
+        let page = held.page.as_mut().ok_or_else(released)?;
+        let id = page.id();
+        redo::apply(page, id, space, op)?;
+        held.modified = true;
+        redo::encode(&mut self.redo, id, op);
+        Ok(())
+    }
+
+    /// Release a page this mtr did not change (latch coupling).
+    pub fn release(&mut self, h: PageHandle) -> Result<()> {
+        let held = self.held.get_mut(h.0).ok_or_else(released)?;
+        if held.modified {
+            return Err(Error::InvalidArgument {
+                what: "mini-transaction release",
+                reason: "a changed page must stay latched until commit (M1)".into(),
+            });
+        }
+        if let Some(p) = held.page.take() {
+            self.by_id.remove(&p.id());
+        }
+        Ok(())
+    }
+
+    /// Whether anything was changed.
+    pub fn is_empty(&self) -> bool {
+        self.redo.is_empty()
+    }
+
+    /// Bytes of redo collected so far.
+    pub fn redo_len(&self) -> usize {
+        self.redo.len()
+    }
+
+    /// Commit: one log record for everything (M1, M2). Returns the end
+    /// LSN of the record (wait on it with [`Log::commit`] for durability),
+    /// or `None` if nothing changed.
+    pub fn commit(mut self) -> Result<Option<Lsn>> {
+        if self.redo.is_empty() {
+            return Ok(None);
+        }
+        let lb = self.log.end_lsn().0;
+        for h in &self.held {
+            if let (Some(p), true) = (&h.page, h.modified) {
+                p.mark_dirty(lb);
+            }
+        }
+        let end = self.log.append(RTYPE_MTR, &self.redo)?;
+        for h in &mut self.held {
+            if let (Some(p), true) = (&mut h.page, h.modified) {
+                page::set_lsn(p, end.0);
+            }
+        }
+        self.held.clear();
+        self.redo.clear();
+        Ok(Some(end))
+    }
+}
+
+impl Drop for Mtr<'_> {
+    fn drop(&mut self) {
+        // M4: an mtr makes every fallible read before its first change; if
+        // it is dropped with changes anyway (a bug or a corrupt page found
+        // half-way), its pages hold changes no log record describes, so
+        // the pool refuses to write any page until the database reopens.
+        if !self.redo.is_empty() && !self.held.is_empty() {
+            self.pool
+                .poison("a mini-transaction was abandoned after changing pages");
+        }
+    }
+}
+
+fn released() -> Error {
+    Error::InvalidArgument {
+        what: "page handle",
+        reason: "the page is not latched by this mini-transaction".into(),
+    }
+}
+
+/// Replay one mtr record (recovery, M3): `start` and `end` are the
+/// record's LSNs. Returns the number of pages changed.
+pub fn replay(pool: &BufferPool, start: Lsn, end: Lsn, payload: &[u8]) -> Result<u64> {
+    let space = pool.file().space_id();
+    let mut pages: HashMap<PageId, (PageWrite<'_>, bool)> = HashMap::new();
+    for item in redo::decode(payload) {
+        let (id, op) = item?;
+        if let std::collections::hash_map::Entry::Vacant(e) = pages.entry(id) {
+            let mut w = pool.fetch_write(id, Load::AllowCorrupt)?;
+            let apply = if w.was_corrupt() {
+                if !op.initialises() {
+                    return Err(Error::CorruptPage {
+                        file: pool.file().path().to_path_buf(),
+                        page: id.0,
+                        reason: "fails its checksum, is not in the doublewrite area, and the \
+                                 log does not rebuild it"
+                            .into(),
+                    });
+                }
+                w.clear_corrupt();
+                true
+            } else {
+                page::lsn(&w) < end.0
+            };
+            e.insert((w, apply));
+        }
+        if let Some((w, true)) = pages.get_mut(&id) {
+            redo::apply(w, id, space, &op)?;
+        }
+    }
+    let mut changed = 0;
+    for (_, (mut w, apply)) in pages {
+        if apply {
+            w.mark_dirty(start.0);
+            page::set_lsn(&mut w, end.0);
+            changed += 1;
+        }
+    }
+    Ok(changed)
+}

@@ -1,0 +1,329 @@
+//! The tablespace file (`data.qdb`): an array of pages, page 0 being the
+//! superblock, and the counters for data-page I/O.
+//!
+//! Superblock layout (page 0, after the common header; all of it inside
+//! the first 4 KiB so that it can be read before the page size is known):
+//!
+//! | bytes    | field |
+//! | -------- | ----- |
+//! | 48..56   | magic `QUILLDAT` |
+//! | 56..60   | format version ([`SPACE_FORMAT_VERSION`]) |
+//! | 60..64   | page size |
+//! | 64..72   | space id (also in every page header) |
+//! | 72..80   | page count: pages `0..count` exist (in use or free) |
+//! | 80..88   | head of the free-page list (0 = empty) |
+//! | 88..96   | number of free pages |
+//! | 96..224  | 16 root slots (page ids of the trees a caller registered) |
+//!
+//! Invariants:
+//! * S1. The superblock changes only through mini-transactions, like any
+//!   other page, so it is recovered by redo like any other page.
+//! * S2. Pages at or beyond the file's end read as zeros (never written,
+//!   page P2); the file grows when such a page is first written.
+//! * S3. A free page has type `Free` and holds the next free page's id at
+//!   bytes 48..56; the list is threaded through the free pages themselves.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::{PAGE_HEADER, PageCheck, PageId, PageType, get_u32, get_u64, put, valid_page_size};
+use crate::io::{AlignedBuf, File, OpenOptions, Vfs};
+use crate::stats::{Counter, Histogram, HistogramSnapshot};
+use crate::{Error, Result};
+
+/// Magic bytes of a Quill tablespace file.
+pub const SPACE_MAGIC: &[u8; 8] = b"QUILLDAT";
+/// Tablespace format version this build writes and reads.
+pub const SPACE_FORMAT_VERSION: u32 = 1;
+/// Number of root slots in the superblock.
+pub const ROOT_SLOTS: usize = 16;
+
+/// Offset of the magic.
+pub const SB_MAGIC: usize = PAGE_HEADER;
+/// Offset of the format version.
+pub const SB_VERSION: usize = 56;
+/// Offset of the page size.
+pub const SB_PAGE_SIZE: usize = 60;
+/// Offset of the space id.
+pub const SB_SPACE_ID: usize = 64;
+/// Offset of the page count.
+pub const SB_PAGE_COUNT: usize = 72;
+/// Offset of the free-list head.
+pub const SB_FREE_HEAD: usize = 80;
+/// Offset of the free-page count.
+pub const SB_FREE_COUNT: usize = 88;
+/// Offset of root slot 0.
+pub const SB_ROOTS: usize = 96;
+/// Offset, in a free page, of the next free page's id (S3).
+pub const FREE_NEXT: usize = PAGE_HEADER;
+
+/// Write the body of a fresh superblock into `page` (already `init`ed).
+pub fn init_superblock(page: &mut [u8], page_size: usize, space_id: u64) {
+    put(page, SB_MAGIC, SPACE_MAGIC);
+    put(page, SB_VERSION, &SPACE_FORMAT_VERSION.to_le_bytes());
+    put(page, SB_PAGE_SIZE, &(page_size as u32).to_le_bytes());
+    put(page, SB_SPACE_ID, &space_id.to_le_bytes());
+    put(page, SB_PAGE_COUNT, &1u64.to_le_bytes());
+}
+
+/// Counters for data-page I/O, kept apart from log and doublewrite I/O.
+#[derive(Debug, Default)]
+pub struct IoCounters {
+    /// Page reads.
+    pub reads: Counter,
+    /// Page writes.
+    pub writes: Counter,
+    /// Bytes written.
+    pub write_bytes: Counter,
+    /// Write latency, nanoseconds.
+    pub write_latency: Histogram,
+    /// Syncs.
+    pub syncs: Counter,
+    /// Sync latency, nanoseconds.
+    pub sync_latency: Histogram,
+}
+
+/// A snapshot of [`IoCounters`].
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct IoStats {
+    /// Page reads.
+    pub reads: u64,
+    /// Page writes.
+    pub writes: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+    /// Write latency (ns).
+    pub write_latency: HistogramSnapshot,
+    /// Syncs.
+    pub syncs: u64,
+    /// Sync latency (ns).
+    pub sync_latency: HistogramSnapshot,
+}
+
+impl IoCounters {
+    /// Take a snapshot.
+    pub fn snapshot(&self) -> IoStats {
+        IoStats {
+            reads: self.reads.get(),
+            writes: self.writes.get(),
+            write_bytes: self.write_bytes.get(),
+            write_latency: self.write_latency.snapshot(),
+            syncs: self.syncs.get(),
+            sync_latency: self.sync_latency.snapshot(),
+        }
+    }
+}
+
+/// The open tablespace file.
+#[derive(Debug)]
+pub struct DataFile {
+    file: Box<dyn File>,
+    path: PathBuf,
+    page_size: usize,
+    space_id: u64,
+    /// Allocated file length in bytes (grows in chunks; S2).
+    allocated: AtomicU64,
+    grow: parking_lot::Mutex<()>,
+    /// Data-page I/O counters.
+    pub counters: Arc<IoCounters>,
+}
+
+impl DataFile {
+    /// Create a new tablespace file with a superblock of the given page
+    /// size, durable (file and directory entry) on return.
+    pub fn create(vfs: &dyn Vfs, path: &Path, page_size: usize, direct: bool) -> Result<DataFile> {
+        if !valid_page_size(page_size) {
+            return Err(Error::InvalidArgument {
+                what: "page size",
+                reason: format!("{page_size} is not a power of two between 4 KiB and 64 KiB"),
+            });
+        }
+        if vfs.exists(path)? {
+            return Err(Error::AlreadyExists {
+                path: path.to_path_buf(),
+            });
+        }
+        let space_id = rand::random::<u64>() | 1;
+        let opts = OpenOptions {
+            create_new: true,
+            write: true,
+            direct,
+            ..OpenOptions::default()
+        };
+        let file = vfs.open(path, opts)?;
+        let mut page = AlignedBuf::new(page_size);
+        super::init(&mut page, PageId(0), PageType::Superblock, space_id);
+        init_superblock(&mut page, page_size, space_id);
+        super::seal(&mut page);
+        file.write_all_at(&page, 0)?;
+        file.sync_all()?;
+        if let Some(dir) = path.parent() {
+            vfs.sync_dir(dir)?;
+        }
+        Ok(DataFile {
+            file,
+            path: path.to_path_buf(),
+            page_size,
+            space_id,
+            allocated: AtomicU64::new(page_size as u64),
+            grow: parking_lot::Mutex::new(()),
+            counters: Arc::default(),
+        })
+    }
+
+    /// Open an existing tablespace file: check magic, version and page
+    /// size from the superblock's first 4 KiB. The full superblock is
+    /// checked when the buffer pool reads it.
+    pub fn open(vfs: &dyn Vfs, path: &Path, direct: bool) -> Result<DataFile> {
+        if !vfs.exists(path)? {
+            return Err(Error::NotFound {
+                path: path.to_path_buf(),
+            });
+        }
+        let file = vfs.open(path, OpenOptions::read_write().with_direct(direct))?;
+        let size = file.size()?;
+        if size < 4096 {
+            return Err(Error::corrupt(
+                path,
+                size,
+                "file is shorter than one 4 KiB superblock",
+            ));
+        }
+        let mut head = AlignedBuf::new(4096);
+        file.read_exact_at(&mut head, 0)?;
+        let magic = head.get(SB_MAGIC..SB_MAGIC + 8).unwrap_or_default();
+        if magic != SPACE_MAGIC {
+            return Err(Error::Foreign {
+                file: path.to_path_buf(),
+                expected: "tablespace file",
+                found: magic.to_vec(),
+            });
+        }
+        let version = get_u32(&head, SB_VERSION);
+        if version != SPACE_FORMAT_VERSION {
+            return Err(Error::UnsupportedVersion {
+                file: path.to_path_buf(),
+                found: version,
+                supported: SPACE_FORMAT_VERSION,
+            });
+        }
+        let page_size = get_u32(&head, SB_PAGE_SIZE) as usize;
+        if !valid_page_size(page_size) {
+            return Err(Error::corrupt(
+                path,
+                SB_PAGE_SIZE as u64,
+                format!("superblock names page size {page_size}"),
+            ));
+        }
+        let space_id = get_u64(&head, SB_SPACE_ID);
+        Ok(DataFile {
+            file,
+            path: path.to_path_buf(),
+            page_size,
+            space_id,
+            allocated: AtomicU64::new(size),
+            grow: parking_lot::Mutex::new(()),
+            counters: Arc::default(),
+        })
+    }
+
+    /// The file's page size.
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    /// The random id every page of this file carries.
+    pub fn space_id(&self) -> u64 {
+        self.space_id
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn offset(&self, id: PageId) -> Result<u64> {
+        id.0.checked_mul(self.page_size as u64)
+            .ok_or(Error::LimitExceeded {
+                what: "page id",
+                actual: id.0,
+                max: u64::MAX / self.page_size as u64,
+            })
+    }
+
+    /// Read page `id` into `buf` (zeros beyond the end of the file, S2).
+    pub fn read_page(&self, id: PageId, buf: &mut [u8]) -> Result<()> {
+        let off = self.offset(id)?;
+        self.counters.reads.incr();
+        let size = self.file.size()?;
+        if off + self.page_size as u64 > size {
+            buf.fill(0);
+            if off < size {
+                // A partial page at the end (a torn extension): read what
+                // exists through an aligned buffer, the rest stays zero.
+                let mut tmp = AlignedBuf::new(self.page_size);
+                let have = (size - off) as usize & !4095;
+                if have > 0 {
+                    let part = tmp.get_mut(..have).unwrap_or_default();
+                    self.file.read_exact_at(part, off)?;
+                    if let (Some(d), Some(s)) = (buf.get_mut(..have), tmp.get(..have)) {
+                        d.copy_from_slice(s);
+                    }
+                }
+            }
+            return Ok(());
+        }
+        self.file.read_exact_at(buf, off)?;
+        Ok(())
+    }
+
+    /// Check a page just read; a corrupt page becomes an error naming it.
+    pub fn check(&self, id: PageId, page: &[u8]) -> Result<PageCheck> {
+        Ok(super::verify(page, id, self.space_id))
+    }
+
+    /// Write a sealed page at its home location.
+    pub fn write_page(&self, id: PageId, page: &[u8]) -> Result<()> {
+        let off = self.offset(id)?;
+        let end = off + self.page_size as u64;
+        if end > self.allocated.load(Ordering::Acquire) {
+            self.grow_to(end)?;
+        }
+        let t = Instant::now();
+        self.file.write_all_at(page, off)?;
+        self.counters.write_latency.record_duration(t.elapsed());
+        self.counters.writes.incr();
+        self.counters.write_bytes.add(page.len() as u64);
+        Ok(())
+    }
+
+    fn grow_to(&self, end: u64) -> Result<()> {
+        let _g = self.grow.lock();
+        let have = self.allocated.load(Ordering::Acquire);
+        if end <= have {
+            return Ok(());
+        }
+        // Grow in chunks of an eighth of the file, at least 64 pages, so
+        // extension is rare and extents stay contiguous.
+        let chunk = (have / 8).max(64 * self.page_size as u64);
+        let target = end
+            .max(have + chunk)
+            .next_multiple_of(self.page_size as u64);
+        self.file.allocate(have, target - have)?;
+        self.allocated.store(target, Ordering::Release);
+        Ok(())
+    }
+
+    /// Make every completed page write durable (with the file size).
+    pub fn sync(&self) -> Result<()> {
+        let t = Instant::now();
+        self.file.sync_all()?;
+        self.counters.sync_latency.record_duration(t.elapsed());
+        self.counters.syncs.incr();
+        Ok(())
+    }
+}

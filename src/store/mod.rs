@@ -1,0 +1,469 @@
+//! The storage engine below transactions: a tablespace file in a buffer
+//! pool, made crash-safe by the redo log, with page allocation, fuzzy
+//! checkpoints, a page cleaner, the doublewrite area and crash recovery.
+//!
+//! A database directory holds `data.qdb` (the tablespace), `doublewrite`
+//! (unless turned off) and `log/` (the redo log).
+//!
+//! Invariants:
+//! * T1. Recovery order at open: repair torn pages from the doublewrite
+//!   area, then replay every mtr record after the checkpoint (mtr M3),
+//!   then let writes start. The log's own open makes the replayed records
+//!   durable before it hands them over, so pages written during recovery
+//!   never run ahead of the log.
+//! * T2. A checkpoint at LSN `c` is written only when every change below
+//!   `c` is on a durable page: `c` = min(durable LSN, read first; oldest
+//!   dirty page's lower bound, read second), and the data file is synced
+//!   before the log's checkpoint slot is written (mtr M2, buffer B4).
+//! * T3. Structure changes (page allocation and freeing, B+tree splits and
+//!   merges) latch the superblock exclusively before any tree page, so
+//!   they are serialised and the latch order superblock -> tree pages (top
+//!   down) holds everywhere. Operations that change one leaf and allocate
+//!   nothing never take it.
+//! * T4. Writers are throttled, before they latch anything, while the
+//!   checkpoint age is over 3/4 of the log's capacity; the page cleaner
+//!   then flushes urgently. A writer holding latches never waits for log
+//!   space that only the cleaner can free, except within the last quarter
+//!   of the log, which one mtr cannot fill (mtr records are bounded).
+
+mod alloc;
+mod cleaner;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use serde::{Deserialize, Serialize};
+
+use crate::buffer::{BufferPool, DOUBLEWRITE_FILE, Doublewrite, PoolStats, frames_for};
+use crate::io::Vfs;
+use crate::log::{Durability, Log, LogOptions, LogStats, Lsn, RecoveryReport};
+use crate::mtr::{self, Mtr};
+use crate::page::space::{DataFile, ROOT_SLOTS, SB_ROOTS};
+use crate::page::{DEFAULT_PAGE_SIZE, PageId};
+use crate::stats::Counter;
+use crate::{Error, Result};
+
+pub use alloc::{alloc_page, free_page};
+
+/// Name of the tablespace file in a database directory.
+pub const DATA_FILE: &str = "data.qdb";
+/// Name of the log directory in a database directory.
+pub const LOG_DIR: &str = "log";
+/// Name of the file holding the statistics of the last clean close.
+pub const STORE_STATS_FILE: &str = "store-stats.json";
+
+/// Options for creating or opening a store.
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    /// Page size, used at creation only (default 16 KiB; 4 to 64 KiB).
+    pub page_size: usize,
+    /// Buffer pool size in bytes (default 128 MiB; at least 32 pages).
+    pub pool_bytes: u64,
+    /// Torn-page protection through the doublewrite area (default on).
+    pub doublewrite: bool,
+    /// Bypass the page cache for data pages (default on; falls back with
+    /// a warning where the file system refuses).
+    pub direct_io: bool,
+    /// Run the page cleaner thread (default on). Off only for tests that
+    /// flush by hand.
+    pub cleaner: bool,
+    /// Redo log options.
+    pub log: LogOptions,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            page_size: DEFAULT_PAGE_SIZE,
+            pool_bytes: 128 << 20,
+            doublewrite: true,
+            direct_io: true,
+            cleaner: true,
+            log: LogOptions::default(),
+        }
+    }
+}
+
+/// What recovery did at open.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StoreRecovery {
+    /// The log scan.
+    pub log: RecoveryReport,
+    /// Mtr records replayed.
+    pub records_applied: u64,
+    /// Page changes applied (pages whose LSN was behind a record).
+    pub page_changes: u64,
+    /// Pages repaired from the doublewrite area.
+    pub pages_repaired: Vec<u64>,
+    /// Time recovery took, in total.
+    pub duration: Duration,
+}
+
+#[derive(Debug, Default)]
+struct StoreCounters {
+    checkpoints: Counter,
+    throttled: Counter,
+    throttle_wait_ns: Counter,
+    urgent_flushes: Counter,
+}
+
+/// A snapshot of the store's state and counters.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StoreStats {
+    /// Buffer pool and data-page/doublewrite I/O.
+    pub pool: PoolStats,
+    /// Redo log.
+    pub log: LogStats,
+    /// End LSN minus checkpoint LSN, bytes.
+    pub checkpoint_age: u64,
+    /// Log bytes the files hold.
+    pub log_capacity: u64,
+    /// Checkpoints written.
+    pub checkpoints: u64,
+    /// Writers that waited for the cleaner because the log nearly filled.
+    pub throttled: u64,
+    /// Total time writers waited so, in nanoseconds.
+    pub throttle_wait_ns: u64,
+    /// Cleaner rounds that flushed urgently (age over 3/4 of capacity).
+    pub urgent_flushes: u64,
+    /// What recovery did at the last open, if this process opened it.
+    pub recovery: Option<StoreRecovery>,
+}
+
+pub(crate) struct Shared {
+    pub(crate) pool: BufferPool,
+    pub(crate) log: Arc<Log>,
+    counters: StoreCounters,
+    stop: AtomicBool,
+    /// Wakes the cleaner (urgent work) and throttled writers (progress).
+    bell: Mutex<u64>,
+    bell_cv: Condvar,
+    checkpoint_lock: Mutex<()>,
+}
+
+/// An open store. All methods take `&self`; it is `Send + Sync`.
+pub struct Store {
+    shared: Arc<Shared>,
+    vfs: Arc<dyn Vfs>,
+    dir: PathBuf,
+    cleaner: Option<JoinHandle<()>>,
+    recovery: Option<StoreRecovery>,
+    closed: bool,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("dir", &self.dir).finish()
+    }
+}
+
+impl Store {
+    /// Create a new, empty store in `dir` (created if missing).
+    pub fn create(vfs: Arc<dyn Vfs>, dir: &Path, opts: StoreOptions) -> Result<Store> {
+        vfs.create_dir_all(dir)?;
+        let data_path = dir.join(DATA_FILE);
+        if vfs.exists(&data_path)? {
+            return Err(Error::AlreadyExists { path: data_path });
+        }
+        let log = Log::create(vfs.clone(), &dir.join(LOG_DIR), opts.log.clone())?;
+        let data = DataFile::create(vfs.as_ref(), &data_path, opts.page_size, opts.direct_io)?;
+        let dw = Self::doublewrite(vfs.as_ref(), dir, &data, &opts)?;
+        let pool = BufferPool::new(
+            Arc::new(data),
+            frames_for(opts.pool_bytes, opts.page_size),
+            dw,
+        );
+        Self::start(vfs, dir, pool, log, opts, None)
+    }
+
+    fn doublewrite(
+        vfs: &dyn Vfs,
+        dir: &Path,
+        data: &DataFile,
+        opts: &StoreOptions,
+    ) -> Result<Option<Doublewrite>> {
+        let path = dir.join(DOUBLEWRITE_FILE);
+        if opts.doublewrite || vfs.exists(&path)? {
+            Ok(Some(Doublewrite::open(
+                vfs,
+                &path,
+                data.page_size(),
+                opts.direct_io,
+            )?))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Open an existing store and recover it (T1).
+    pub fn open(vfs: Arc<dyn Vfs>, dir: &Path, opts: StoreOptions) -> Result<Store> {
+        let started = Instant::now();
+        let data = DataFile::open(vfs.as_ref(), &dir.join(DATA_FILE), opts.direct_io)?;
+        let page_size = data.page_size();
+        let dw = Self::doublewrite(vfs.as_ref(), dir, &data, &opts)?;
+        let repaired = match &dw {
+            Some(dw) => dw.repair(&data)?,
+            None => Vec::new(),
+        };
+        if !repaired.is_empty() {
+            tracing::warn!(pages = ?repaired, "repaired torn pages from the doublewrite area");
+        }
+        // Doublewrite stays in use only if asked for.
+        let dw = if opts.doublewrite { dw } else { None };
+        let pool = BufferPool::new(Arc::new(data), frames_for(opts.pool_bytes, page_size), dw);
+        let mut applied = 0u64;
+        let mut changes = 0u64;
+        let (log, report) = Log::open(vfs.clone(), &dir.join(LOG_DIR), opts.log.clone(), |rec| {
+            if rec.rtype != mtr::RTYPE_MTR {
+                return Err(Error::corrupt(
+                    dir.join(LOG_DIR),
+                    rec.lsn.0,
+                    format!("log record of unknown type {}", rec.rtype),
+                ));
+            }
+            changes += mtr::replay(&pool, rec.lsn, rec.end, rec.payload)?;
+            applied += 1;
+            Ok(())
+        })?;
+        // The superblock must be readable now (repaired or rebuilt).
+        drop(pool.fetch_read(PageId(0))?);
+        let recovery = StoreRecovery {
+            log: report,
+            records_applied: applied,
+            page_changes: changes,
+            pages_repaired: repaired.iter().map(|p| p.0).collect(),
+            duration: started.elapsed(),
+        };
+        tracing::info!(
+            records = applied,
+            page_changes = changes,
+            repaired = repaired.len(),
+            ms = recovery.duration.as_millis() as u64,
+            "recovery done"
+        );
+        Self::start(vfs, dir, pool, log, opts, Some(recovery))
+    }
+
+    fn start(
+        vfs: Arc<dyn Vfs>,
+        dir: &Path,
+        pool: BufferPool,
+        log: Log,
+        opts: StoreOptions,
+        recovery: Option<StoreRecovery>,
+    ) -> Result<Store> {
+        let log = Arc::new(log);
+        pool.set_log(log.clone());
+        let shared = Arc::new(Shared {
+            pool,
+            log,
+            counters: StoreCounters::default(),
+            stop: AtomicBool::new(false),
+            bell: Mutex::new(0),
+            bell_cv: Condvar::new(),
+            checkpoint_lock: Mutex::new(()),
+        });
+        let cleaner = if opts.cleaner {
+            let s = shared.clone();
+            Some(
+                std::thread::Builder::new()
+                    .name("quill-cleaner".into())
+                    .spawn(move || cleaner::run(&s))
+                    .map_err(|e| {
+                        Error::Io(crate::io::IoError::Os {
+                            op: "spawn page cleaner",
+                            path: PathBuf::new(),
+                            source: e,
+                        })
+                    })?,
+            )
+        } else {
+            None
+        };
+        Ok(Store {
+            shared,
+            vfs,
+            dir: dir.to_path_buf(),
+            cleaner,
+            recovery,
+            closed: false,
+        })
+    }
+
+    /// The buffer pool.
+    pub fn pool(&self) -> &BufferPool {
+        &self.shared.pool
+    }
+
+    /// The redo log.
+    pub fn log(&self) -> &Log {
+        &self.shared.log
+    }
+
+    /// The database directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Start a mini-transaction (after throttling if the log is nearly
+    /// full, T4).
+    pub fn mtr(&self) -> Result<Mtr<'_>> {
+        self.shared.pool.check_poisoned()?;
+        self.throttle()?;
+        Ok(Mtr::new(&self.shared.pool, &self.shared.log))
+    }
+
+    /// Wait until `lsn` (an mtr's commit LSN) is durable to `durability`.
+    pub fn commit(&self, lsn: Lsn, durability: Durability) -> Result<()> {
+        self.shared.log.commit(lsn, durability)
+    }
+
+    /// The page id in root slot `slot` (0 when unset).
+    pub fn root(&self, slot: usize) -> Result<PageId> {
+        if slot >= ROOT_SLOTS {
+            return Err(Error::InvalidArgument {
+                what: "root slot",
+                reason: format!("{slot} is not below {ROOT_SLOTS}"),
+            });
+        }
+        let sb = self.shared.pool.fetch_read(PageId(0))?;
+        Ok(PageId(crate::page::get_u64(&sb, SB_ROOTS + 8 * slot)))
+    }
+
+    /// Set root slot `slot` to `page` in `mtr`.
+    pub fn set_root(&self, mtr: &mut Mtr<'_>, slot: usize, page: PageId) -> Result<()> {
+        if slot >= ROOT_SLOTS {
+            return Err(Error::InvalidArgument {
+                what: "root slot",
+                reason: format!("{slot} is not below {ROOT_SLOTS}"),
+            });
+        }
+        let sb = mtr.latch(PageId(0), crate::buffer::Load::Verify)?;
+        mtr.apply(
+            sb,
+            &mtr::Op::Write {
+                offset: (SB_ROOTS + 8 * slot) as u32,
+                bytes: &page.0.to_le_bytes(),
+            },
+        )
+    }
+
+    fn throttle(&self) -> Result<()> {
+        let s = &self.shared;
+        let limit = s.log.capacity_bytes() / 4 * 3;
+        let age = |s: &Shared| s.log.end_lsn().0.saturating_sub(s.log.checkpoint_lsn().0);
+        if age(s) <= limit {
+            return Ok(());
+        }
+        let t = Instant::now();
+        s.counters.throttled.incr();
+        while age(s) > limit {
+            if s.log.is_failed() {
+                return Err(Error::Poisoned {
+                    cause: "the redo log failed".into(),
+                });
+            }
+            s.pool.check_poisoned()?;
+            if self.cleaner.is_none() {
+                // No cleaner: do its work here.
+                cleaner::flush_round(s, true)?;
+                continue;
+            }
+            let mut b = s.bell.lock();
+            *b += 1;
+            s.bell_cv.notify_all();
+            s.bell_cv.wait_for(&mut b, Duration::from_millis(10));
+        }
+        s.counters
+            .throttle_wait_ns
+            .add(t.elapsed().as_nanos() as u64);
+        Ok(())
+    }
+
+    /// Write a fuzzy checkpoint now (T2). Returns its LSN.
+    pub fn checkpoint(&self) -> Result<Lsn> {
+        cleaner::checkpoint(&self.shared)
+    }
+
+    /// Write every dirty page, then checkpoint.
+    pub fn flush_all(&self) -> Result<Lsn> {
+        self.shared.pool.flush_all()?;
+        cleaner::checkpoint(&self.shared)
+    }
+
+    /// A snapshot of the store's state and counters.
+    pub fn stats(&self) -> StoreStats {
+        let s = &self.shared;
+        let log = s.log.stats();
+        StoreStats {
+            pool: s.pool.stats(),
+            checkpoint_age: log.end_lsn.saturating_sub(log.checkpoint_lsn),
+            log_capacity: log.capacity_bytes,
+            log,
+            checkpoints: s.counters.checkpoints.get(),
+            throttled: s.counters.throttled.get(),
+            throttle_wait_ns: s.counters.throttle_wait_ns.get(),
+            urgent_flushes: s.counters.urgent_flushes.get(),
+            recovery: self.recovery.clone(),
+        }
+    }
+
+    /// What recovery did when this store was opened (`None` if created).
+    pub fn recovery(&self) -> Option<&StoreRecovery> {
+        self.recovery.as_ref()
+    }
+
+    /// Flush everything, checkpoint, stop the cleaner, save statistics for
+    /// `quill status`, and close the log.
+    pub fn close(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        self.closed = true;
+        self.stop_cleaner();
+        let s = &self.shared;
+        let mut result = Ok(());
+        if !s.log.is_failed() && s.pool.check_poisoned().is_ok() {
+            result = self.flush_all().map(|_| ());
+        }
+        let stats = self.stats();
+        if let Ok(json) = serde_json::to_vec_pretty(&stats) {
+            let path = self.dir.join(STORE_STATS_FILE);
+            if let Err(e) = crate::io::write_small_file(self.vfs.as_ref(), &path, &json) {
+                tracing::warn!(error = %e, "could not save store statistics");
+            }
+        }
+        result
+    }
+
+    fn stop_cleaner(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        {
+            let mut b = self.shared.bell.lock();
+            *b += 1;
+            self.shared.bell_cv.notify_all();
+        }
+        if let Some(h) = self.cleaner.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if !self.closed {
+            // Without close: stop the cleaner but write nothing more, like
+            // a process that exits (the log's own drop saves what it can).
+            self.closed = true;
+            self.stop_cleaner();
+        }
+    }
+}

@@ -1,0 +1,7 @@
+//! Storage-layer tests: B+tree against a model, crash recovery on the
+//! simulated disk, torn pages and the doublewrite area, small pools.
+
+mod common;
+mod crash;
+mod model;
+mod pool;

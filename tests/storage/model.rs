@@ -1,0 +1,144 @@
+//! B+tree against a `BTreeMap` model: random puts, deletes, gets and
+//! range scans with keys and values of random sizes (splits, merges,
+//! overflow values), across clean reopens.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use proptest::prelude::*;
+use quill::btree::{Direction, Tree};
+use quill::io::SimFs;
+
+use crate::common::*;
+
+#[derive(Clone, Debug)]
+enum Step {
+    Put { key: u16, klen: u8, vlen: u32 },
+    Delete { key: u16 },
+    Get { key: u16 },
+    Scan { lo: u16, hi: u16, back: bool },
+    Reopen,
+}
+
+fn key_bytes(k: u16, klen: u8) -> Vec<u8> {
+    // Order-preserving prefix from k, then filler of varying length.
+    let mut v = k.to_be_bytes().to_vec();
+    v.extend(bytes(u64::from(k), usize::from(klen)));
+    v
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        8 => (0u16..600, 0u8..200, prop_oneof![6 => 0u32..300, 2 => 300u32..1100, 1 => 1100u32..9000])
+            .prop_map(|(key, klen, vlen)| Step::Put { key, klen, vlen }),
+        4 => (0u16..600).prop_map(|key| Step::Delete { key }),
+        2 => (0u16..600).prop_map(|key| Step::Get { key }),
+        1 => (0u16..600, 0u16..600, any::<bool>()).prop_map(|(lo, hi, back)| Step::Scan { lo, hi, back }),
+        1 => Just(Step::Reopen),
+    ]
+}
+
+fn run(steps: &[Step], seed: u64) {
+    let fs = SimFs::new(seed);
+    let o = opts(64);
+    let mut store = create(&fs, o.clone());
+    let root = Tree::create(&store).unwrap().root();
+    // Key prefix -> full key (a key id has one length at a time).
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut full: BTreeMap<u16, Vec<u8>> = BTreeMap::new();
+    for (n, s) in steps.iter().enumerate() {
+        let t = Tree::open(&store, root);
+        match *s {
+            Step::Put { key, klen, vlen } => {
+                if let Some(old) = full.remove(&key) {
+                    model.remove(&old);
+                    t.delete(&old).unwrap();
+                }
+                let k = key_bytes(key, klen.min(t.max_key_len() as u8 - 2));
+                let v = bytes(n as u64, vlen as usize);
+                t.put(&k, &v).unwrap();
+                full.insert(key, k.clone());
+                model.insert(k, v);
+            }
+            Step::Delete { key } => {
+                let was = full.remove(&key);
+                let k = was.clone().unwrap_or_else(|| key_bytes(key, 1));
+                let r = t.delete(&k).unwrap();
+                assert_eq!(r.is_some(), was.is_some(), "step {n}: delete result");
+                model.remove(&k);
+            }
+            Step::Get { key } => {
+                let k = full.get(&key).cloned().unwrap_or_else(|| key_bytes(key, 3));
+                assert_eq!(t.get(&k).unwrap(), model.get(&k).cloned(), "step {n}: get");
+            }
+            Step::Scan { lo, hi, back } => {
+                let lo_k = lo.to_be_bytes().to_vec();
+                let hi_k = hi.to_be_bytes().to_vec();
+                let lb = Bound::Included(lo_k.as_slice());
+                let hb = Bound::Excluded(hi_k.as_slice());
+                let dir = if back {
+                    Direction::Backward
+                } else {
+                    Direction::Forward
+                };
+                let got: Vec<_> = t.range(lb, hb, dir).collect::<quill::Result<_>>().unwrap();
+                let mut want: Vec<_> = if lo_k < hi_k {
+                    model
+                        .range::<[u8], _>((lb, hb))
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                if back {
+                    want.reverse();
+                }
+                assert_eq!(got.len(), want.len(), "step {n}: scan length");
+                assert!(got == want, "step {n}: scan contents");
+            }
+            Step::Reopen => {
+                store.close().unwrap();
+                store = open(&fs, o.clone());
+            }
+        }
+    }
+    assert_eq!(contents(&store, root), model);
+    store.close().unwrap();
+    let store = open(&fs, o);
+    assert_eq!(contents(&store, root), model);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #[test]
+    fn btree_matches_model(steps in proptest::collection::vec(step(), 1..400), seed in any::<u64>()) {
+        run(&steps, seed);
+    }
+}
+
+/// Many sequential inserts then deletes of everything: deep splits, then
+/// merges all the way back to a lone root leaf.
+#[test]
+fn grow_and_shrink() {
+    let fs = SimFs::new(7);
+    let store = create(&fs, opts(256));
+    let t = Tree::create(&store).unwrap();
+    let n = 5000u64;
+    for i in 0..n {
+        t.put(&i.to_be_bytes(), &bytes(i, 150 + (i % 200) as usize))
+            .unwrap();
+    }
+    let c = t.verify().unwrap();
+    assert_eq!(c.entries, n);
+    assert!(c.height >= 3, "height {}", c.height);
+    for i in (0..n).step_by(2) {
+        assert!(t.delete(&i.to_be_bytes()).unwrap().is_some());
+    }
+    for i in (1..n).rev().step_by(2) {
+        assert!(t.delete(&i.to_be_bytes()).unwrap().is_some());
+    }
+    let c = t.verify().unwrap();
+    assert_eq!(c.entries, 0);
+    assert_eq!(c.height, 1, "merges collapse the tree to its root");
+    store.close().unwrap();
+}
