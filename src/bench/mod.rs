@@ -10,6 +10,7 @@
 
 pub mod commit;
 pub mod fsync;
+pub mod storage;
 
 use serde::Serialize;
 

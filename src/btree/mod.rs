@@ -434,7 +434,16 @@ impl<'s> Tree<'s> {
             return Err(self.corrupt(id.0, "insert position past the node's end"));
         }
         cells.insert(pos, cell.to_vec());
-        let s = self.split_index(id, &cells)?;
+        // Sequential inserts (at a node's end, or its start) split off
+        // just the new cell, so ascending or descending loads fill pages
+        // instead of leaving them half empty; otherwise halve by bytes.
+        let s = if pos == n_old && n_old >= 2 {
+            n_old
+        } else if pos == 0 && n_old >= 2 {
+            1
+        } else {
+            self.split_index(id, &cells)?
+        };
         let (left, right) = cells.split_at(s);
         let (sep, right_cells) = self.separator(id, level, left, right)?;
         if id == self.root {
@@ -528,7 +537,9 @@ impl<'s> Tree<'s> {
         Ok((rk.to_vec(), cells))
     }
 
-    /// Make `h` a fresh node holding `cells` (logged as one image).
+    /// Make `h` a fresh node holding `cells`, logged as an init and one
+    /// insert per cell: as many log bytes as the cells themselves, where a
+    /// page image would log the whole page however empty.
     fn write_node(
         &self,
         mtr: &mut Mtr<'s>,
@@ -536,16 +547,18 @@ impl<'s> Tree<'s> {
         level: u8,
         cells: &[Vec<u8>],
     ) -> Result<()> {
-        let id = mtr.id(h)?;
-        let mut buf = vec![0u8; self.page_size()];
-        node::init(&mut buf, level).map_err(self.ne(id))?;
-        for (i, c) in cells.iter().enumerate() {
-            if !node::insert_cell(&mut buf, i, c).map_err(self.ne(id))? {
-                return Err(self.corrupt(id.0, "split half does not fit a page"));
-            }
-        }
         mtr.apply(h, &Op::Init(PageType::BtreeNode))?;
-        mtr.apply(h, &Op::Image(buf.get(PAGE_HEADER..).unwrap_or_default()))
+        mtr.apply(h, &Op::NodeInit(level))?;
+        for (i, c) in cells.iter().enumerate() {
+            mtr.apply(
+                h,
+                &Op::NodeInsert {
+                    slot: i as u16,
+                    cell: c,
+                },
+            )?;
+        }
+        Ok(())
     }
 
     /// Delete `key`. Returns the commit LSN, or `None` if it was absent.

@@ -57,10 +57,6 @@ impl Lru {
         self.free.push(idx);
     }
 
-    pub(super) fn free_len(&self) -> usize {
-        self.free.len()
-    }
-
     fn which(&self, idx: u32) -> u8 {
         self.which.get(idx as usize).copied().unwrap_or(NONE)
     }

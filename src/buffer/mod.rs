@@ -60,6 +60,9 @@ use crate::{Error, Result};
 
 const NO_PAGE: u64 = u64::MAX;
 
+/// Dirty pages an eviction that found no clean victim writes at once.
+const LRU_FLUSH_BATCH: usize = 32;
+
 /// One shard of the page hash: page id -> frame index.
 type Shard = Mutex<HashMap<u64, u32>>;
 
@@ -106,7 +109,7 @@ struct PoolCounters {
     hits: Counter,
     misses: Counter,
     evictions: Counter,
-    single_flushes: Counter,
+    lru_flushes: Counter,
     flushed: Counter,
 }
 
@@ -125,8 +128,9 @@ pub struct PoolStats {
     pub evictions: u64,
     /// Dirty pages now.
     pub dirty: u64,
-    /// Pages written by an eviction that found no clean victim.
-    pub single_page_flushes: u64,
+    /// Pages written by evictions that found no clean victim (LRU
+    /// flushing, in batches from the cold end).
+    pub lru_flushes: u64,
     /// Pages written in total.
     pub pages_flushed: u64,
     /// Data-page file I/O.
@@ -509,8 +513,9 @@ impl BufferPool {
     /// A frame with no page: from the free list, or by evicting (B1),
     /// writing a dirty victim first when no clean one is found.
     fn free_frame(&self) -> Result<u32> {
+        let mut stuck_since = None;
         loop {
-            let mut dirty = None;
+            let mut dirty = Vec::new();
             {
                 let mut lru = self.lru.lock();
                 if let Some(idx) = lru.pop_free() {
@@ -526,7 +531,14 @@ impl BufferPool {
                         cur = next;
                         continue;
                     }
-                    if lru.is_old(cur) && f.accessed.swap(false, Ordering::Relaxed) {
+                    if !lru.is_old(cur) && !dirty.is_empty() {
+                        // Write cold dirty pages before touching the
+                        // young (hot) list.
+                        break;
+                    }
+                    // Second chance: an old page touched again moves to
+                    // the young head, a young one back to it.
+                    if f.accessed.swap(false, Ordering::Relaxed) {
                         lru.make_young(cur, |i| {
                             self.frame(i).accessed.store(false, Ordering::Relaxed)
                         });
@@ -534,7 +546,9 @@ impl BufferPool {
                         continue;
                     }
                     if f.oldest.load(Ordering::Acquire) != 0 {
-                        dirty.get_or_insert(cur);
+                        if dirty.len() < LRU_FLUSH_BATCH {
+                            dirty.push(cur);
+                        }
                         cur = next;
                         continue;
                     }
@@ -546,30 +560,27 @@ impl BufferPool {
                     cur = next;
                 }
             }
-            match dirty {
-                Some(idx) => {
-                    self.counters.single_flushes.incr();
-                    self.flush_frames(&[idx])?;
-                }
-                None => {
+            if !dirty.is_empty() {
+                // No clean victim: write a batch of dirty pages from the
+                // cold end (one doublewrite round for all).
+                self.counters.lru_flushes.add(dirty.len() as u64);
+                if self.flush_frames(&dirty, false)? == 0 {
                     std::thread::yield_now();
-                    // Every frame is pinned: the pool is too small for the
-                    // concurrent work. Try once more, then give up.
-                    let lru = self.lru.lock();
-                    if lru.free_len() == 0
-                        && self
-                            .frames
-                            .iter()
-                            .all(|f| f.pins.load(Ordering::Acquire) > 0)
-                    {
-                        return Err(Error::LimitExceeded {
-                            what: "pinned buffer-pool pages (pool too small for the concurrent work)",
-                            actual: self.frames.len() as u64,
-                            max: self.frames.len() as u64,
-                        });
-                    }
                 }
+                continue;
             }
+            // Every frame is pinned right now. Wait for one to be released;
+            // give up only if none is for a second (the pool is too small
+            // for the concurrent work).
+            let waited = stuck_since.get_or_insert_with(std::time::Instant::now);
+            if waited.elapsed() > std::time::Duration::from_secs(1) {
+                return Err(Error::LimitExceeded {
+                    what: "pinned buffer-pool pages (pool too small for the concurrent work)",
+                    actual: self.frames.len() as u64,
+                    max: self.frames.len() as u64,
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_micros(100));
         }
     }
 
@@ -613,47 +624,74 @@ impl BufferPool {
     }
 
     /// Write the dirty pages in frames `idxs` (one batch: one log wait,
-    /// one doublewrite write and sync, then the home writes). Returns the
-    /// number of pages written.
-    fn flush_frames(&self, idxs: &[u32]) -> Result<usize> {
+    /// one doublewrite write and sync, then the home writes). Each page is
+    /// copied under a shared latch and unpinned at once, so a batch never
+    /// holds frames while it waits for the disk. Returns pages written.
+    ///
+    /// With `wait` false a latched page is skipped instead of waited for:
+    /// an evicting thread may hold latches of its own, and waiting for a
+    /// page whose holder waits for one of them would deadlock.
+    fn flush_frames(&self, idxs: &[u32], wait: bool) -> Result<usize> {
         let mut batch: Vec<(u32, PageId, u64, AlignedBuf)> = Vec::with_capacity(idxs.len());
         for &idx in idxs {
             let Some(id) = self.pin_frame(idx) else {
                 continue;
             };
             let f = self.frame(idx);
-            let g = f.latch.read();
-            if g.id != id || g.state != State::Valid || f.oldest.load(Ordering::Acquire) == 0 {
-                drop(g);
-                self.unpin(idx);
-                continue;
+            let copy = {
+                let g = if wait {
+                    Some(f.latch.read())
+                } else {
+                    f.latch.try_read()
+                };
+                if let Some(g) = g.filter(|g| g.id == id)
+                    && g.state == State::Valid
+                    && g.state == State::Valid
+                    && f.oldest.load(Ordering::Acquire) != 0
+                {
+                    let mut copy = AlignedBuf::new(self.page_size);
+                    copy.copy_from_slice(&g.buf);
+                    Some(copy)
+                } else {
+                    None
+                }
+            };
+            self.unpin(idx);
+            if let Some(mut copy) = copy {
+                let lsn = page::lsn(&copy);
+                page::seal(&mut copy);
+                batch.push((idx, id, lsn, copy));
             }
-            let mut copy = AlignedBuf::new(self.page_size);
-            copy.copy_from_slice(&g.buf);
-            let lsn = page::lsn(&g.buf);
-            drop(g);
-            page::seal(&mut copy);
-            batch.push((idx, id, lsn, copy));
         }
-        let result = self.write_batch(&batch);
-        if result.is_ok() {
-            for (idx, id, lsn, _) in &batch {
-                let f = self.frame(*idx);
-                let g = f.latch.read();
-                // B3: clean only if nothing changed since the copy.
-                if g.id == *id && page::lsn(&g.buf) == *lsn {
+        self.write_batch(&batch)?;
+        for (_, id, lsn, _) in &batch {
+            // A dirty page is never evicted (B1), so it is still cached.
+            let Some(idx) = self.pin_cached(*id) else {
+                continue;
+            };
+            let f = self.frame(idx);
+            {
+                let g = if wait {
+                    Some(f.latch.read())
+                } else {
+                    f.latch.try_read()
+                };
+                // B3: clean only if nothing changed since the copy (a page
+                // we could not latch stays dirty and is written again).
+                if let Some(g) = g
+                    && g.id == *id
+                    && page::lsn(&g.buf) == *lsn
+                {
                     let old = f.oldest.swap(0, Ordering::AcqRel);
                     if old != 0 {
                         self.flush_list.lock().remove(&(old, id.0));
                     }
                 }
             }
-            self.counters.flushed.add(batch.len() as u64);
+            self.unpin(idx);
         }
-        for (idx, ..) in &batch {
-            self.unpin(*idx);
-        }
-        result.map(|()| batch.len())
+        self.counters.flushed.add(batch.len() as u64);
+        Ok(batch.len())
     }
 
     fn write_batch(&self, batch: &[(u32, PageId, u64, AlignedBuf)]) -> Result<()> {
@@ -693,7 +731,32 @@ impl BufferPool {
             .iter()
             .filter_map(|&id| self.shard(id).lock().get(&id).copied())
             .collect();
-        self.flush_frames(&idxs)
+        self.flush_frames(&idxs, true)
+    }
+
+    /// Write up to `max` dirty pages from the cold end of the LRU (the
+    /// cleaner calls this so evictions find clean victims). Returns pages
+    /// written.
+    pub fn flush_lru_tail(&self, max: usize) -> Result<usize> {
+        let mut dirty = Vec::new();
+        {
+            let lru = self.lru.lock();
+            let mut cur = lru.tail_for_eviction();
+            let mut steps = 0;
+            while cur != NIL && steps < max * 2 && dirty.len() < max && lru.is_old(cur) {
+                steps += 1;
+                let f = self.frame(cur);
+                if f.pins.load(Ordering::Acquire) == 0 && f.oldest.load(Ordering::Acquire) != 0 {
+                    dirty.push(cur);
+                }
+                cur = lru.prev_for_eviction(cur);
+            }
+        }
+        if dirty.is_empty() {
+            return Ok(0);
+        }
+        self.counters.lru_flushes.add(dirty.len() as u64);
+        self.flush_frames(&dirty, true)
     }
 
     /// Write every dirty page (in batches).
@@ -735,7 +798,7 @@ impl BufferPool {
             misses: self.counters.misses.get(),
             evictions: self.counters.evictions.get(),
             dirty: self.dirty_pages() as u64,
-            single_page_flushes: self.counters.single_flushes.get(),
+            lru_flushes: self.counters.lru_flushes.get(),
             pages_flushed: self.counters.flushed.get(),
             data_io: self.file.counters.snapshot(),
             doublewrite_io: self.doublewrite.as_ref().map(|d| d.counters.snapshot()),

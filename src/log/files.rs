@@ -264,6 +264,11 @@ impl LogFiles {
         out
     }
 
+    /// Number of files in the circle.
+    pub(crate) fn count(&self) -> usize {
+        self.files.len()
+    }
+
     /// Make the file `index` durable.
     pub(crate) fn sync(&self, index: usize) -> Result<()> {
         Ok(self.file(index)?.sync_data()?)

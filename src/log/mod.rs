@@ -285,6 +285,15 @@ impl Log {
             opts.buffer_size = fit;
             opts.validate_buffer(capacity)?;
         }
+        // Recovery I4: after a process crash the log's last records may sit
+        // only in the page cache, where a power loss would still take them.
+        // Make every file durable *before* the scan hands records over, so
+        // nothing the callback builds (pages written from replayed records)
+        // can outlive the records it came from, nor can the records
+        // appended after them.
+        for index in 0..files.count() {
+            files.sync(index)?;
+        }
         let outcome = recovery::scan(&files, slot.checkpoint_lsn.0, slot.epoch, &mut on_record)?;
         let epoch = slot.epoch.checked_add(1).ok_or(Error::LimitExceeded {
             what: "log epoch (opens of one log)",
@@ -297,14 +306,6 @@ impl Log {
             durable_lsn: Lsn(outcome.end),
             ..slot
         };
-        // Recovery I4: the records handed to the callback may sit only in
-        // the page cache (a process crash loses nothing there, a power loss
-        // would): make them durable before anything is built on them, so a
-        // later crash cannot take away a record that recovery already
-        // applied, nor the records appended after it.
-        for index in files.files_between(slot.checkpoint_lsn.0, outcome.end) {
-            files.sync(index)?;
-        }
         // Recovery I3: the new epoch is durable before any record carries it.
         files.write_slot(&new_slot)?;
         let report = RecoveryReport {

@@ -4,11 +4,12 @@
 //! 1. flushes, oldest first, every page whose oldest change is older than
 //!    half the log's capacity behind its end (age-driven flushing; when
 //!    the age passes 3/4 of capacity the round is counted as urgent);
-//! 2. flushes a batch when more than half of the pool is dirty (keeps
-//!    clean pages available for eviction);
-//! 3. otherwise trickles one small batch, so an idle database reaches a
+//! 2. flushes dirty pages at the cold end of the LRU, so evictions find
+//!    clean victims instead of writing pages themselves;
+//! 3. flushes a batch when more than half of the pool is dirty;
+//! 4. otherwise trickles one small batch, so an idle database reaches a
 //!    clean state and recovery stays short;
-//! 4. writes a checkpoint (store T2) at most once a second, or at once
+//! 5. writes a checkpoint (store T2) at most once a second, or at once
 //!    after urgent flushing.
 
 use std::sync::atomic::Ordering;
@@ -78,7 +79,15 @@ pub(super) fn flush_round(s: &Shared, force: bool) -> Result<bool> {
             break;
         }
     }
-    // 2. Dirty ratio, 3. trickle.
+    // 2. The cold end of the LRU: keep clean victims for evictions.
+    for _ in 0..8 {
+        let n = s.pool.flush_lru_tail(BATCH)?;
+        flushed += n;
+        if n < BATCH / 2 {
+            break;
+        }
+    }
+    // 3. Dirty ratio, 4. trickle.
     if s.pool.dirty_pages() > s.pool.frames() / 2 {
         s.pool.flush_oldest(BATCH * 4, u64::MAX)?;
     } else if flushed == 0 && s.pool.dirty_pages() > 0 {

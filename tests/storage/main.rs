@@ -2,6 +2,7 @@
 //! simulated disk, torn pages and the doublewrite area, small pools.
 
 mod common;
+mod concurrency;
 mod crash;
 mod model;
 mod pool;
