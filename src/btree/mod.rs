@@ -36,6 +36,7 @@
 //! * BT4. A non-root node below a quarter full after a delete merges with
 //!   a sibling under the same parent when both fit one page.
 
+mod bulk;
 mod cursor;
 pub mod node;
 mod overflow;

@@ -32,6 +32,15 @@
 //!   mini-transaction's lower-bound LSN, *before* its log record is
 //!   reserved (see `mtr` M2), so the flush list's minimum never passes a
 //!   change that is not yet on a page on disk.
+//! * B6. At most one copy of a page is being written at a time: the
+//!   frame's `flushing` flag is set from the copy until after the
+//!   clean-marking, and a flagged frame is never evicted, so the page
+//!   cannot move to another frame (and be flushed from there) while an
+//!   older copy is still on its way. Two copies in flight could land out
+//!   of order and leave a stale image under a page marked clean.
+//! * B7. Flushing never waits for a page latch (only tries): a flusher
+//!   holds `flushing` flags on dirty pages, which nobody can evict, and a
+//!   latch holder may be waiting for a free frame.
 //! * B5. Lock order: LRU mutex, then a hash shard, then a frame latch
 //!   (only `try_write` while holding the others); the flush-list mutex is
 //!   a leaf.
@@ -102,6 +111,8 @@ struct Frame {
     pins: AtomicU32,
     oldest: AtomicU64,
     accessed: AtomicBool,
+    /// Set while a copy of the page is on its way to disk (B6).
+    flushing: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -294,6 +305,7 @@ impl BufferPool {
                 pins: AtomicU32::new(0),
                 oldest: AtomicU64::new(0),
                 accessed: AtomicBool::new(false),
+                flushing: AtomicBool::new(false),
             })
             .collect();
         let nshards = (crate::stats::cores() * 8).next_power_of_two();
@@ -564,16 +576,17 @@ impl BufferPool {
                 // No clean victim: write a batch of dirty pages from the
                 // cold end (one doublewrite round for all).
                 self.counters.lru_flushes.add(dirty.len() as u64);
-                if self.flush_frames(&dirty, false)? == 0 {
-                    std::thread::yield_now();
+                if self.flush_frames(&dirty)? > 0 {
+                    stuck_since = None;
+                    continue;
                 }
-                continue;
             }
-            // Every frame is pinned right now. Wait for one to be released;
-            // give up only if none is for a second (the pool is too small
-            // for the concurrent work).
+            // Every frame is pinned, or dirty and latched or being written
+            // by someone else. Wait for one to come free; give up only if
+            // none does for seconds (the pool is too small for the
+            // concurrent work).
             let waited = stuck_since.get_or_insert_with(std::time::Instant::now);
-            if waited.elapsed() > std::time::Duration::from_secs(1) {
+            if waited.elapsed() > std::time::Duration::from_secs(5) {
                 return Err(Error::LimitExceeded {
                     what: "pinned buffer-pool pages (pool too small for the concurrent work)",
                     actual: self.frames.len() as u64,
@@ -595,6 +608,7 @@ impl BufferPool {
         if map.get(&id) != Some(&idx)
             || f.pins.load(Ordering::Acquire) != 0
             || f.oldest.load(Ordering::Acquire) != 0
+            || f.flushing.load(Ordering::Acquire)
         {
             return false;
         }
@@ -628,24 +642,25 @@ impl BufferPool {
     /// copied under a shared latch and unpinned at once, so a batch never
     /// holds frames while it waits for the disk. Returns pages written.
     ///
-    /// With `wait` false a latched page is skipped instead of waited for:
-    /// an evicting thread may hold latches of its own, and waiting for a
-    /// page whose holder waits for one of them would deadlock.
-    fn flush_frames(&self, idxs: &[u32], wait: bool) -> Result<usize> {
+    /// A page latched exclusively is skipped (B7), and one whose latch is
+    /// taken again before it can be marked clean stays dirty; a later
+    /// round writes it.
+    fn flush_frames(&self, idxs: &[u32]) -> Result<usize> {
         let mut batch: Vec<(u32, PageId, u64, AlignedBuf)> = Vec::with_capacity(idxs.len());
         for &idx in idxs {
             let Some(id) = self.pin_frame(idx) else {
                 continue;
             };
             let f = self.frame(idx);
+            if f.flushing.swap(true, Ordering::AcqRel) {
+                // Another flusher has it (B6).
+                self.unpin(idx);
+                continue;
+            }
             let copy = {
-                let g = if wait {
-                    Some(f.latch.read())
-                } else {
-                    f.latch.try_read()
-                };
+                // Never wait for a latch while holding flags (B7).
+                let g = f.latch.try_read();
                 if let Some(g) = g.filter(|g| g.id == id)
-                    && g.state == State::Valid
                     && g.state == State::Valid
                     && f.oldest.load(Ordering::Acquire) != 0
                 {
@@ -656,26 +671,22 @@ impl BufferPool {
                     None
                 }
             };
-            self.unpin(idx);
             if let Some(mut copy) = copy {
                 let lsn = page::lsn(&copy);
                 page::seal(&mut copy);
                 batch.push((idx, id, lsn, copy));
+            } else {
+                f.flushing.store(false, Ordering::Release);
             }
+            self.unpin(idx);
         }
-        self.write_batch(&batch)?;
-        for (_, id, lsn, _) in &batch {
-            // A dirty page is never evicted (B1), so it is still cached.
-            let Some(idx) = self.pin_cached(*id) else {
-                continue;
-            };
-            let f = self.frame(idx);
-            {
-                let g = if wait {
-                    Some(f.latch.read())
-                } else {
-                    f.latch.try_read()
-                };
+        let written = self.write_batch(&batch);
+        for (idx, id, lsn, _) in &batch {
+            let f = self.frame(*idx);
+            // The frame still holds the page: it is dirty and flagged, and
+            // neither kind of frame is evicted (B1, B6).
+            if written.is_ok() {
+                let g = f.latch.try_read();
                 // B3: clean only if nothing changed since the copy (a page
                 // we could not latch stays dirty and is written again).
                 if let Some(g) = g
@@ -688,8 +699,9 @@ impl BufferPool {
                     }
                 }
             }
-            self.unpin(idx);
+            f.flushing.store(false, Ordering::Release);
         }
+        written?;
         self.counters.flushed.add(batch.len() as u64);
         Ok(batch.len())
     }
@@ -731,7 +743,7 @@ impl BufferPool {
             .iter()
             .filter_map(|&id| self.shard(id).lock().get(&id).copied())
             .collect();
-        self.flush_frames(&idxs, true)
+        self.flush_frames(&idxs)
     }
 
     /// Write up to `max` dirty pages from the cold end of the LRU (the
@@ -756,7 +768,7 @@ impl BufferPool {
             return Ok(0);
         }
         self.counters.lru_flushes.add(dirty.len() as u64);
-        self.flush_frames(&dirty, true)
+        self.flush_frames(&dirty)
     }
 
     /// Write every dirty page (in batches).

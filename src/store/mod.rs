@@ -467,3 +467,130 @@ impl Drop for Store {
         }
     }
 }
+
+fn io_line(
+    f: &mut std::fmt::Formatter<'_>,
+    what: &str,
+    io: &crate::page::space::IoStats,
+) -> std::fmt::Result {
+    writeln!(
+        f,
+        "  {what}: {} writes, {} bytes (write p50 {:.1} us, p99 {:.1} us); {} syncs (p50 {:.1} us, p99 {:.1} us); {} reads",
+        io.writes,
+        io.write_bytes,
+        io.write_latency.p50 as f64 / 1e3,
+        io.write_latency.p99 as f64 / 1e3,
+        io.syncs,
+        io.sync_latency.p50 as f64 / 1e3,
+        io.sync_latency.p99 as f64 / 1e3,
+        io.reads
+    )
+}
+
+impl std::fmt::Display for StoreStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let p = &self.pool;
+        writeln!(
+            f,
+            "  buffer pool: {} frames of {} bytes ({:.1} MiB); hit ratio {:.2}% ({} hits, {} misses); {} dirty; {} evictions; {} pages written by LRU flushing, {} in all",
+            p.frames,
+            p.page_size,
+            (p.frames * p.page_size) as f64 / 1048576.0,
+            p.hit_ratio() * 100.0,
+            p.hits,
+            p.misses,
+            p.dirty,
+            p.evictions,
+            p.lru_flushes,
+            p.pages_flushed
+        )?;
+        writeln!(
+            f,
+            "  checkpoint age: {} bytes of {} bytes of log ({:.1}%); {} checkpoints; {} urgent flush rounds; {} writers throttled ({:.1} ms waiting)",
+            self.checkpoint_age,
+            self.log_capacity,
+            self.checkpoint_age as f64 * 100.0 / self.log_capacity.max(1) as f64,
+            self.checkpoints,
+            self.urgent_flushes,
+            self.throttled,
+            self.throttle_wait_ns as f64 / 1e6
+        )?;
+        io_line(f, "data pages", &p.data_io)?;
+        match &p.doublewrite_io {
+            Some(d) => io_line(f, "doublewrite", d)?,
+            None => writeln!(f, "  doublewrite: off")?,
+        }
+        if let Some(r) = &self.recovery {
+            writeln!(
+                f,
+                "  recovery at open: {} records replayed ({} page changes) from LSN {} to {} in {:.1} ms; {} pages repaired from the doublewrite area",
+                r.records_applied,
+                r.page_changes,
+                r.log.checkpoint_lsn,
+                r.log.end_lsn,
+                r.duration.as_secs_f64() * 1e3,
+                r.pages_repaired.len()
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// A read-only description of a store on disk (for `quill status`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StoreInfo {
+    /// Page size.
+    pub page_size: u64,
+    /// Pages in the tablespace (in use or free).
+    pub page_count: u64,
+    /// Pages on the free list.
+    pub free_pages: u64,
+    /// Tablespace file size in bytes.
+    pub file_bytes: u64,
+    /// Root slots that are set: (slot, page).
+    pub roots: Vec<(usize, u64)>,
+    /// Statistics of the last clean close, if saved.
+    pub last_close: Option<StoreStats>,
+}
+
+/// Describe the store in `dir` without changing it. The superblock is
+/// read as it is on disk (changes still only in the log are not seen).
+pub fn inspect(vfs: &dyn Vfs, dir: &Path) -> Result<StoreInfo> {
+    use crate::page::space::{SB_FREE_COUNT, SB_PAGE_COUNT, SB_PAGE_SIZE};
+    use crate::page::{get_u32, get_u64};
+    let path = dir.join(DATA_FILE);
+    if !vfs.exists(&path)? {
+        return Err(Error::NotFound { path });
+    }
+    // Check magic and version the way open does.
+    let data = DataFile::open(vfs, &path, false)?;
+    let mut sb = crate::io::AlignedBuf::new(data.page_size());
+    data.read_page(PageId(0), &mut sb)?;
+    let file_bytes = vfs
+        .open(&path, crate::io::OpenOptions::read_only())?
+        .size()?;
+    let roots = (0..ROOT_SLOTS)
+        .map(|i| (i, get_u64(&sb, SB_ROOTS + 8 * i)))
+        .filter(|&(_, p)| p != 0)
+        .collect();
+    let last_close = vfs
+        .open(
+            &dir.join(STORE_STATS_FILE),
+            crate::io::OpenOptions::read_only(),
+        )
+        .ok()
+        .and_then(|f| {
+            let n = f.size().ok()? as usize;
+            let mut buf = vec![0u8; n];
+            f.read_exact_at(&mut buf, 0).ok()?;
+            serde_json::from_slice(&buf).ok()
+        });
+    Ok(StoreInfo {
+        page_size: u64::from(get_u32(&sb, SB_PAGE_SIZE)),
+        page_count: get_u64(&sb, SB_PAGE_COUNT),
+        free_pages: get_u64(&sb, SB_FREE_COUNT),
+        file_bytes,
+        roots,
+        last_close,
+    })
+}

@@ -17,7 +17,8 @@ use crate::common::*;
 #[test]
 fn writers_and_readers_on_one_tree() {
     let fs = SimFs::new(21);
-    let store = Arc::new(create(&fs, opts(120)));
+    // 60 frames: evictions and LRU flushes race with every operation.
+    let store = Arc::new(create(&fs, opts(60)));
     let root = Tree::create(&store).unwrap().root();
     let stop = Arc::new(AtomicBool::new(false));
     let writers = 6u32;
@@ -97,6 +98,6 @@ fn writers_and_readers_on_one_tree() {
     assert_eq!(contents(&store, root), all);
     let store = Arc::into_inner(store).unwrap();
     store.close().unwrap();
-    let store = open(&fs, opts(120));
+    let store = open(&fs, opts(60));
     assert_eq!(contents(&store, root), all);
 }

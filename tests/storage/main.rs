@@ -5,4 +5,5 @@ mod common;
 mod concurrency;
 mod crash;
 mod model;
+mod open_errors;
 mod pool;

@@ -142,3 +142,57 @@ fn grow_and_shrink() {
     assert_eq!(c.height, 1, "merges collapse the tree to its root");
     store.close().unwrap();
 }
+
+/// Bulk build from a sorted stream equals the model, at every size
+/// (empty, one root leaf, several levels, overflow values), survives a
+/// crash once built, and the tree then takes ordinary changes.
+#[test]
+fn bulk_build_matches_model() {
+    for (n, seed) in [(0u64, 1u64), (1, 2), (30, 3), (3000, 4), (40_000, 5)] {
+        let fs = SimFs::new(seed);
+        let store = create(&fs, opts(256));
+        let model: BTreeMap<Vec<u8>, Vec<u8>> = (0..n)
+            .map(|i| {
+                let len = if i % 500 == 7 {
+                    5000
+                } else {
+                    (i % 150) as usize
+                };
+                ((i * 3).to_be_bytes().to_vec(), bytes(i, len))
+            })
+            .collect();
+        let t = Tree::bulk_build(&store, model.clone()).unwrap();
+        let root = t.root();
+        assert_eq!(contents(&store, root), model, "n={n}");
+        if n >= 3000 {
+            assert!(t.verify().unwrap().height >= 2);
+        }
+        store
+            .commit(store.log().end_lsn(), quill::Durability::Sync)
+            .unwrap();
+        let fs2 = fs.crash(quill::io::CrashMode::DropUnsynced);
+        drop(store);
+        let store = open(&fs2, opts(256));
+        assert_eq!(contents(&store, root), model, "n={n} after a crash");
+        let t = Tree::open(&store, root);
+        let mut m = model.clone();
+        for i in 0..200u64 {
+            let k = (i * 7 + 1).to_be_bytes().to_vec();
+            t.put(&k, b"x").unwrap();
+            m.insert(k, b"x".to_vec());
+        }
+        assert_eq!(contents(&store, root), m);
+        store.close().unwrap();
+    }
+}
+
+#[test]
+fn bulk_build_rejects_unsorted_input() {
+    let fs = SimFs::new(9);
+    let store = create(&fs, opts(64));
+    let input = vec![(b"b".to_vec(), vec![]), (b"a".to_vec(), vec![])];
+    assert!(matches!(
+        Tree::bulk_build(&store, input),
+        Err(quill::Error::InvalidArgument { .. })
+    ));
+}
