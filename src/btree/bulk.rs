@@ -9,7 +9,7 @@
 //! leaves the pages built so far unreachable; they are not reclaimed (a
 //! caller rebuilding the index starts over).
 
-use super::{Tree, node, overflow};
+use super::{Tree, node, overflow, short_separator};
 use crate::mtr::Op;
 use crate::page::{PageId, PageType};
 use crate::store::{Store, alloc_page};
@@ -143,13 +143,4 @@ impl<'s> Tree<'s> {
         mtr.commit()?;
         Ok(())
     }
-}
-
-/// The shortest prefix of `right` that is above `left` (`left < right`).
-fn short_separator(left: &[u8], right: &[u8]) -> Vec<u8> {
-    let common = left.iter().zip(right).take_while(|(a, b)| a == b).count();
-    right
-        .get(..(common + 1).min(right.len()))
-        .unwrap_or(right)
-        .to_vec()
 }

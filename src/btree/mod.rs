@@ -123,11 +123,13 @@ impl<'s> Tree<'s> {
     }
 
     /// Longest value accepted: its overflow chain must fit a quarter of
-    /// the buffer pool and half of one log record.
+    /// the buffer pool, and half of one log record less room for a split
+    /// cascade in the same mtr.
     pub fn max_value_len(&self) -> usize {
         let per = overflow::payload_per_page(self.page_size());
         let by_pool = per * (self.store.pool().frames() / 4).max(1);
-        let by_log = (self.store.log().max_record_bytes() / 2) as usize;
+        let by_log = ((self.store.log().max_record_bytes() / 2) as usize)
+            .saturating_sub(8 * self.page_size());
         by_pool.min(by_log).min(u32::MAX as usize)
     }
 
@@ -300,13 +302,19 @@ impl<'s> Tree<'s> {
     /// Latch the superblock, then descend with exclusive latches,
     /// releasing ancestors above each safe node. Returns the held path:
     /// (node, child index taken), the leaf last.
+    ///
+    /// `None` when the log is nearly full: the caller drops the mtr
+    /// (nothing changed yet) and starts over, which throttles (store T4).
     fn descend_x(
         &self,
         mtr: &mut Mtr<'s>,
         key: &[u8],
         intent: Intent,
-    ) -> Result<Vec<(PageHandle, usize)>> {
+    ) -> Result<Option<Vec<(PageHandle, usize)>>> {
         mtr.latch(PageId(0), Load::Verify)?; // store T3
+        if self.store.log_nearly_full() {
+            return Ok(None);
+        }
         let mut path: Vec<(PageHandle, usize)> = Vec::new();
         let mut id = self.root;
         let mut expect = None;
@@ -331,7 +339,7 @@ impl<'s> Tree<'s> {
             }
             let Some((i, child)) = next else {
                 path.push((h, 0));
-                return Ok(path);
+                return Ok(Some(path));
             };
             path.push((h, i));
             id = child;
@@ -358,27 +366,43 @@ impl<'s> Tree<'s> {
         }
     }
 
+    /// A fresh mtr with the superblock and the path for `key` latched
+    /// exclusively (see `descend_x`), throttling first as often as needed.
+    fn pessimistic(
+        &self,
+        key: &[u8],
+        intent: Intent,
+    ) -> Result<(Mtr<'s>, Vec<(PageHandle, usize)>)> {
+        loop {
+            let mut mtr = self.store.mtr()?;
+            if let Some(path) = self.descend_x(&mut mtr, key, intent)? {
+                return Ok((mtr, path));
+            }
+        }
+    }
+
     fn put_pessimistic(&self, key: &[u8], value: &[u8]) -> Result<Lsn> {
-        let mut mtr = self.store.mtr()?;
         let inline = value.len() <= self.max_inline_value();
         let leaf_need = if inline {
             node::leaf_inline_size(key.len(), value.len())
         } else {
             node::leaf_overflow_size(key.len())
         } + SLOT_SIZE;
-        let mut path = self.descend_x(&mut mtr, key, Intent::Insert { leaf_need })?;
+        let (mut mtr, mut path) = self.pessimistic(key, Intent::Insert { leaf_need })?;
         let depth = path.len() - 1;
         let (leaf, _) = *path
             .last()
             .ok_or_else(|| self.corrupt(self.root.0, "empty path"))?;
         let leaf_id = mtr.id(leaf)?;
         let found = node::search_leaf(mtr.page(leaf)?, key).map_err(self.ne(leaf_id))?;
+        // Latch (read) the old chain before the first change (mtr M4).
+        let mut old_chain = Vec::new();
         if let Ok(i) = found {
             let old = node::cell(mtr.page(leaf)?, i).map_err(self.ne(leaf_id))?;
             if let LeafValue::Overflow { len, first_page } =
                 node::decode_leaf(old).map_err(self.ne(leaf_id))?.value
             {
-                overflow::free(&mut mtr, first_page, len)?;
+                old_chain = overflow::latch_chain(&mut mtr, first_page, len)?;
             }
         }
         let cell = if inline {
@@ -388,6 +412,9 @@ impl<'s> Tree<'s> {
             node::encode_leaf_overflow(key, value.len() as u32, first.0)
                 .map_err(self.ne(leaf_id))?
         };
+        for h in old_chain {
+            free_page(&mut mtr, h)?;
+        }
         let pos = match found {
             Ok(i) => {
                 mtr.apply(leaf, &Op::NodeDelete(i as u16))?;
@@ -525,10 +552,7 @@ impl<'s> Tree<'s> {
                 Some(c) => node::decode_leaf(c).map_err(self.ne(id))?.key,
                 None => b"",
             };
-            // Shortest prefix of rk above lk (suffix truncation).
-            let common = lk.iter().zip(rk).take_while(|(a, b)| a == b).count();
-            let sep = rk.get(..(common + 1).min(rk.len())).unwrap_or(rk).to_vec();
-            return Ok((sep, right.to_vec()));
+            return Ok((short_separator(lk, rk), right.to_vec()));
         }
         let (rk, child) = node::decode_internal(first).map_err(self.ne(id))?;
         let mut cells = right.to_vec();
@@ -585,8 +609,7 @@ impl<'s> Tree<'s> {
                 return mtr.commit();
             }
         }
-        let mut mtr = self.store.mtr()?;
-        let path = self.descend_x(&mut mtr, key, Intent::Delete)?;
+        let (mut mtr, path) = self.pessimistic(key, Intent::Delete)?;
         let depth = path.len() - 1;
         let (leaf, _) = *path
             .last()
@@ -780,4 +803,15 @@ impl<'s> Tree<'s> {
         }
         Ok(height.unwrap_or(0) + 1)
     }
+}
+
+/// The shortest prefix of `right` that is above `left` (`left < right`):
+/// a separator for a leaf split (suffix truncation keeps internal nodes
+/// small).
+fn short_separator(left: &[u8], right: &[u8]) -> Vec<u8> {
+    let common = left.iter().zip(right).take_while(|(a, b)| a == b).count();
+    right
+        .get(..(common + 1).min(right.len()))
+        .unwrap_or(right)
+        .to_vec()
 }

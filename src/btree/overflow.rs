@@ -6,7 +6,7 @@
 //! mini-transaction; a chain belongs to exactly one leaf cell.
 
 use crate::buffer::{BufferPool, Load};
-use crate::mtr::{Mtr, Op};
+use crate::mtr::{Mtr, Op, PageHandle};
 use crate::page::{self, PAGE_HEADER, PageId, PageType, get_u32, get_u64};
 use crate::store::{alloc_page, free_page};
 use crate::{Error, Result};
@@ -90,10 +90,12 @@ pub fn read(pool: &BufferPool, first: u64, len: u32) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// Free every page of the chain starting at `first`.
-pub fn free(mtr: &mut Mtr<'_>, first: u64, len: u32) -> Result<()> {
+/// Latch every page of the chain starting at `first` (reading them), so
+/// that freeing them later does no I/O.
+pub fn latch_chain(mtr: &mut Mtr<'_>, first: u64, len: u32) -> Result<Vec<PageHandle>> {
     let n = pages_for(len as usize, mtr.pool().page_size());
     let mut at = first;
+    let mut out = Vec::with_capacity(n);
     for _ in 0..n {
         if at == 0 {
             return Err(corrupt(mtr.pool(), first, "overflow chain ends early"));
@@ -106,8 +108,16 @@ pub fn free(mtr: &mut Mtr<'_>, first: u64, len: u32) -> Result<()> {
             }
             get_u64(p, PAGE_HEADER)
         };
-        free_page(mtr, h)?;
+        out.push(h);
         at = next;
+    }
+    Ok(out)
+}
+
+/// Free every page of the chain starting at `first`.
+pub fn free(mtr: &mut Mtr<'_>, first: u64, len: u32) -> Result<()> {
+    for h in latch_chain(mtr, first, len)? {
+        free_page(mtr, h)?;
     }
     Ok(())
 }

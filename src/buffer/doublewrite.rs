@@ -16,6 +16,12 @@
 //! * D3. Only a home page that fails its checksum is replaced: a valid
 //!   home page is at least as new as anything recovery needs (redo brings
 //!   it forward).
+//! * D4. An image older than the log's checkpoint is never used: a home
+//!   write that may be torn belongs to a page that was dirty until the
+//!   write's batch synced, so the checkpoint cannot have passed its LSN.
+//!   Older images are leftovers (for instance from before doublewrite was
+//!   turned off), and copying one home would lose the changes between it
+//!   and the checkpoint.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -114,8 +120,9 @@ impl Doublewrite {
     }
 
     /// Repair torn home pages from the area (D3). Returns the ids of the
-    /// pages repaired; the data file is synced if any were.
-    pub fn repair(&self, data: &DataFile) -> Result<Vec<PageId>> {
+    /// pages repaired; the data file is synced if any were. Images older
+    /// than `checkpoint` are ignored (D4).
+    pub fn repair(&self, data: &DataFile, checkpoint: u64) -> Result<Vec<PageId>> {
         let _area = self.area.lock();
         let mut buf = AlignedBuf::new(SLOTS * self.page_size);
         self.file.read_exact_at(&mut buf, 0)?;
@@ -123,7 +130,9 @@ impl Doublewrite {
         let mut best: std::collections::BTreeMap<u64, &[u8]> = Default::default();
         for img in buf.chunks(self.page_size) {
             let id = page::id(img);
-            if page::verify(img, id, data.space_id()) != PageCheck::Valid {
+            if page::verify(img, id, data.space_id()) != PageCheck::Valid
+                || page::lsn(img) < checkpoint
+            {
                 continue;
             }
             let newer = best

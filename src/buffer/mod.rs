@@ -465,7 +465,8 @@ impl BufferPool {
                 return Ok(None);
             }
             map.insert(id.0, idx);
-            f.pins.store(1, Ordering::Release);
+            // A frame from the free list or an eviction has no pins (B1).
+            f.pins.fetch_add(1, Ordering::AcqRel);
             f.page.store(id.0, Ordering::Release);
         }
         g.id = id;
@@ -489,15 +490,16 @@ impl BufferPool {
                 }))
             }
             Err(e) => {
+                // Threads that found the frame in the hash meanwhile hold
+                // pins on it and will see `Failed`; the frame stays in the
+                // LRU without a page and is reused by eviction once they
+                // have let go (never straight from the free list, B1).
                 g.state = State::Failed;
                 g.id = PageId(NO_PAGE);
                 drop(g);
                 self.shard(id.0).lock().remove(&id.0);
                 f.page.store(NO_PAGE, Ordering::Release);
                 f.pins.fetch_sub(1, Ordering::AcqRel);
-                let mut lru = self.lru.lock();
-                lru.remove(idx);
-                lru.push_free(idx);
                 Err(e)
             }
         }
@@ -602,7 +604,8 @@ impl BufferPool {
         let f = self.frame(idx);
         let id = f.page.load(Ordering::Acquire);
         if id == NO_PAGE {
-            return true;
+            // A frame whose load failed: free once nobody holds it.
+            return f.pins.load(Ordering::Acquire) == 0 && f.latch.try_write().is_some();
         }
         let mut map = self.shard(id).lock();
         if map.get(&id) != Some(&idx)
@@ -681,6 +684,13 @@ impl BufferPool {
             self.unpin(idx);
         }
         let written = self.write_batch(&batch);
+        if let Err(e) = &written {
+            // A failed page write is never retried blindly: the state of
+            // the data file (and the doublewrite slots) is unknown.
+            if !matches!(e, Error::Poisoned { .. }) {
+                self.poison(&format!("a page write failed: {e}"));
+            }
+        }
         for (idx, id, lsn, _) in &batch {
             let f = self.frame(*idx);
             // The frame still holds the page: it is dirty and flagged, and

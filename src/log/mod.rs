@@ -510,6 +510,13 @@ pub struct LogInfo {
     pub last_close: Option<SavedStats>,
 }
 
+/// The checkpoint LSN of the log in `dir`, from its newest valid
+/// checkpoint slot, without scanning or changing anything.
+pub fn checkpoint_lsn_of(vfs: &dyn Vfs, dir: &Path) -> Result<Lsn> {
+    let (_, slot) = LogFiles::open(vfs, dir, false, false)?;
+    Ok(slot.checkpoint_lsn)
+}
+
 /// Describe the log in `dir` without changing it.
 pub fn inspect(vfs: &dyn Vfs, dir: &Path) -> Result<LogInfo> {
     let (files, slot) = LogFiles::open(vfs, dir, false, false)?;

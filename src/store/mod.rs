@@ -22,9 +22,14 @@
 //!   nothing never take it.
 //! * T4. Writers are throttled, before they latch anything, while the
 //!   checkpoint age is over 3/4 of the log's capacity; the page cleaner
-//!   then flushes urgently. A writer holding latches never waits for log
-//!   space that only the cleaner can free, except within the last quarter
-//!   of the log, which one mtr cannot fill (mtr records are bounded).
+//!   then flushes urgently. Structure changes (the only large mtrs: splits
+//!   and overflow values, at most an eighth of the log) check again after
+//!   latching the superblock, which serialises them, and back off to
+//!   throttle if needed; so past the limit at most one large mtr and the
+//!   small leaf-only ones of the other threads (a quarter page each) use
+//!   the last quarter of the log, and a writer holding latches does not
+//!   wait for log space that only the cleaner could free. A store refuses
+//!   a log whose records cannot hold 16 pages.
 
 mod alloc;
 mod cleaner;
@@ -205,15 +210,30 @@ impl Store {
         let data = DataFile::open(vfs.as_ref(), &dir.join(DATA_FILE), opts.direct_io)?;
         let page_size = data.page_size();
         let dw = Self::doublewrite(vfs.as_ref(), dir, &data, &opts)?;
+        let checkpoint = crate::log::checkpoint_lsn_of(vfs.as_ref(), &dir.join(LOG_DIR))?;
         let repaired = match &dw {
-            Some(dw) => dw.repair(&data)?,
+            Some(dw) => dw.repair(&data, checkpoint.0)?,
             None => Vec::new(),
         };
         if !repaired.is_empty() {
             tracing::warn!(pages = ?repaired, "repaired torn pages from the doublewrite area");
         }
-        // Doublewrite stays in use only if asked for.
-        let dw = if opts.doublewrite { dw } else { None };
+        // Doublewrite stays in use only if asked for; an area left from
+        // earlier runs is removed once it has served recovery, so its
+        // images can never be mistaken for current ones (D4).
+        let dw = if opts.doublewrite {
+            dw
+        } else {
+            if dw.is_some() {
+                drop(dw);
+                if !repaired.is_empty() {
+                    data.sync()?;
+                }
+                vfs.remove_file(&dir.join(DOUBLEWRITE_FILE))?;
+                vfs.sync_dir(dir)?;
+            }
+            None
+        };
         let pool = BufferPool::new(Arc::new(data), frames_for(opts.pool_bytes, page_size), dw);
         let mut applied = 0u64;
         let mut changes = 0u64;
@@ -256,6 +276,21 @@ impl Store {
         opts: StoreOptions,
         recovery: Option<StoreRecovery>,
     ) -> Result<Store> {
+        // One mtr (a split cascade, an overflow value) must fit one log
+        // record with room to spare, and the quarter of the log kept free
+        // by throttling (T4) must hold many of them.
+        let need = 16 * pool.page_size() as u64;
+        if log.max_record_bytes() < need {
+            return Err(Error::InvalidArgument {
+                what: "log size",
+                reason: format!(
+                    "a log of {} bytes is too small for {}-byte pages; give it at least {} bytes",
+                    log.capacity_bytes(),
+                    pool.page_size(),
+                    need * 4
+                ),
+            });
+        }
         let log = Arc::new(log);
         pool.set_log(log.clone());
         let shared = Arc::new(Shared {
@@ -352,6 +387,12 @@ impl Store {
         )
     }
 
+    /// Whether the checkpoint age is over the throttling limit (T4).
+    pub(crate) fn log_nearly_full(&self) -> bool {
+        let s = &self.shared;
+        s.log.end_lsn().0.saturating_sub(s.log.checkpoint_lsn().0) > s.log.capacity_bytes() / 4 * 3
+    }
+
     fn throttle(&self) -> Result<()> {
         let s = &self.shared;
         let limit = s.log.capacity_bytes() / 4 * 3;
@@ -393,6 +434,31 @@ impl Store {
     pub fn flush_all(&self) -> Result<Lsn> {
         self.shared.pool.flush_all()?;
         cleaner::checkpoint(&self.shared)
+    }
+
+    /// Read every page of the tablespace from disk (bypassing the pool)
+    /// and check it: each must be valid or never written. Returns the
+    /// number of pages checked; the first bad page is an error naming it.
+    /// Pages whose latest version is only in memory are checked as they
+    /// are on disk (an older, valid version).
+    pub fn scrub(&self) -> Result<u64> {
+        let count = {
+            let sb = self.shared.pool.fetch_read(PageId(0))?;
+            crate::page::get_u64(&sb, crate::page::space::SB_PAGE_COUNT)
+        };
+        let file = self.shared.pool.file();
+        let mut buf = crate::io::AlignedBuf::new(file.page_size());
+        for id in 0..count {
+            file.read_page(PageId(id), &mut buf)?;
+            if let crate::page::PageCheck::Corrupt(reason) = file.check(PageId(id), &buf)? {
+                return Err(Error::CorruptPage {
+                    file: file.path().to_path_buf(),
+                    page: id,
+                    reason,
+                });
+            }
+        }
+        Ok(count)
     }
 
     /// A snapshot of the store's state and counters.

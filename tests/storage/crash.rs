@@ -141,6 +141,11 @@ fn run(seed: u64, mode: CrashMode, doublewrite: bool, frames: u64, cycles: usize
             got.len(),
             ops.len()
         );
+        // Every page on disk passes its checks, before and after the
+        // recovered state is written out.
+        reopened.scrub().unwrap();
+        reopened.flush_all().unwrap();
+        reopened.scrub().unwrap();
         durable_state = got;
         store = Some(reopened);
     }

@@ -162,3 +162,96 @@ fn scan_does_not_flush_out_the_working_set() {
     let misses = store.stats().pool.misses - before;
     assert_eq!(misses, 0, "the scan evicted {misses} hot pages");
 }
+
+/// Doublewrite turned off after running with it on: the old area is
+/// removed at open, so a later torn page is reported, never "repaired"
+/// from a stale image.
+#[test]
+fn old_doublewrite_area_is_never_used_after_turning_it_off() {
+    let fs = SimFs::new(13);
+    let (store, root) = prepared(&fs, true);
+    let key = 150u32.to_be_bytes();
+    let leaf = leaf_of(&fs, &store, root, &key);
+    store.close().unwrap();
+    assert!(fs.current_bytes(&dir().join("doublewrite")).is_some());
+    let mut o = opts(400);
+    o.doublewrite = false;
+    let store = open(&fs, o.clone());
+    assert!(
+        fs.current_bytes(&dir().join("doublewrite")).is_none(),
+        "the unused area is removed"
+    );
+    let t = Tree::open(&store, root);
+    t.put(&key, b"newer").unwrap();
+    store.close().unwrap();
+    tear(&fs, leaf);
+    let store = open(&fs, o);
+    match Tree::open(&store, root).get(&key) {
+        Err(Error::CorruptPage { page, .. }) => assert_eq!(page, leaf.0),
+        other => panic!("expected a corrupt-page error, got {other:?}"),
+    }
+}
+
+/// Many threads reading a corrupt page at once all get the error, and no
+/// frame is lost to the failed loads (a small pool keeps working).
+#[test]
+fn failed_loads_do_not_leak_frames() {
+    let fs = SimFs::new(14);
+    let (store, root) = prepared(&fs, false);
+    let key = 150u32.to_be_bytes();
+    let leaf = leaf_of(&fs, &store, root, &key);
+    store.close().unwrap();
+    tear(&fs, leaf);
+    let mut o = opts(32);
+    o.doublewrite = false;
+    let store = std::sync::Arc::new(open(&fs, o));
+    let threads: Vec<_> = (0..6)
+        .map(|_| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let t = Tree::open(&store, root);
+                for _ in 0..200 {
+                    assert!(matches!(t.get(&key), Err(Error::CorruptPage { .. })));
+                }
+            })
+        })
+        .collect();
+    for h in threads {
+        h.join().unwrap();
+    }
+    // Every other key still reads through the 32-frame pool, many times.
+    let t = Tree::open(&store, root);
+    for round in 0..5 {
+        for i in (0..300u32).filter(|i| leaf_of(&fs, &store, root, &i.to_be_bytes()) != leaf) {
+            assert!(
+                t.get(&i.to_be_bytes()).unwrap().is_some(),
+                "round {round} key {i}"
+            );
+        }
+    }
+}
+
+/// A failed page write poisons the pool: later operations fail cleanly,
+/// and reopening recovers every acknowledged change.
+#[test]
+fn failed_page_write_poisons_until_reopen() {
+    let fs = SimFs::new(15);
+    let (store, root) = prepared(&fs, true);
+    let t = Tree::open(&store, root);
+    let lsn = t.put(b"acked", b"yes").unwrap();
+    store.commit(lsn, Durability::Sync).unwrap();
+    fs.fail_write_after(0, true);
+    assert!(store.flush_all().is_err());
+    assert!(
+        t.put(b"later", b"no").is_err(),
+        "writes fail after a failed page write"
+    );
+    let fs2 = fs.crash(CrashMode::DropUnsynced);
+    drop(store);
+    let mut o = opts(400);
+    o.cleaner = false;
+    let store = open(&fs2, o);
+    let t = Tree::open(&store, root);
+    assert_eq!(t.get(b"acked").unwrap().as_deref(), Some(&b"yes"[..]));
+    assert_eq!(t.verify().unwrap().entries, 301);
+}
