@@ -213,4 +213,76 @@ mod tests {
         l.remove(3);
         assert_eq!(l.lens().0 + l.lens().1, 7);
     }
+
+    /// Walk both lists and check links, lengths and membership (L1).
+    fn check(l: &Lru, model_listed: &std::collections::BTreeSet<u32>, frames: u32) {
+        let mut seen = std::collections::BTreeSet::new();
+        for (list, which) in [(&l.young, YOUNG), (&l.old, OLD)] {
+            let mut n = 0;
+            let mut prev = NIL;
+            let mut cur = list.head;
+            while cur != NIL {
+                assert_eq!(l.which(cur), which);
+                assert_eq!(l.link(cur).0, prev, "back link");
+                assert!(seen.insert(cur), "frame {cur} listed twice");
+                prev = cur;
+                cur = l.link(cur).1;
+                n += 1;
+            }
+            assert_eq!(list.tail, prev);
+            assert_eq!(list.len, n);
+        }
+        assert_eq!(&seen, model_listed);
+        for f in &l.free {
+            assert!(!seen.contains(f), "frame {f} both free and listed");
+        }
+        assert!(seen.len() + l.free.len() <= frames as usize);
+    }
+
+    proptest::proptest! {
+        /// Random list operations against a model of which frames are
+        /// listed: links, lengths, the young cap and the eviction walk
+        /// (every listed frame exactly once) always hold.
+        #[test]
+        fn lru_matches_model(ops in proptest::collection::vec((0u8..4, 0u32..16), 1..300)) {
+            let frames = 16u32;
+            let mut l = Lru::new(frames as usize);
+            let mut listed = std::collections::BTreeSet::new();
+            for (op, f) in ops {
+                match op {
+                    0 => {
+                        if let Some(i) = l.pop_free() {
+                            l.push_old(i);
+                            listed.insert(i);
+                        }
+                    }
+                    1 => {
+                        if listed.contains(&f) {
+                            l.make_young(f, |_| {});
+                            // The cap holds right after a promotion.
+                            let total = l.young.len + l.old.len;
+                            proptest::prop_assert!(l.young.len <= (total * 5 / 8).max(1));
+                        }
+                    }
+                    2 => {
+                        if listed.remove(&f) {
+                            l.remove(f);
+                            l.push_free(f);
+                        }
+                    }
+                    _ => {
+                        // An eviction walk sees every listed frame once.
+                        let mut walked = std::collections::BTreeSet::new();
+                        let mut c = l.tail_for_eviction();
+                        while c != NIL {
+                            proptest::prop_assert!(walked.insert(c));
+                            c = l.prev_for_eviction(c);
+                        }
+                        proptest::prop_assert_eq!(&walked, &listed);
+                    }
+                }
+                check(&l, &listed, frames);
+            }
+        }
+    }
 }
