@@ -5,6 +5,22 @@
 //! A database directory holds `data.qdb` (the tablespace), `doublewrite`
 //! (unless turned off) and `log/` (the redo log).
 //!
+//! ```no_run
+//! # fn main() -> quill::Result<()> {
+//! use std::sync::Arc;
+//! use quill::btree::Tree;
+//! use quill::store::{Store, StoreOptions};
+//! use quill::Durability;
+//! let vfs = Arc::new(quill::io::RealFs::new());
+//! let store = Store::create(vfs, "db".as_ref(), StoreOptions::default())?;
+//! let tree = Tree::create(&store)?; // named by tree.root() from now on
+//! let lsn = tree.put(b"key", b"value")?; // one mini-transaction
+//! store.commit(lsn, Durability::Sync)?; // durable when this returns
+//! assert_eq!(tree.get(b"key")?, Some(b"value".to_vec()));
+//! store.close()?;
+//! # Ok(()) }
+//! ```
+//!
 //! Invariants:
 //! * T1. Recovery order at open: repair torn pages from the doublewrite
 //!   area, then replay every mtr record after the checkpoint (mtr M3),
