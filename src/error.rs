@@ -15,6 +15,11 @@ pub enum Error {
     #[error(transparent)]
     Io(#[from] crate::io::IoError),
 
+    /// A value does not fit its column, or a key or row encoding is
+    /// malformed.
+    #[error(transparent)]
+    Catalog(#[from] crate::catalog::CatalogError),
+
     /// A file holds bytes that fail a checksum or a structural check.
     #[error("corrupt {}: at offset {offset}: {reason}", file.display())]
     Corrupt {

@@ -31,6 +31,7 @@
 pub mod bench;
 pub mod btree;
 pub mod buffer;
+pub mod catalog;
 mod error;
 pub mod io;
 pub mod log;
