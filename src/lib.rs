@@ -39,6 +39,7 @@ pub mod mtr;
 pub mod page;
 pub mod stats;
 pub mod store;
+pub mod txn;
 
 pub use error::{Error, Result};
 pub use log::{CommitMode, Durability, Log, LogOptions, Lsn};

@@ -1,0 +1,13 @@
+//! Transactions (issue 4). This first part is the transaction system's
+//! core: transaction ids, the registry of transactions that are not yet
+//! visible to others, and read views (MVCC snapshots).
+//!
+//! * [`registry`]: [`TrxRegistry`], ids and the slot array of
+//!   not-yet-visible transactions, scanned without any lock.
+//! * [`view`]: [`ReadView`] and its visibility rule.
+
+pub mod registry;
+pub mod view;
+
+pub use registry::{TrxId, TrxRegistry, TrxSlot};
+pub use view::ReadView;
