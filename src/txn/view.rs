@@ -82,11 +82,11 @@ mod tests {
                         }
                     }
                     Step::Visible(k) => {
-                        if let Some((id, slot)) = slots.get_mut(*k) {
-                            if let Some(slot) = slot.take() {
-                                slot.release();
-                                visible_at.insert(*id, n);
-                            }
+                        if let Some((id, slot)) = slots.get_mut(*k)
+                            && let Some(slot) = slot.take()
+                        {
+                            slot.release();
+                            visible_at.insert(*id, n);
                         }
                     }
                     Step::View(k) => {
