@@ -15,6 +15,24 @@ pub enum Error {
     #[error(transparent)]
     Io(#[from] crate::io::IoError),
 
+    /// The transaction was chosen as the victim of a deadlock; it should
+    /// roll back and retry.
+    #[error("deadlock: transaction {trx} was chosen as the victim; roll back and retry")]
+    Deadlock {
+        /// The victim.
+        trx: u64,
+    },
+
+    /// A row lock was not granted within the lock-wait timeout; the
+    /// transaction may retry the statement or roll back.
+    #[error("lock wait timeout: transaction {trx} waited {waited_ms} ms for a row lock")]
+    LockTimeout {
+        /// The waiting transaction.
+        trx: u64,
+        /// How long it waited.
+        waited_ms: u64,
+    },
+
     /// A value does not fit its column, or a key or row encoding is
     /// malformed.
     #[error(transparent)]
@@ -128,6 +146,12 @@ impl Error {
             offset,
             reason: reason.into(),
         }
+    }
+
+    /// True for errors after which retrying the transaction may succeed
+    /// (deadlock victim, lock-wait timeout).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Deadlock { .. } | Error::LockTimeout { .. })
     }
 
     /// True for errors a caller may retry after reopening (I/O failures and

@@ -5,9 +5,13 @@
 //! * [`registry`]: [`TrxRegistry`], ids and the slot array of
 //!   not-yet-visible transactions, scanned without any lock.
 //! * [`view`]: [`ReadView`] and its visibility rule.
+//! * [`lock`]: [`LockTable`], row locks with deadlock detection and a
+//!   lock-wait timeout.
 
+pub mod lock;
 pub mod registry;
 pub mod view;
 
+pub use lock::{LockMode, LockStats, LockTable};
 pub use registry::{TrxId, TrxRegistry, TrxSlot};
 pub use view::ReadView;
