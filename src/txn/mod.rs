@@ -5,13 +5,17 @@
 //! * [`registry`]: [`TrxRegistry`], ids and the slot array of
 //!   not-yet-visible transactions, scanned without any lock.
 //! * [`view`]: [`ReadView`] and its visibility rule.
+//! * [`undo`]: the clustered record header ([`RecHeader`]) and undo
+//!   records ([`UndoRecord`]), the formats rollback and MVCC read.
 //! * [`lock`]: [`LockTable`], row locks with deadlock detection and a
 //!   lock-wait timeout.
 
 pub mod lock;
 pub mod registry;
+pub mod undo;
 pub mod view;
 
 pub use lock::{LockMode, LockStats, LockTable};
 pub use registry::{TrxId, TrxRegistry, TrxSlot};
+pub use undo::{RecHeader, RollPtr, UndoKind, UndoRecord};
 pub use view::ReadView;
