@@ -1,15 +1,17 @@
-//! The catalog's pure building blocks: column types and values, the
-//! order-preserving key encoding that B+tree keys are made of, and the
-//! compact row format stored in a table's clustered index.
+//! The catalog: column types and values, the order-preserving key
+//! encoding that B+tree keys are made of, the compact row format stored in
+//! a table's clustered index, and the durable catalog of table schemas.
 //!
-//! Nothing here touches pages or the log: these are functions from values
-//! to bytes and back, which the table layer (clustered and secondary
-//! indexes, the catalog's own tables) builds on.
+//! Apart from [`schema::Catalog`], nothing here touches pages or the log:
+//! these are functions from values to bytes and back, which the table
+//! layer (clustered and secondary indexes) builds on.
 //!
 //! * [`types`]: [`ColumnType`], [`Value`], [`Column`], [`check_value`] and
 //!   the error type [`CatalogError`].
 //! * [`keycode`]: [`encode_key`] / [`decode_key`], a memcmp-ordered,
 //!   self-delimiting encoding of value tuples, used for index keys.
+//! * [`schema`]: table definitions and the [`schema::Catalog`] that
+//!   stores them durably in a B+tree (root slot 0), loaded at open.
 //! * [`row`]: [`encode_row`] / [`decode_row`], the versioned row format
 //!   (null bitmap, fixed-size fields, length-prefixed variable fields).
 //!
@@ -42,6 +44,7 @@
 
 pub mod keycode;
 pub mod row;
+pub mod schema;
 pub mod types;
 
 pub use keycode::{decode_key, encode_key};
