@@ -18,10 +18,8 @@ ROUNDS=${ROUNDS:-5}
 mkdir -p "$OUT"
 cargo build --release --quiet
 Q=./target/release/quill
-# CPU time the hypervisor gave to other guests (the "steal" column of
-# /proc/stat, in ticks of 1/100 s), recorded so that a noisy run says so.
-steal() { awk '/^cpu /{print $9}' /proc/stat; }
-STEAL0=$(steal); T0=$(date +%s)
+. bench/host.sh
+host_start
 set -x
 $Q bench fsync --dir "$DIR" --iterations 1000 --rounds 3 --buffered --json "$OUT/fsync.json"
 for i in $(seq 1 "$ROUNDS"); do
@@ -36,7 +34,5 @@ $Q bench commit --dir "$DIR" --clients 1,4,16,64,256 --mode leader,flusher,naive
   --seconds "$S" --repeat 2 --json "$OUT/slow.json"
 $Q bench commit --dir "$DIR" --clients 1,16,64 --durability write,lazy --seconds "$S" --json "$OUT/durability.json"
 set +x
-STEAL1=$(steal); T1=$(date +%s)
-printf '{"seconds": %d, "steal_ticks": %d, "cpus": %d}\n' $((T1 - T0)) $((STEAL1 - STEAL0)) "$(nproc)" > "$OUT/host.json"
-echo "host: $((STEAL1 - STEAL0)) ticks of CPU steal over $((T1 - T0)) s on $(nproc) CPUs"
+host_end "$OUT"
 python3 bench/check_commit.py "$OUT"

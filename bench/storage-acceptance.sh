@@ -15,8 +15,8 @@ TORTURE=${TORTURE_SECONDS:-600}
 mkdir -p "$OUT"
 cargo build --release --quiet
 Q=./target/release/quill
-steal() { awk '/^cpu /{print $9}' /proc/stat; }
-STEAL0=$(steal); T0=$(date +%s)
+. bench/host.sh
+host_start
 set -x
 # 1M rows in key order, 120-byte values, a durable commit per 100 rows.
 $Q bench storage --dir "$DIR/bench-storage" --workload inorder --rows 1000000 --json "$OUT/inorder.json"
@@ -30,6 +30,5 @@ $Q bench storage --dir "$DIR/bench-storage" --workload stall --stall-seconds "$S
 $Q torture --dir "$DIR/torture" --seconds "$TORTURE" --seed 20261122 > "$OUT/torture.txt"
 tail -1 "$OUT/torture.txt"
 set +x
-STEAL1=$(steal); T1=$(date +%s)
-printf '{"seconds": %d, "steal_ticks": %d, "cpus": %d}\n' $((T1 - T0)) $((STEAL1 - STEAL0)) "$(nproc)" > "$OUT/host.json"
+host_end "$OUT"
 python3 bench/check_storage.py "$OUT"

@@ -42,6 +42,19 @@ pub enum Workload {
     Stall,
 }
 
+impl Workload {
+    /// The lower-case name used on the command line, in directory names
+    /// and in tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Inorder => "inorder",
+            Workload::Random => "random",
+            Workload::Recovery => "recovery",
+            Workload::Stall => "stall",
+        }
+    }
+}
+
 impl std::str::FromStr for Workload {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
@@ -179,7 +192,7 @@ pub struct RecoveryFigures {
 }
 
 fn fresh_dir(cfg: &StorageConfig, w: Workload) -> Result<PathBuf> {
-    let dir = cfg.dir.join(format!("{w:?}").to_lowercase());
+    let dir = cfg.dir.join(w.name());
     let vfs = RealFs::new();
     vfs.remove_dir_all(&dir)?;
     Ok(dir)
@@ -278,7 +291,7 @@ fn finish_row(
     let before_close = store.stats();
     store.close()?;
     // Close flushed the rest; the saved statistics include it.
-    let stats = read_saved(&cfg.dir.join(format!("{w:?}").to_lowercase())).unwrap_or(before_close);
+    let stats = read_saved(&cfg.dir.join(w.name())).unwrap_or(before_close);
     let end = counts(&stats);
     let r = rows.max(1) as f64;
     Ok(StorageRow {
@@ -491,7 +504,7 @@ pub fn table_header() -> String {
 pub fn table_line(r: &StorageRow) -> String {
     let mut s = format!(
         "{:<9} {:>9} {:>10.0} {:>9.2} {:>9.1} {:>9.1} {:>9.3} {:>9.0} {:>9.0} {:>9.0} {:>8} {:>8}",
-        format!("{:?}", r.workload).to_lowercase(),
+        r.workload.name(),
         r.rows,
         r.rows_per_s,
         r.page_writes_per_1000_rows,

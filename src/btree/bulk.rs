@@ -10,8 +10,7 @@
 //! caller rebuilding the index starts over).
 
 use super::{Tree, node, overflow, short_separator};
-use crate::mtr::Op;
-use crate::page::{PageId, PageType};
+use crate::page::PageId;
 use crate::store::{Store, alloc_page};
 use crate::{Error, Result};
 
@@ -129,17 +128,7 @@ impl<'s> Tree<'s> {
     fn write_root(&self, level: u8, cells: &[Vec<u8>]) -> Result<()> {
         let mut mtr = self.store.mtr()?;
         let h = mtr.latch(self.root, crate::buffer::Load::Verify)?;
-        mtr.apply(h, &Op::Init(PageType::BtreeNode))?;
-        mtr.apply(h, &Op::NodeInit(level))?;
-        for (i, c) in cells.iter().enumerate() {
-            mtr.apply(
-                h,
-                &Op::NodeInsert {
-                    slot: i as u16,
-                    cell: c,
-                },
-            )?;
-        }
+        self.write_node(&mut mtr, h, level, cells)?;
         mtr.commit()?;
         Ok(())
     }

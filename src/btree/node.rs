@@ -65,7 +65,7 @@
 use std::cmp::Ordering;
 
 /// Bytes of the common page header, owned by the page module.
-pub const PAGE_HEADER: usize = 48;
+pub use crate::page::PAGE_HEADER;
 /// End of the node header; the slot array starts here.
 pub const NODE_HEADER_END: usize = 80;
 /// Bytes of a leaf cell before its key: `klen u16 | vkind u8 | vlen u32`.
@@ -87,10 +87,6 @@ const OFF_GARBAGE: usize = 56;
 const OFF_LEFT: usize = 60;
 const OFF_RIGHT: usize = 68;
 const OFF_RESERVED: usize = 76;
-/// Smallest page length accepted (same rule as the page module).
-const MIN_PAGE_LEN: usize = 4096;
-/// Largest page length accepted; every cell offset then fits a u16.
-const MAX_PAGE_LEN: usize = 65536;
 /// Bytes of an overflow leaf cell's value part (the first page id).
 const OVERFLOW_REF: usize = 8;
 
@@ -195,11 +191,13 @@ fn slot_pos(i: usize) -> usize {
 }
 
 fn check_page_len(len: usize) -> Result<(), NodeError> {
-    if len.is_power_of_two() && (MIN_PAGE_LEN..=MAX_PAGE_LEN).contains(&len) {
+    if crate::page::valid_page_size(len) {
         Ok(())
     } else {
         Err(invalid(format!(
-            "page length {len} is not a power of two from {MIN_PAGE_LEN} to {MAX_PAGE_LEN}"
+            "page length {len} is not a power of two from {} to {}",
+            crate::page::MIN_PAGE_SIZE,
+            crate::page::MAX_PAGE_SIZE
         )))
     }
 }

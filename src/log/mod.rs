@@ -380,6 +380,18 @@ impl Log {
         Lsn(self.core.durable_boundary.load(Ordering::Acquire))
     }
 
+    /// Bytes of log in use: from the last checkpoint's block to the end.
+    /// Appends wait when this reaches [`Log::capacity_bytes`]. Lock-free
+    /// (two atomic loads), for callers that check it on every change.
+    pub fn used_bytes(&self) -> u64 {
+        let c = &self.core;
+        let floor = c
+            .capacity_limit
+            .load(Ordering::Acquire)
+            .saturating_sub(c.capacity);
+        c.reserved.load(Ordering::Acquire).saturating_sub(floor)
+    }
+
     /// The LSN of the last checkpoint.
     pub fn checkpoint_lsn(&self) -> Lsn {
         self.core.checkpoint.lock().slot.checkpoint_lsn

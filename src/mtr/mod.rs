@@ -70,7 +70,6 @@ pub struct Mtr<'a> {
     log: &'a Log,
     space_id: u64,
     held: Vec<Held<'a>>,
-    by_id: HashMap<PageId, usize>,
     redo: Vec<u8>,
 }
 
@@ -82,7 +81,6 @@ impl<'a> Mtr<'a> {
             log,
             space_id: pool.file().space_id(),
             held: Vec::new(),
-            by_id: HashMap::new(),
             redo: Vec::new(),
         }
     }
@@ -95,10 +93,8 @@ impl<'a> Mtr<'a> {
     /// Latch page `id` exclusively for this mtr (or return the handle it
     /// already has).
     pub fn latch(&mut self, id: PageId, how: Load) -> Result<PageHandle> {
-        if let Some(&i) = self.by_id.get(&id)
-            && self.held.get(i).is_some_and(|h| h.page.is_some())
-        {
-            return Ok(PageHandle(i));
+        if let Some(h) = self.handle_of(id) {
+            return Ok(h);
         }
         let w = self.pool.fetch_write(id, how)?;
         Ok(self.adopt(w))
@@ -106,23 +102,20 @@ impl<'a> Mtr<'a> {
 
     /// Take over a page the caller latched exclusively.
     pub fn adopt(&mut self, w: PageWrite<'a>) -> PageHandle {
-        let id = w.id();
-        let i = self.held.len();
         self.held.push(Held {
             page: Some(w),
             modified: false,
         });
-        self.by_id.insert(id, i);
-        PageHandle(i)
+        PageHandle(self.held.len() - 1)
     }
 
-    /// The handle of `id` if this mtr holds it.
+    /// The handle of `id` if this mtr holds it (an mtr holds a handful of
+    /// pages, so a scan beats a map it would have to allocate).
     pub fn handle_of(&self, id: PageId) -> Option<PageHandle> {
-        let &i = self.by_id.get(&id)?;
         self.held
-            .get(i)
-            .and_then(|h| h.page.as_ref())
-            .map(|_| PageHandle(i))
+            .iter()
+            .position(|h| h.page.as_ref().is_some_and(|p| p.id() == id))
+            .map(PageHandle)
     }
 
     fn held(&self, h: PageHandle) -> Result<&PageWrite<'a>> {
@@ -163,9 +156,7 @@ impl<'a> Mtr<'a> {
                 reason: "a changed page must stay latched until commit (M1)".into(),
             });
         }
-        if let Some(p) = held.page.take() {
-            self.by_id.remove(&p.id());
-        }
+        held.page = None;
         Ok(())
     }
 

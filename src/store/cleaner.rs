@@ -60,8 +60,7 @@ pub(super) fn run(s: &Shared) {
 pub(super) fn flush_round(s: &Shared, force: bool) -> Result<bool> {
     let cap = s.log.capacity_bytes();
     let end = s.log.end_lsn().0;
-    let age = end.saturating_sub(s.log.checkpoint_lsn().0);
-    let urgent = force || age > cap / 4 * 3;
+    let urgent = force || s.log.used_bytes() > cap / 4 * 3;
     if urgent {
         s.counters.urgent_flushes.incr();
     }

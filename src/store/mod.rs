@@ -37,7 +37,8 @@
 //!   down) holds everywhere. Operations that change one leaf and allocate
 //!   nothing never take it.
 //! * T4. Writers are throttled, before they latch anything, while the
-//!   checkpoint age is over 3/4 of the log's capacity; the page cleaner
+//!   log's used space (checkpoint to end, `Log::used_bytes`) is over 3/4
+//!   of its capacity; the page cleaner
 //!   then flushes urgently. Structure changes (the only large mtrs: splits
 //!   and overflow values, at most an eighth of the log) check again after
 //!   latching the superblock, which serialises them, and back off to
@@ -404,21 +405,20 @@ impl Store {
     }
 
     /// Whether the checkpoint age is over the throttling limit (T4).
+    /// Checked on every mtr, so lock-free (`Log::used_bytes`).
     pub(crate) fn log_nearly_full(&self) -> bool {
-        let s = &self.shared;
-        s.log.end_lsn().0.saturating_sub(s.log.checkpoint_lsn().0) > s.log.capacity_bytes() / 4 * 3
+        let log = &self.shared.log;
+        log.used_bytes() > log.capacity_bytes() / 4 * 3
     }
 
     fn throttle(&self) -> Result<()> {
-        let s = &self.shared;
-        let limit = s.log.capacity_bytes() / 4 * 3;
-        let age = |s: &Shared| s.log.end_lsn().0.saturating_sub(s.log.checkpoint_lsn().0);
-        if age(s) <= limit {
+        if !self.log_nearly_full() {
             return Ok(());
         }
+        let s = &self.shared;
         let t = Instant::now();
         s.counters.throttled.incr();
-        while age(s) > limit {
+        while self.log_nearly_full() {
             if s.log.is_failed() {
                 return Err(Error::Poisoned {
                     cause: "the redo log failed".into(),

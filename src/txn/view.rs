@@ -160,7 +160,12 @@ mod tests {
                 assert!(v.sees(before), "released trx {before} not seen");
             }
             // ...and nothing that begins after the view.
-            assert!(!v.sees(reg.next_id()));
+            let later = reg.begin().unwrap();
+            assert!(
+                !v.sees(later.id()),
+                "trx {} began after the view",
+                later.id()
+            );
         }
         stop.store(true, Ordering::Release);
         for h in hs {

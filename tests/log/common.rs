@@ -48,18 +48,10 @@ pub fn open_collect(
     Ok((log, recs, report))
 }
 
-/// Deterministic payload bytes for record `i` of length `len`.
-pub fn payload(i: u64, len: usize) -> Vec<u8> {
-    let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
+#[path = "../support/testdata.rs"]
+mod testdata;
+/// Deterministic bytes for item `i` of length `len`.
+pub use testdata::bytes as payload;
 
 /// A thread that checkpoints at the durable LSN whenever more than `frac`
 /// of the log is in use, checking every `every`, until the returned flag is

@@ -30,18 +30,10 @@ pub fn opts(frames: u64) -> StoreOptions {
     }
 }
 
-/// Deterministic bytes for key/value `i` of length `len`.
-pub fn bytes(i: u64, len: usize) -> Vec<u8> {
-    let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
+#[path = "../support/testdata.rs"]
+mod testdata;
+/// Deterministic bytes for item `i` of length `len`.
+pub use testdata::bytes;
 
 /// Everything in the tree, in order, checked against a forward and a
 /// backward scan and the structural verify.

@@ -518,7 +518,7 @@ fn bench_storage(a: StorageArgs) -> Result<()> {
     let pb = progress(1000, "permille");
     let current = std::cell::RefCell::new(String::new());
     let tick = |w: bench::storage::Workload, f: f64| {
-        let name = format!("{w:?}").to_lowercase();
+        let name = w.name().to_string();
         if *current.borrow() != name {
             pb.set_position(0);
             pb.set_message(name.clone());
