@@ -33,6 +33,25 @@ pub enum Error {
         waited_ms: u64,
     },
 
+    /// Under REPEATABLE READ, a row this transaction writes was changed by
+    /// a transaction its snapshot does not see. The transaction was rolled
+    /// back; retry it.
+    #[error("serialization failure: transaction {trx} tried to change a row changed after its snapshot; it was rolled back, retry it")]
+    Serialization {
+        /// The failed transaction.
+        trx: u64,
+    },
+
+    /// An insert or update would give two rows the same primary key or
+    /// the same key of a unique index. The statement had no effect.
+    #[error("duplicate key in table {table}, index {index}")]
+    DuplicateKey {
+        /// The table.
+        table: String,
+        /// The index (`PRIMARY` for the primary key).
+        index: String,
+    },
+
     /// A value does not fit its column, or a key or row encoding is
     /// malformed.
     #[error(transparent)]
@@ -149,9 +168,12 @@ impl Error {
     }
 
     /// True for errors after which retrying the transaction may succeed
-    /// (deadlock victim, lock-wait timeout).
+    /// (deadlock victim, lock-wait timeout, serialization failure).
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Deadlock { .. } | Error::LockTimeout { .. })
+        matches!(
+            self,
+            Error::Deadlock { .. } | Error::LockTimeout { .. } | Error::Serialization { .. }
+        )
     }
 
     /// True for errors a caller may retry after reopening (I/O failures and

@@ -32,6 +32,7 @@ pub mod bench;
 pub mod btree;
 pub mod buffer;
 pub mod catalog;
+pub mod db;
 mod error;
 pub mod io;
 pub mod log;
@@ -41,5 +42,6 @@ pub mod stats;
 pub mod store;
 pub mod txn;
 
+pub use db::{Db, Isolation, Options, Table, Txn, TxnOptions};
 pub use error::{Error, Result};
 pub use log::{CommitMode, Durability, Log, LogOptions, Lsn};

@@ -35,6 +35,8 @@ use crate::{Error, Result};
 pub const CATALOG_ROOT_SLOT: usize = 0;
 /// Schema format version.
 pub const SCHEMA_VERSION: u32 = 1;
+/// Most secondary indexes on one table.
+pub const MAX_INDEXES: usize = 64;
 
 /// A secondary index.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,6 +117,18 @@ impl TableDef {
                 )));
             }
         }
+        let mut pk = self.primary_key.clone();
+        pk.sort_unstable();
+        pk.dedup();
+        if pk.len() != self.primary_key.len() {
+            return Err(invalid("a primary key column is repeated".to_string()));
+        }
+        if self.indexes.len() > MAX_INDEXES {
+            return Err(invalid(format!(
+                "{} secondary indexes; at most {MAX_INDEXES}",
+                self.indexes.len()
+            )));
+        }
         let mut inames = std::collections::HashSet::new();
         for ix in &self.indexes {
             if ix.name.is_empty() || !inames.insert(ix.name.as_str()) {
@@ -150,15 +164,15 @@ impl TableDef {
 
 /// The catalog of one store.
 #[derive(Debug)]
-pub struct Catalog<'s> {
-    store: &'s Store,
-    tree: Tree<'s>,
+pub struct Catalog {
+    root: PageId,
     tables: Mutex<BTreeMap<String, Arc<TableSchema>>>,
 }
 
-impl<'s> Catalog<'s> {
-    /// Open the catalog of `store`, creating its tree on first use.
-    pub fn open(store: &'s Store) -> Result<Catalog<'s>> {
+impl Catalog {
+    /// Open the catalog of `store`, creating its tree on first use. Every
+    /// later call must pass the same store.
+    pub fn open(store: &Store) -> Result<Catalog> {
         let root = match store.root(CATALOG_ROOT_SLOT)? {
             PageId(0) => {
                 let t = Tree::create(store)?;
@@ -190,8 +204,7 @@ impl<'s> Catalog<'s> {
             tables.insert(schema.def.name.clone(), Arc::new(schema));
         }
         Ok(Catalog {
-            store,
-            tree,
+            root,
             tables: Mutex::new(tables),
         })
     }
@@ -207,17 +220,17 @@ impl<'s> Catalog<'s> {
     }
 
     /// Create a table (C1, C2, C3); durable when this returns.
-    pub fn create_table(&self, def: TableDef) -> Result<Arc<TableSchema>> {
+    pub fn create_table(&self, store: &Store, def: TableDef) -> Result<Arc<TableSchema>> {
         def.validate()?;
         let mut tables = self.tables.lock();
         if tables.contains_key(&def.name) {
             return Err(invalid(format!("table {} already exists", def.name)));
         }
         let id = tables.values().map(|t| t.id).max().unwrap_or(0) + 1;
-        let clustered_root = Tree::create(self.store)?.root().0;
+        let clustered_root = Tree::create(store)?.root().0;
         let mut index_roots = Vec::with_capacity(def.indexes.len());
         for _ in &def.indexes {
-            index_roots.push(Tree::create(self.store)?.root().0);
+            index_roots.push(Tree::create(store)?.root().0);
         }
         let schema = TableSchema {
             version: SCHEMA_VERSION,
@@ -226,18 +239,48 @@ impl<'s> Catalog<'s> {
             clustered_root,
             index_roots,
         };
-        let json = serde_json::to_vec(&schema).map_err(|e| invalid(e.to_string()))?;
-        if json.len() > self.tree.max_value_len() {
+        let schema = Arc::new(schema);
+        self.store_entry(store, &schema)?;
+        tables.insert(schema.def.name.clone(), schema.clone());
+        Ok(schema)
+    }
+
+    /// Write `schema`'s catalog entry and make it durable.
+    fn store_entry(&self, store: &Store, schema: &TableSchema) -> Result<()> {
+        let tree = Tree::open(store, self.root);
+        let json = serde_json::to_vec(schema).map_err(|e| invalid(e.to_string()))?;
+        if json.len() > tree.max_value_len() {
             return Err(Error::LimitExceeded {
                 what: "table definition size",
                 actual: json.len() as u64,
-                max: self.tree.max_value_len() as u64,
+                max: tree.max_value_len() as u64,
             });
         }
-        let lsn = self.tree.put(schema.def.name.as_bytes(), &json)?;
-        self.store.commit(lsn, Durability::Sync)?;
+        let lsn = tree.put(schema.def.name.as_bytes(), &json)?;
+        store.commit(lsn, Durability::Sync)
+    }
+
+    /// Add secondary index `index`, whose tree (already built and durable,
+    /// C2) has root `root`, to table `name`; durable when this returns.
+    pub fn add_index(
+        &self,
+        store: &Store,
+        name: &str,
+        index: IndexDef,
+        root: PageId,
+    ) -> Result<Arc<TableSchema>> {
+        let mut tables = self.tables.lock();
+        let old = tables
+            .get(name)
+            .cloned()
+            .ok_or_else(|| invalid(format!("no table named {name}")))?;
+        let mut schema = (*old).clone();
+        schema.def.indexes.push(index);
+        schema.index_roots.push(root.0);
+        schema.def.validate()?;
         let schema = Arc::new(schema);
-        tables.insert(schema.def.name.clone(), schema.clone());
+        self.store_entry(store, &schema)?;
+        tables.insert(name.to_string(), schema.clone());
         Ok(schema)
     }
 }
@@ -287,12 +330,12 @@ mod tests {
         let store = Store::create(Arc::new(fs.clone()), dir, opts()).unwrap();
         {
             let cat = Catalog::open(&store).unwrap();
-            let a = cat.create_table(def("a")).unwrap();
-            let b = cat.create_table(def("b")).unwrap();
+            let a = cat.create_table(&store, def("a")).unwrap();
+            let b = cat.create_table(&store, def("b")).unwrap();
             assert_ne!(a.id, b.id);
             assert_ne!(a.clustered_root, b.clustered_root);
             assert!(matches!(
-                cat.create_table(def("a")),
+                cat.create_table(&store, def("a")),
                 Err(Error::InvalidArgument { .. })
             ));
         }
@@ -304,7 +347,7 @@ mod tests {
         let names: Vec<_> = cat.tables().iter().map(|t| t.def.name.clone()).collect();
         assert_eq!(names, vec!["a", "b"]);
         assert_eq!(cat.table("a").unwrap().def, def("a"));
-        let c = cat.create_table(def("c")).unwrap();
+        let c = cat.create_table(&store, def("c")).unwrap();
         assert_eq!(c.id, 3, "ids are never reused");
     }
 

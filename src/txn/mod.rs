@@ -9,10 +9,13 @@
 //!   records ([`UndoRecord`]), the formats rollback and MVCC read.
 //! * [`lock`]: [`LockTable`], row locks with deadlock detection and a
 //!   lock-wait timeout.
+//! * [`undo_log`]: [`undo_log::UndoLog`], where undo records and commit
+//!   marks are stored (a redo-logged B+tree).
 
 pub mod lock;
 pub mod registry;
 pub mod undo;
+pub mod undo_log;
 pub mod view;
 
 pub use lock::{LockMode, LockStats, LockTable};

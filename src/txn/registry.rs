@@ -22,6 +22,17 @@
 //!   never used (it marks data written outside any transaction).
 //! * R3. The scan covers slots below the high-water mark of slots ever
 //!   claimed; a claim raises the mark before it writes the slot.
+//! * R4. Purge bound. Beside each slot sits the *view low* of the read
+//!   view its transaction holds (0: none): a lower bound of the ids the
+//!   view may not see. [`TrxRegistry::purge_bound`] is the minimum of the
+//!   oldest id still in a slot (or the counter) and every view low; undo
+//!   of a transaction below it is needed by no view, now or later. A view
+//!   publishes a provisional low first (the last bound purge used, which
+//!   is below every id any new view can hide, since the oldest id in the
+//!   slots only grows), then takes its snapshot, then raises its low to
+//!   the snapshot's oldest hidden id. So purge either sees the provisional
+//!   low, or computed its bound before the view's snapshot (and then the
+//!   view hides nothing below that bound).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -43,6 +54,10 @@ pub struct TrxRegistry {
     /// Slots, each on its own cache line: claimed and released by one
     /// transaction, read by view scans.
     slots: Box<[CachePadded<AtomicU64>]>,
+    /// View lows, one per slot (R4); 0: no view.
+    view_lows: Box<[CachePadded<AtomicU64>]>,
+    /// The last purge bound handed out (R4).
+    purged_upto: CachePadded<AtomicU64>,
     /// Slots below this index have been claimed at least once (R3).
     high_water: CachePadded<AtomicUsize>,
     /// Where the next claim starts looking (spreads claims).
@@ -67,10 +82,18 @@ impl TrxSlot<'_> {
 
     /// The transaction's changes may be seen by views created from now on.
     pub fn release(self) {}
+
+    /// Index of the slot (for [`TrxRegistry::publish_view_low`]).
+    pub fn index(&self) -> usize {
+        self.index
+    }
 }
 
 impl Drop for TrxSlot<'_> {
     fn drop(&mut self) {
+        if let Some(l) = self.reg.view_lows.get(self.index) {
+            l.store(0, Ordering::SeqCst);
+        }
         if let Some(s) = self.reg.slots.get(self.index) {
             s.store(FREE, Ordering::SeqCst);
         }
@@ -86,6 +109,10 @@ impl TrxRegistry {
             slots: (0..max_active.max(1))
                 .map(|_| CachePadded::new(AtomicU64::new(FREE)))
                 .collect(),
+            view_lows: (0..max_active.max(1))
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
+            purged_upto: CachePadded::new(AtomicU64::new(0)),
             high_water: CachePadded::new(AtomicUsize::new(0)),
             hint: CachePadded::new(AtomicUsize::new(0)),
         }
@@ -128,6 +155,43 @@ impl TrxRegistry {
             actual: n as u64 + 1,
             max: n as u64,
         })
+    }
+
+    /// Publish the view low of the transaction in slot `index` (R4); 0
+    /// withdraws it.
+    pub fn publish_view_low(&self, index: usize, low: TrxId) {
+        if let Some(l) = self.view_lows.get(index) {
+            l.store(low, Ordering::SeqCst);
+        }
+    }
+
+    /// The last bound [`TrxRegistry::purge_bound`] returned: the
+    /// provisional view low of R4.
+    pub fn purged_upto(&self) -> TrxId {
+        self.purged_upto.load(Ordering::SeqCst)
+    }
+
+    /// Transactions with ids below the returned bound are visible to every
+    /// read view, present and future (R4); records it as the provisional
+    /// low for new views.
+    pub fn purge_bound(&self) -> TrxId {
+        let (limit, ids) = self.snapshot();
+        let mut bound = ids.first().copied().unwrap_or(limit);
+        let hw = self.high_water.load(Ordering::SeqCst);
+        for l in self.view_lows.iter().take(hw) {
+            let v = l.load(Ordering::SeqCst);
+            if v != 0 {
+                bound = bound.min(v);
+            }
+        }
+        let bound = self.purged_upto.fetch_max(bound, Ordering::SeqCst).max(bound);
+        bound
+    }
+
+    /// Transactions holding a slot now (active, or committed and waiting
+    /// to become visible).
+    pub fn active(&self) -> usize {
+        self.snapshot().1.len()
     }
 
     /// The snapshot inputs of a read view: the id limit (ids at or above it

@@ -11,9 +11,9 @@
 //! length u32 | old row]`. Little-endian throughout.
 //!
 //! Invariants:
-//! * U1. A roll pointer names one undo record: its page and its byte
-//!   offset in the page; 0 means "no previous version" (the record was
-//!   inserted, or its history was purged).
+//! * U1. A roll pointer names one undo record: together with the
+//!   version's writer (`trx`) it is the record's key in the undo log
+//!   (`txn::undo_log`); 0 means "no previous version".
 //! * U2. An update or delete-mark undo record holds the complete previous
 //!   record value (its own header included), so following roll pointers
 //!   rebuilds every older version without reading anything else.
@@ -30,29 +30,16 @@ pub const UNDO_FORMAT_VERSION: u8 = 1;
 /// Bytes of the clustered record header.
 pub const REC_HEADER: usize = 18;
 
-/// Where an undo record lives: page id (high 48 bits) and byte offset in
-/// the page (low 16 bits). 0 is "none" (U1).
+/// Where an undo record lives: its sequence number within the
+/// transaction that wrote the version (the record header's `trx`), so the
+/// pair `(trx, roll)` is the undo record's key in the undo log. 0 is
+/// "none" (U1); a transaction numbers its undo records from 1.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RollPtr(pub u64);
 
 impl RollPtr {
     /// No previous version.
     pub const NONE: RollPtr = RollPtr(0);
-
-    /// A pointer to `offset` in page `page`.
-    pub fn new(page: u64, offset: u16) -> RollPtr {
-        RollPtr((page << 16) | u64::from(offset))
-    }
-
-    /// The page.
-    pub fn page(self) -> u64 {
-        self.0 >> 16
-    }
-
-    /// The offset in the page.
-    pub fn offset(self) -> u16 {
-        (self.0 & 0xFFFF) as u16
-    }
 }
 
 /// The header in front of every clustered-index record value.
@@ -305,12 +292,5 @@ mod tests {
             prop_assert_eq!(h2, h);
             prop_assert_eq!(row2, &row[..]);
         }
-    }
-
-    #[test]
-    fn roll_pointer_parts() {
-        let p = RollPtr::new(123_456, 4090);
-        assert_eq!((p.page(), p.offset()), (123_456, 4090));
-        assert_eq!(RollPtr::NONE.0, 0);
     }
 }

@@ -29,6 +29,16 @@ impl ReadView {
         }
     }
 
+    /// A view for the transaction in `slot`, published as that slot's
+    /// view low (registry R4) so purge keeps what it may read. The low
+    /// stays until the slot is released or a newer view replaces it.
+    pub fn open(reg: &TrxRegistry, slot: &super::registry::TrxSlot<'_>) -> ReadView {
+        reg.publish_view_low(slot.index(), reg.purged_upto().max(1));
+        let v = ReadView::create(reg, slot.id());
+        reg.publish_view_low(slot.index(), v.oldest_hidden().max(1));
+        v
+    }
+
     /// Whether changes made by transaction `t` are visible.
     pub fn sees(&self, t: TrxId) -> bool {
         t == 0 || t == self.creator || (t < self.limit && self.hidden.binary_search(&t).is_err())

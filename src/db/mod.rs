@@ -1,0 +1,579 @@
+//! The embedded database: tables with typed columns, secondary indexes,
+//! and transactions (READ COMMITTED by default, or REPEATABLE READ) over
+//! the storage layer.
+//!
+//! ```no_run
+//! use quill::catalog::{Column, ColumnType, Value};
+//! use quill::catalog::schema::{IndexDef, TableDef};
+//! use quill::db::{Db, Options};
+//!
+//! # fn main() -> quill::Result<()> {
+//! let db = Db::open("my-data", Options::default())?;
+//! let users = db.create_table(TableDef {
+//!     name: "users".into(),
+//!     columns: vec![
+//!         Column::new("id", ColumnType::Int64, false),
+//!         Column::new("email", ColumnType::Text { max_len: 200 }, false),
+//!     ],
+//!     primary_key: vec![0],
+//!     indexes: vec![IndexDef { name: "by_email".into(), columns: vec![1], unique: true }],
+//! })?;
+//! let mut txn = db.begin()?;
+//! txn.insert(&users, &[Value::Int64(1), Value::Text("ada@example.org".into())])?;
+//! txn.commit()?;
+//! # Ok(()) }
+//! ```
+//!
+//! Pieces: [`table`] (row and key encoding, version chains), [`txn`]
+//! ([`Txn`]: statements, commit, rollback), [`purge`] (the background
+//! purge thread), [`check`] (`quill check`). Open order: the store
+//! recovers (redo); the catalog and the undo log are loaded; transaction
+//! ids continue above the reservation (UL4); transactions that never
+//! committed are rolled back from undo (UL2), before anything else runs;
+//! then purge starts.
+
+pub mod check;
+pub mod purge;
+pub mod table;
+pub mod txn;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+use serde::{Deserialize, Serialize};
+
+use crate::btree::{Direction, Tree};
+use crate::catalog::schema::{Catalog, IndexDef, TableDef, TableSchema};
+use crate::io::{RealFs, Vfs};
+use crate::log::Durability;
+use crate::stats::Counter;
+use crate::store::{Store, StoreOptions, StoreStats};
+use crate::txn::undo_log::{TRX_ID_BATCH, UndoLog};
+use crate::txn::{LockStats, LockTable, TrxId, TrxRegistry, TrxSlot, UndoKind, UndoRecord};
+use crate::{Error, Result};
+
+pub use check::CheckReport;
+pub use table::Table;
+pub use txn::{KeyBound, Rows, Txn};
+
+/// Isolation level of a transaction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Isolation {
+    /// Each statement reads a snapshot taken when it starts; writes act on
+    /// the newest committed version (the default, as in PostgreSQL).
+    #[default]
+    ReadCommitted,
+    /// Every read sees the snapshot taken at the first statement; writing
+    /// a row another transaction changed after it fails with
+    /// [`Error::Serialization`] (retry the transaction).
+    RepeatableRead,
+}
+
+/// Per-transaction options.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxnOptions {
+    /// Isolation level.
+    pub isolation: Isolation,
+    /// When `commit` returns, and when others see the commit.
+    pub durability: Durability,
+}
+
+/// Options for [`Db::open`].
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Create the database if the directory holds none (default true).
+    pub create_if_missing: bool,
+    /// Storage options: page size, buffer pool, log.
+    pub store: StoreOptions,
+    /// Defaults for [`Db::begin`].
+    pub txn: TxnOptions,
+    /// How long a statement waits for a row lock (default 10 s).
+    pub lock_wait_timeout: Duration,
+    /// Most transactions open at once (default 4096).
+    pub max_transactions: usize,
+    /// Run the background purge thread (default true).
+    pub purge: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_if_missing: true,
+            store: StoreOptions::default(),
+            txn: TxnOptions::default(),
+            lock_wait_timeout: Duration::from_secs(10),
+            max_transactions: 4096,
+            purge: true,
+        }
+    }
+}
+
+/// What recovery did at open beyond redo.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct TxnRecovery {
+    /// Transactions found without a commit mark and rolled back.
+    pub rolled_back: Vec<TrxId>,
+    /// Undo records applied.
+    pub undo_records: u64,
+    /// Committed transactions whose undo awaits purge.
+    pub history: u64,
+    /// Time taken.
+    pub duration: Duration,
+}
+
+/// Counters of the transaction layer.
+#[derive(Debug, Default)]
+pub(crate) struct DbCounters {
+    pub(crate) commits: Counter,
+    pub(crate) rollbacks: Counter,
+    pub(crate) serialization_failures: Counter,
+    pub(crate) purged_trx: Counter,
+    pub(crate) purged_records: Counter,
+    pub(crate) purged_rows: Counter,
+}
+
+/// What [`Db::stats`] reports.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DbStats {
+    /// Transactions open now (or committed and waiting to be durable).
+    pub active_transactions: usize,
+    /// Committed transactions whose undo is not purged yet.
+    pub history_length: i64,
+    /// Transactions committed (that changed something).
+    pub commits: u64,
+    /// Transactions rolled back.
+    pub rollbacks: u64,
+    /// Serialization failures (REPEATABLE READ write conflicts).
+    pub serialization_failures: u64,
+    /// Row locks: waits, deadlocks, timeouts.
+    pub locks: LockStats,
+    /// Transactions purged.
+    pub purged_transactions: u64,
+    /// Undo records purged.
+    pub purged_undo_records: u64,
+    /// Delete-marked rows removed by purge.
+    pub purged_rows: u64,
+    /// Oldest transaction id some view may not see (the purge bound).
+    pub purge_bound: TrxId,
+    /// What recovery did at the last open.
+    pub recovery: Option<TxnRecovery>,
+}
+
+/// Shared state of an open database.
+#[derive(Debug)]
+pub struct DbInner {
+    pub(crate) store: Store,
+    pub(crate) catalog: Catalog,
+    pub(crate) undo: UndoLog,
+    pub(crate) registry: TrxRegistry,
+    pub(crate) locks: LockTable,
+    tables: RwLock<HashMap<String, Arc<table::TableState>>>,
+    by_id: RwLock<HashMap<u64, Arc<table::TableState>>>,
+    /// Ids below this may be used (UL4).
+    reserved: AtomicU64,
+    reserve_lock: Mutex<()>,
+    pub(crate) counters: DbCounters,
+    pub(crate) history: AtomicI64,
+    pub(crate) purge_stop: AtomicBool,
+    pub(crate) purge_wake: (Mutex<bool>, Condvar),
+    pub(crate) purge_error: Mutex<Option<String>>,
+    /// One purger at a time (the thread, or [`Db::purge_now`]).
+    pub(crate) purge_lock: Mutex<()>,
+    recovery: Option<TxnRecovery>,
+    opts: Options,
+    ddl: Mutex<()>,
+}
+
+/// An open database. Share it between threads by reference (it is
+/// `Sync`); each thread runs its own [`Txn`].
+#[derive(Debug)]
+pub struct Db {
+    inner: Arc<DbInner>,
+    purge: PurgeGuard,
+}
+
+/// Stops and joins the purge thread when dropped.
+#[derive(Debug)]
+struct PurgeGuard {
+    inner: Arc<DbInner>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Drop for PurgeGuard {
+    fn drop(&mut self) {
+        self.inner.purge_stop.store(true, Ordering::Release);
+        {
+            let (m, cv) = &self.inner.purge_wake;
+            *m.lock() = true;
+            cv.notify_all();
+        }
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// The tables of `catalog`, by name and by id.
+type TableMaps = (
+    HashMap<String, Arc<table::TableState>>,
+    HashMap<u64, Arc<table::TableState>>,
+);
+
+fn table_maps(catalog: &Catalog) -> TableMaps {
+    let mut by_name = HashMap::new();
+    let mut by_id = HashMap::new();
+    for s in catalog.tables() {
+        let st = Arc::new(table::TableState::new(s.clone()));
+        by_name.insert(s.def.name.clone(), st.clone());
+        by_id.insert(s.id, st);
+    }
+    (by_name, by_id)
+}
+
+impl DbInner {
+    /// A registry slot and id, raising the id reservation first when the
+    /// id reaches it (UL4).
+    pub(crate) fn begin_slot(&self) -> Result<TrxSlot<'_>> {
+        let slot = self.registry.begin()?;
+        let id = slot.id();
+        if id >= self.reserved.load(Ordering::Acquire) {
+            let _g = self.reserve_lock.lock();
+            let mut r = self.reserved.load(Ordering::Acquire);
+            if id >= r {
+                while id >= r {
+                    r += TRX_ID_BATCH;
+                }
+                self.undo.reserve(&self.store, r)?;
+                self.reserved.store(r, Ordering::Release);
+            }
+        }
+        Ok(slot)
+    }
+
+    pub(crate) fn table_by_id(&self, id: u64) -> Option<Arc<table::TableState>> {
+        self.by_id.read().get(&id).cloned()
+    }
+
+    fn stats(&self) -> DbStats {
+        let c = &self.counters;
+        DbStats {
+            active_transactions: self.registry.active(),
+            history_length: self.history.load(Ordering::Relaxed),
+            commits: c.commits.get(),
+            rollbacks: c.rollbacks.get(),
+            serialization_failures: c.serialization_failures.get(),
+            locks: self.locks.stats(),
+            purged_transactions: c.purged_trx.get(),
+            purged_undo_records: c.purged_records.get(),
+            purged_rows: c.purged_rows.get(),
+            purge_bound: self.registry.purged_upto(),
+            recovery: self.recovery.clone(),
+        }
+    }
+}
+
+/// Revert the change undo record `rec` (number `seq` of its transaction)
+/// describes, if the record's header still names it (UL3): restore the
+/// previous version, or remove an inserted record, and remove secondary
+/// entries no version still needs (TB1). The caller holds the row's lock
+/// or runs alone (recovery).
+pub(crate) fn undo_change(db: &DbInner, rec: &UndoRecord, seq: u64) -> Result<()> {
+    let Some(t) = db.table_by_id(rec.table) else {
+        return Ok(());
+    };
+    let schema = t.schema.read().clone();
+    let store = &db.store;
+    let Some((h, row)) = table::read_rec(store, &schema, &rec.key)? else {
+        return Ok(());
+    };
+    if h.trx != rec.trx || h.roll.0 != seq {
+        return Ok(()); // the change never reached the record
+    }
+    let values = table::decode(&schema, &row)?;
+    match (&rec.kind, &rec.old_value) {
+        (UndoKind::Insert, _) | (_, None) => {
+            for i in 0..schema.def.indexes.len() {
+                if let Some(tree) = table::secondary(store, &schema, i) {
+                    let k = table::sec_key_of(&schema, i, &values);
+                    tree.delete(&table::entry_key(&k, &rec.key))?;
+                }
+            }
+            table::clustered(store, &schema).delete(&rec.key)?;
+        }
+        (kind, Some(old)) => {
+            table::clustered(store, &schema).put(&rec.key, old)?;
+            if *kind == UndoKind::Update && !schema.def.indexes.is_empty() {
+                let restored = table::split_rec(old)?;
+                let old_values = table::decode(&schema, &restored.1)?;
+                let bound = db.registry.purge_bound();
+                for i in 0..schema.def.indexes.len() {
+                    let k = table::sec_key_of(&schema, i, &values);
+                    if k == table::sec_key_of(&schema, i, &old_values) {
+                        continue;
+                    }
+                    let cur = Some(restored.clone());
+                    if !table::needed_has_key(db, &schema, i, &k, cur, bound, false)?
+                        && let Some(tree) = table::secondary(store, &schema, i)
+                    {
+                        tree.delete(&table::entry_key(&k, &rec.key))?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Roll back every transaction that has undo but no commit mark (UL2).
+fn recover(db: &DbInner) -> Result<TxnRecovery> {
+    let started = Instant::now();
+    let mut report = TxnRecovery::default();
+    for t in db.undo.trxs_with_undo(&db.store)? {
+        if db.undo.is_committed(&db.store, t)? {
+            report.history += 1;
+            continue;
+        }
+        let recs: Vec<_> = db
+            .undo
+            .records(&db.store, t, 1, Direction::Backward)
+            .collect::<Result<_>>()?;
+        for (seq, rec) in recs {
+            undo_change(db, &rec, seq)?;
+            db.undo.delete(&db.store, t, seq)?;
+            report.undo_records += 1;
+        }
+        report.rolled_back.push(t);
+    }
+    report.duration = started.elapsed();
+    Ok(report)
+}
+
+impl Db {
+    /// Open the database in directory `path` (creating it if missing and
+    /// `opts.create_if_missing`), recovering from a crash if needed.
+    pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        Db::open_with(Arc::new(RealFs::new()), path.as_ref(), opts)
+    }
+
+    /// [`Db::open`] on a given file system (the simulated disk in tests).
+    pub fn open_with(vfs: Arc<dyn Vfs>, path: &Path, opts: Options) -> Result<Db> {
+        let store = match Store::open(vfs.clone(), path, opts.store.clone()) {
+            Ok(s) => s,
+            Err(Error::NotFound { .. }) if opts.create_if_missing => {
+                Store::create(vfs, path, opts.store.clone())?
+            }
+            Err(Error::Io(e)) if e.is_not_found() && opts.create_if_missing => {
+                Store::create(vfs, path, opts.store.clone())?
+            }
+            Err(e) => return Err(e),
+        };
+        let catalog = Catalog::open(&store)?;
+        let (undo, reserved) = UndoLog::open(&store)?;
+        let (by_name, by_id) = table_maps(&catalog);
+        let mut inner = DbInner {
+            registry: TrxRegistry::new(opts.max_transactions, reserved),
+            locks: LockTable::new(opts.lock_wait_timeout),
+            store,
+            catalog,
+            undo,
+            tables: RwLock::new(by_name),
+            by_id: RwLock::new(by_id),
+            reserved: AtomicU64::new(reserved),
+            reserve_lock: Mutex::new(()),
+            counters: DbCounters::default(),
+            history: AtomicI64::new(0),
+            purge_stop: AtomicBool::new(false),
+            purge_wake: (Mutex::new(false), Condvar::new()),
+            purge_error: Mutex::new(None),
+            purge_lock: Mutex::new(()),
+            recovery: None,
+            opts,
+            ddl: Mutex::new(()),
+        };
+        let next = reserved + 1 + TRX_ID_BATCH;
+        let lsn = inner.undo.reserve(&inner.store, next)?;
+        inner.store.commit(lsn, Durability::Sync)?;
+        inner.reserved.store(next, Ordering::Release);
+        let report = recover(&inner)?;
+        if !report.rolled_back.is_empty() {
+            tracing::info!(
+                transactions = report.rolled_back.len(),
+                undo_records = report.undo_records,
+                ms = report.duration.as_millis() as u64,
+                "rolled back transactions that never committed"
+            );
+        }
+        inner.history.store(report.history as i64, Ordering::Relaxed);
+        inner.recovery = Some(report);
+        let inner = Arc::new(inner);
+        let handle = if inner.opts.purge {
+            Some(purge::start(inner.clone())?)
+        } else {
+            None
+        };
+        Ok(Db {
+            purge: PurgeGuard {
+                inner: inner.clone(),
+                handle,
+            },
+            inner,
+        })
+    }
+
+    /// Create a table; durable when this returns.
+    pub fn create_table(&self, def: TableDef) -> Result<Table> {
+        let _ddl = self.inner.ddl.lock();
+        let schema = self.inner.catalog.create_table(&self.inner.store, def)?;
+        let st = Arc::new(table::TableState::new(schema.clone()));
+        self.inner
+            .tables
+            .write()
+            .insert(schema.def.name.clone(), st.clone());
+        self.inner.by_id.write().insert(schema.id, st.clone());
+        Ok(Table { state: st })
+    }
+
+    /// The table named `name`.
+    pub fn table(&self, name: &str) -> Result<Table> {
+        self.inner
+            .tables
+            .read()
+            .get(name)
+            .cloned()
+            .map(|state| Table { state })
+            .ok_or_else(|| Error::InvalidArgument {
+                what: "table",
+                reason: format!("no table named {name}"),
+            })
+    }
+
+    /// Every table's schema.
+    pub fn tables(&self) -> Vec<Arc<TableSchema>> {
+        self.inner.catalog.tables()
+    }
+
+    /// Add a secondary index to a table, built in bulk from the rows (and
+    /// every row version a read view may still need, TB1). Write
+    /// statements on the table wait while it builds. Fails with
+    /// [`Error::DuplicateKey`] if `index` is unique and two live rows share
+    /// a key.
+    pub fn create_index(&self, table: &str, index: IndexDef) -> Result<()> {
+        let _ddl = self.inner.ddl.lock();
+        let t = self.table(table)?;
+        let mut guard = t.state.schema.write();
+        let schema = guard.clone();
+        let mut trial = (*schema).clone();
+        trial.def.indexes.push(index.clone());
+        trial.def.validate()?;
+        let i = trial.def.indexes.len() - 1;
+        let db = &*self.inner;
+        let bound = db.registry.purge_bound();
+        let mut entries: Vec<Vec<u8>> = Vec::new();
+        let mut live: Vec<Vec<u8>> = Vec::new();
+        let tree = table::clustered(&db.store, &trial);
+        for item in tree.range(
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+            Direction::Forward,
+        ) {
+            let (pk, v) = item?;
+            let mut cur = Some(table::split_rec(&v)?);
+            let mut first = true;
+            while let Some(rec) = cur {
+                let values = table::decode(&trial, &rec.1)?;
+                let k = table::sec_key_of(&trial, i, &values);
+                if first && !rec.0.deleted && !table::sec_key_has_null(&trial, i, &values) {
+                    live.push(k.clone());
+                }
+                first = false;
+                entries.push(table::entry_key(&k, &pk));
+                if rec.0.trx < bound {
+                    break;
+                }
+                cur = table::previous(db, &rec)?.flatten();
+            }
+        }
+        if index.unique {
+            live.sort_unstable();
+            if live.windows(2).any(|w| w.first() == w.get(1)) {
+                return Err(Error::DuplicateKey {
+                    table: table.to_string(),
+                    index: index.name,
+                });
+            }
+        }
+        entries.sort_unstable();
+        entries.dedup();
+        let built = Tree::bulk_build(&db.store, entries.into_iter().map(|k| (k, Vec::new())))?;
+        let lsn = db.store.log().end_lsn();
+        db.store.commit(lsn, Durability::Sync)?;
+        let new = db
+            .catalog
+            .add_index(&db.store, table, index, built.root())?;
+        *guard = new;
+        Ok(())
+    }
+
+    /// Begin a transaction with the default options.
+    pub fn begin(&self) -> Result<Txn<'_>> {
+        Txn::new(&self.inner, self.inner.opts.txn)
+    }
+
+    /// Begin a transaction with `opts`.
+    pub fn begin_with(&self, opts: TxnOptions) -> Result<Txn<'_>> {
+        Txn::new(&self.inner, opts)
+    }
+
+    /// Counters of the transaction layer.
+    pub fn stats(&self) -> DbStats {
+        self.inner.stats()
+    }
+
+    /// Counters of the storage layer (buffer pool, pages, checkpoints).
+    pub fn store_stats(&self) -> StoreStats {
+        self.inner.store.stats()
+    }
+
+    /// The storage layer underneath (log statistics, checkpoints).
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// Check every table: B+tree structure, every live row present in
+    /// every secondary index, every secondary entry backed by a version of
+    /// its row, unique indexes unique. Meant for a quiescent database.
+    pub fn check(&self) -> Result<CheckReport> {
+        check::check(&self.inner)
+    }
+
+    /// Run purge until the history is empty or nothing more can be purged
+    /// now (for tests and tools; the purge thread does this on its own).
+    pub fn purge_now(&self) -> Result<u64> {
+        let mut total = 0;
+        loop {
+            let n = purge::purge_batch(&self.inner, 1000)?;
+            total += n;
+            if n == 0 {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// Stop purge, write every dirty page and close the store cleanly.
+    pub fn close(self) -> Result<()> {
+        let Db { inner, purge } = self;
+        drop(purge);
+        match Arc::try_unwrap(inner) {
+            Ok(inner) => inner.store.close(),
+            Err(_) => Err(Error::InvalidArgument {
+                what: "close",
+                reason: "the database is still in use".into(),
+            }),
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! Purge: removes what no read view needs any more. Transactions are
+//! purged in id order while their id is below the purge bound (registry
+//! R4: visible to every view, present and future, so no reader follows a
+//! roll pointer into their undo). For each undo record of such a
+//! transaction, oldest first:
+//!
+//! * insert: nothing to do (the row stays; its undo served rollback only);
+//! * update or delete-mark: under the row's lock, if the record is still
+//!   the delete-marked version this very change wrote, remove it and its
+//!   secondary entries; then remove the replaced version's secondary
+//!   entries that no version a view may read still has (TB1).
+//!
+//! Then the undo records go, then the commit mark (UL3). Every step acts
+//! only where the record still says so, so a crash part way is harmless:
+//! the next purge does the rest. A transaction is never purged while an
+//! older one is still running or visible to some view, because the bound
+//! is below both.
+//!
+//! The thread sleeps (10 ms) only when there is nothing to purge, so it
+//! keeps up under sustained load and catches up at once when load drops.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::btree::Direction;
+use crate::txn::{LockMode, TrxId, UndoKind, UndoRecord};
+use crate::{Error, Result};
+
+use super::{DbInner, table};
+
+/// The lock-table identity purge uses (never a transaction id).
+const PURGE_TRX: TrxId = u64::MAX - 1;
+
+/// Start the purge thread.
+pub(crate) fn start(db: Arc<DbInner>) -> Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("quill-purge".into())
+        .spawn(move || run(&db))
+        .map_err(|e| Error::InvalidArgument {
+            what: "purge thread",
+            reason: e.to_string(),
+        })
+}
+
+fn run(db: &DbInner) {
+    while !db.purge_stop.load(Ordering::Acquire) {
+        match purge_batch(db, 64) {
+            Ok(0) => {
+                let (m, cv) = &db.purge_wake;
+                let mut woken = m.lock();
+                if !*woken {
+                    cv.wait_for(&mut woken, Duration::from_millis(10));
+                }
+                *woken = false;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::error!(error = %e, "purge stopped");
+                *db.purge_error.lock() = Some(e.to_string());
+                return;
+            }
+        }
+    }
+}
+
+/// Purge up to `max` transactions; returns how many were purged.
+pub(crate) fn purge_batch(db: &DbInner, max: usize) -> Result<u64> {
+    let _one_purger = db.purge_lock.lock();
+    let mut done = 0;
+    let bound = db.registry.purge_bound();
+    while done < max as u64 {
+        let Some(t) = db.undo.next_trx_with_undo(&db.store, 0)? else {
+            break;
+        };
+        if t >= bound {
+            break;
+        }
+        purge_trx(db, t, bound)?;
+        done += 1;
+    }
+    // Commit marks whose undo is gone (a crash between the two deletes).
+    let first_undo = db.undo.next_trx_with_undo(&db.store, 0)?;
+    while let Some(m) = db.undo.first_mark(&db.store)? {
+        if m >= bound || first_undo.is_some_and(|u| m >= u) {
+            break;
+        }
+        db.undo.delete_mark(&db.store, m)?;
+    }
+    Ok(done)
+}
+
+fn purge_trx(db: &DbInner, t: TrxId, bound: TrxId) -> Result<()> {
+    let recs: Vec<_> = db
+        .undo
+        .records(&db.store, t, 1, Direction::Forward)
+        .collect::<Result<_>>()?;
+    for (seq, rec) in &recs {
+        purge_record(db, *seq, rec, bound)?;
+        db.undo.delete(&db.store, t, *seq)?;
+        db.counters.purged_records.incr();
+    }
+    db.undo.delete_mark(&db.store, t)?;
+    db.counters.purged_trx.incr();
+    db.history.fetch_sub(1, Ordering::Relaxed);
+    Ok(())
+}
+
+fn purge_record(db: &DbInner, seq: u64, rec: &UndoRecord, bound: TrxId) -> Result<()> {
+    if rec.kind == UndoKind::Insert {
+        return Ok(());
+    }
+    let Some(t) = db.table_by_id(rec.table) else {
+        return Ok(());
+    };
+    let schema = t.schema.read().clone();
+    if rec.kind == UndoKind::Update && schema.def.indexes.is_empty() {
+        return Ok(());
+    }
+    let lock = table::row_lock(schema.id, &rec.key);
+    db.locks.lock(PURGE_TRX, &lock, LockMode::Exclusive)?;
+    let r = purge_row(db, &schema, seq, rec, bound);
+    db.locks.release(PURGE_TRX, &[lock]);
+    r
+}
+
+fn purge_row(
+    db: &DbInner,
+    schema: &crate::catalog::schema::TableSchema,
+    seq: u64,
+    rec: &UndoRecord,
+    bound: TrxId,
+) -> Result<()> {
+    let store = &db.store;
+    let mut cur = table::read_rec(store, schema, &rec.key)?;
+    if let Some((h, row)) = &cur
+        && h.deleted
+        && h.trx == rec.trx
+        && h.roll.0 == seq
+    {
+        let values = table::decode(schema, row)?;
+        for i in 0..schema.def.indexes.len() {
+            if let Some(tree) = table::secondary(store, schema, i) {
+                let k = table::sec_key_of(schema, i, &values);
+                tree.delete(&table::entry_key(&k, &rec.key))?;
+            }
+        }
+        table::clustered(store, schema).delete(&rec.key)?;
+        db.counters.purged_rows.incr();
+        cur = None;
+    }
+    let Some(old) = &rec.old_value else {
+        return Ok(());
+    };
+    let (_, old_row) = table::split_rec(old)?;
+    let old_values = table::decode(schema, &old_row)?;
+    for i in 0..schema.def.indexes.len() {
+        let k = table::sec_key_of(schema, i, &old_values);
+        if !table::needed_has_key(db, schema, i, &k, cur.clone(), bound, false)?
+            && let Some(tree) = table::secondary(store, schema, i)
+        {
+            tree.delete(&table::entry_key(&k, &rec.key))?;
+        }
+    }
+    Ok(())
+}

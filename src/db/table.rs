@@ -1,0 +1,357 @@
+//! Tables as the transaction layer sees them: the per-table state the
+//! database keeps in memory, how rows, primary keys and secondary keys are
+//! encoded, and the version chain of a clustered record.
+//!
+//! A clustered entry is `encoded primary key -> RecHeader | row`; a
+//! secondary entry is `encoded secondary key | encoded primary key ->
+//! empty`. Secondary entries carry no version of their own: a reader
+//! follows one to the clustered record, takes the version its view sees,
+//! and keeps the entry only if that version's secondary key is the
+//! entry's (so an entry left by an older version is skipped, and a row
+//! with versions A, B, A is returned once).
+//!
+//! Invariants:
+//! * TB1. Every version of a row that some view may still read (the
+//!   current version and older ones down to the first version visible to
+//!   every view, [`TrxRegistry::purge_bound`]) has its entry in every
+//!   secondary index. Entries are added with the version that needs them
+//!   and removed only by purge or rollback after [`needed_has_key`] finds
+//!   no such version with that key.
+//! * TB2. A record's header names the undo record that holds its previous
+//!   version (`roll`, within the writer `trx`), so the chain can be walked
+//!   back while undo exists; purge removes undo only below the bound.
+//!
+//! [`TrxRegistry::purge_bound`]: crate::txn::TrxRegistry::purge_bound
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::btree::{Direction, Tree};
+use crate::catalog::schema::TableSchema;
+use crate::catalog::{ColumnType, Value, decode_key, decode_row, encode_key, keycode};
+use crate::page::PageId;
+use crate::store::Store;
+use crate::txn::{ReadView, RecHeader, RollPtr, TrxId, UndoKind};
+use crate::{Error, Result};
+
+use super::DbInner;
+
+/// An open table: a cheap handle (clone freely) naming one table of a
+/// [`crate::Db`].
+#[derive(Clone, Debug)]
+pub struct Table {
+    pub(crate) state: Arc<TableState>,
+}
+
+impl Table {
+    /// The table's name.
+    pub fn name(&self) -> String {
+        self.state.schema.read().def.name.clone()
+    }
+
+    /// The table's current schema.
+    pub fn schema(&self) -> Arc<TableSchema> {
+        self.state.schema.read().clone()
+    }
+
+    /// Position of column `name`, if the table has one.
+    pub fn column(&self, name: &str) -> Option<usize> {
+        self.state
+            .schema
+            .read()
+            .def
+            .columns
+            .iter()
+            .position(|c| c.name == name)
+    }
+}
+
+/// What the database keeps per table.
+#[derive(Debug)]
+pub(crate) struct TableState {
+    /// The schema. Write statements hold the read lock for their duration;
+    /// adding an index takes the write lock, so it sees no statement half
+    /// done.
+    pub(crate) schema: RwLock<Arc<TableSchema>>,
+    /// Next automatic key (hidden row id or NULL int64 key), loaded on
+    /// first use from the largest key stored.
+    autoinc: Mutex<Option<i64>>,
+}
+
+impl TableState {
+    pub(crate) fn new(schema: Arc<TableSchema>) -> TableState {
+        TableState {
+            schema: RwLock::new(schema),
+            autoinc: Mutex::new(None),
+        }
+    }
+
+    /// Whether `schema` takes automatic keys: no primary key (hidden row
+    /// id) or a single int64 primary key column (filled when NULL).
+    pub(crate) fn auto_key_column(schema: &TableSchema) -> Option<Option<usize>> {
+        match schema.def.primary_key.as_slice() {
+            [] => Some(None),
+            [k] if schema.def.columns.get(*k).map(|c| c.ty) == Some(ColumnType::Int64) => {
+                Some(Some(*k))
+            }
+            _ => None,
+        }
+    }
+
+    fn load_autoinc(&self, store: &Store, schema: &TableSchema) -> Result<i64> {
+        let tree = Tree::open(store, PageId(schema.clustered_root));
+        let mut c = tree.range(Bound::Unbounded, Bound::Unbounded, Direction::Backward);
+        Ok(match c.next() {
+            None => 1,
+            Some(item) => {
+                let (k, _) = item?;
+                match decode_key(&k, &[ColumnType::Int64])?.first() {
+                    Some(Value::Int64(v)) => v.saturating_add(1).max(1),
+                    _ => 1,
+                }
+            }
+        })
+    }
+
+    /// Draw the next automatic key.
+    pub(crate) fn next_auto(&self, store: &Store, schema: &TableSchema) -> Result<i64> {
+        let mut a = self.autoinc.lock();
+        let next = match *a {
+            Some(n) => n,
+            None => self.load_autoinc(store, schema)?,
+        };
+        if next == i64::MAX {
+            return Err(Error::LimitExceeded {
+                what: "automatic key",
+                actual: u64::MAX,
+                max: i64::MAX as u64,
+            });
+        }
+        *a = Some(next + 1);
+        Ok(next)
+    }
+
+    /// An explicit key `v` was stored: automatic keys continue above it.
+    pub(crate) fn saw_key(&self, store: &Store, schema: &TableSchema, v: i64) -> Result<()> {
+        let mut a = self.autoinc.lock();
+        let next = match *a {
+            Some(n) => n,
+            None => self.load_autoinc(store, schema)?,
+        };
+        *a = Some(next.max(v.saturating_add(1)));
+        Ok(())
+    }
+}
+
+/// The clustered tree of `schema`.
+pub(crate) fn clustered<'s>(store: &'s Store, schema: &TableSchema) -> Tree<'s> {
+    Tree::open(store, PageId(schema.clustered_root))
+}
+
+/// Secondary tree `i` of `schema`.
+pub(crate) fn secondary<'s>(store: &'s Store, schema: &TableSchema, i: usize) -> Option<Tree<'s>> {
+    schema
+        .index_roots
+        .get(i)
+        .map(|&r| Tree::open(store, PageId(r)))
+}
+
+/// Encoded primary key of a row (not for hidden keys).
+pub(crate) fn pk_of(schema: &TableSchema, values: &[Value]) -> Vec<u8> {
+    let vals: Vec<Value> = schema
+        .def
+        .primary_key
+        .iter()
+        .map(|&k| values.get(k).cloned().unwrap_or(Value::Null))
+        .collect();
+    let mut out = Vec::new();
+    encode_key(&vals, &mut out);
+    out
+}
+
+/// Encoded key of secondary index `i` for a row.
+pub(crate) fn sec_key_of(schema: &TableSchema, i: usize, values: &[Value]) -> Vec<u8> {
+    let mut out = Vec::new();
+    if let Some(ix) = schema.def.indexes.get(i) {
+        let vals: Vec<Value> = ix
+            .columns
+            .iter()
+            .map(|&k| values.get(k).cloned().unwrap_or(Value::Null))
+            .collect();
+        encode_key(&vals, &mut out);
+    }
+    out
+}
+
+/// Whether a secondary key has a NULL column (not checked for uniqueness).
+pub(crate) fn sec_key_has_null(schema: &TableSchema, i: usize, values: &[Value]) -> bool {
+    schema
+        .def
+        .indexes
+        .get(i)
+        .is_some_and(|ix| ix.columns.iter().any(|&k| values.get(k).is_none_or(Value::is_null)))
+}
+
+/// Column types of secondary index `i`.
+pub(crate) fn sec_types(schema: &TableSchema, i: usize) -> Vec<ColumnType> {
+    schema
+        .def
+        .indexes
+        .get(i)
+        .map(|ix| {
+            ix.columns
+                .iter()
+                .filter_map(|&k| schema.def.columns.get(k).map(|c| c.ty))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `sec key | pk`.
+pub(crate) fn entry_key(sec: &[u8], pk: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(sec.len() + pk.len());
+    k.extend_from_slice(sec);
+    k.extend_from_slice(pk);
+    k
+}
+
+/// Split a secondary entry key into its secondary key and primary key.
+pub(crate) fn split_entry<'a>(
+    schema: &TableSchema,
+    i: usize,
+    key: &'a [u8],
+) -> Result<(&'a [u8], &'a [u8])> {
+    let (_, rest) = keycode::decode_key_prefix(key, &sec_types(schema, i))?;
+    let at = key.len() - rest.len();
+    Ok(key.split_at(at))
+}
+
+/// Row values from row bytes.
+pub(crate) fn decode(schema: &TableSchema, row: &[u8]) -> Result<Vec<Value>> {
+    Ok(decode_row(&schema.def.columns, row)?)
+}
+
+/// The lock name of a row: `table id | 0 | pk`.
+pub(crate) fn row_lock(table: u64, pk: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(9 + pk.len());
+    k.extend_from_slice(&table.to_be_bytes());
+    k.push(0);
+    k.extend_from_slice(pk);
+    k
+}
+
+/// The lock name of a unique secondary key: `table id | 1 + index | key`.
+pub(crate) fn unique_lock(table: u64, i: usize, sec: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(9 + sec.len());
+    k.extend_from_slice(&table.to_be_bytes());
+    k.push(u8::try_from(i + 1).unwrap_or(u8::MAX));
+    k.extend_from_slice(sec);
+    k
+}
+
+/// A clustered record: header and row bytes.
+pub(crate) type Rec = (RecHeader, Vec<u8>);
+
+/// Read the newest version of the record with primary key `pk`.
+pub(crate) fn read_rec(store: &Store, schema: &TableSchema, pk: &[u8]) -> Result<Option<Rec>> {
+    match clustered(store, schema).get(pk)? {
+        None => Ok(None),
+        Some(v) => split_rec(&v).map(Some),
+    }
+}
+
+/// Split a clustered value.
+pub(crate) fn split_rec(value: &[u8]) -> Result<Rec> {
+    let (h, row) = RecHeader::decode(value)?;
+    Ok((h, row.to_vec()))
+}
+
+fn missing_undo(db: &DbInner, trx: TrxId, roll: RollPtr) -> Error {
+    Error::Corrupt {
+        file: db.store.pool().file().path().to_path_buf(),
+        offset: 0,
+        reason: format!(
+            "undo record {} of transaction {trx} is missing but a read view needs it",
+            roll.0
+        ),
+    }
+}
+
+/// The previous version of `rec`: `Ok(None)` when it has none (inserted
+/// by its writer, or history no longer kept).
+pub(crate) fn previous(db: &DbInner, rec: &Rec) -> Result<Option<Option<Rec>>> {
+    let (h, _) = rec;
+    if h.roll == RollPtr::NONE {
+        return Ok(None);
+    }
+    match db.undo.get(&db.store, h.trx, h.roll.0)? {
+        None => Ok(None),
+        Some(u) => match (u.kind, u.old_value) {
+            (UndoKind::Insert, _) | (_, None) => Ok(Some(None)),
+            (_, Some(old)) => Ok(Some(Some(split_rec(&old)?))),
+        },
+    }
+}
+
+/// The row bytes of the version of `rec` (the record of `pk`) that `view`
+/// sees, or `None` if the row does not exist for it (TB2). An undo record
+/// can vanish under a reader only when its writer rolled back and restored
+/// the record first; the reader then starts again from the record.
+pub(crate) fn visible(
+    db: &DbInner,
+    view: &ReadView,
+    schema: &TableSchema,
+    pk: &[u8],
+    rec: Rec,
+) -> Result<Option<Vec<u8>>> {
+    let mut cur = rec;
+    let mut retries = 0;
+    loop {
+        let (h, row) = &cur;
+        if view.sees(h.trx) {
+            return Ok(if h.deleted { None } else { Some(row.clone()) });
+        }
+        match previous(db, &cur)? {
+            Some(Some(prev)) => cur = prev,
+            Some(None) => return Ok(None),
+            None if retries < 100 => {
+                retries += 1;
+                match read_rec(&db.store, schema, pk)? {
+                    Some(r) => cur = r,
+                    None => return Ok(None),
+                }
+            }
+            None => return Err(missing_undo(db, h.trx, h.roll)),
+        }
+    }
+}
+
+/// Whether a version of the row some view may still read (the current
+/// version `cur` and older ones down to the first visible to all views,
+/// below `bound`) has secondary key `key` in index `i` (TB1). With
+/// `all_history`, follow the chain while undo exists instead (what
+/// `check` accepts: entries purge has not reached yet).
+pub(crate) fn needed_has_key(
+    db: &DbInner,
+    schema: &TableSchema,
+    i: usize,
+    key: &[u8],
+    cur: Option<Rec>,
+    bound: TrxId,
+    all_history: bool,
+) -> Result<bool> {
+    let mut v = cur;
+    while let Some(rec) = v {
+        let values = decode(schema, &rec.1)?;
+        if sec_key_of(schema, i, &values) == key {
+            return Ok(true);
+        }
+        if !all_history && rec.0.trx < bound {
+            return Ok(false);
+        }
+        v = previous(db, &rec)?.flatten();
+    }
+    Ok(false)
+}

@@ -1,0 +1,812 @@
+//! Transactions: reads through read views, writes under row locks with
+//! undo, commit through the log's group commit, rollback from undo.
+//!
+//! A write statement, in order: take the row's exclusive lock; read the
+//! newest version; under REPEATABLE READ fail with
+//! [`Error::Serialization`] if the view does not see that version's
+//! writer; check unique keys; write the undo record (its own
+//! mini-transaction, logged first, UL1); write the clustered record
+//! (header naming the undo record); add the secondary entries the new
+//! version needs (TB1). A statement that fails part way is rolled back to
+//! where it began (its undo records, newest first), so a statement is
+//! all or nothing; a deadlock or serialization failure rolls back the
+//! whole transaction.
+//!
+//! Commit: the commit mark's mini-transaction gives the commit LSN; row
+//! locks are released at once (early lock release: a hot row's lock hold
+//! time excludes the sync); then durability: a `Sync` commit waits for the
+//! group commit and only then leaves the registry (becomes visible to new
+//! views), `Write` and `Lazy` commits leave it first. If a `Sync` commit's
+//! wait fails, the transaction never becomes visible in this process.
+
+use std::future::Future;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use crate::btree::{Cursor, Direction};
+use crate::catalog::schema::TableSchema;
+use crate::catalog::{Value, check_row, encode_key, encode_row, keycode};
+use crate::log::Durability;
+use crate::txn::{LockMode, ReadView, RecHeader, RollPtr, TrxId, TrxSlot, UndoKind, UndoRecord};
+use crate::{Error, Result};
+
+use super::table::{self, Rec, Table};
+use super::{DbInner, Isolation, TxnOptions};
+
+/// A transaction. Dropping it without [`Txn::commit`] rolls it back.
+#[derive(Debug)]
+pub struct Txn<'db> {
+    db: &'db DbInner,
+    slot: Option<TrxSlot<'db>>,
+    id: TrxId,
+    opts: TxnOptions,
+    /// REPEATABLE READ: the transaction's view; READ COMMITTED: the
+    /// current statement's.
+    view: Option<ReadView>,
+    /// Last undo sequence number used (0: none yet).
+    seq: u64,
+    locks: Vec<Vec<u8>>,
+    done: bool,
+}
+
+/// Which rows a scan covers: bounds on a key prefix. `Included(p)` as a
+/// lower bound starts at the first key beginning with `p`, as an upper
+/// bound ends after the last key beginning with `p`; `Excluded(p)` skips
+/// every key beginning with `p`.
+pub type KeyBound<'a> = Bound<&'a [Value]>;
+
+fn encode(vals: &[Value]) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_key(vals, &mut out);
+    out
+}
+
+fn lower(b: KeyBound<'_>) -> Bound<Vec<u8>> {
+    match b {
+        Bound::Unbounded => Bound::Unbounded,
+        Bound::Included(p) => Bound::Included(encode(p)),
+        Bound::Excluded(p) => match keycode::prefix_end(&encode(p)) {
+            Some(e) => Bound::Included(e),
+            None => Bound::Excluded(vec![0xFF; 1]),
+        },
+    }
+}
+
+fn upper(b: KeyBound<'_>) -> Bound<Vec<u8>> {
+    match b {
+        Bound::Unbounded => Bound::Unbounded,
+        Bound::Excluded(p) => Bound::Excluded(encode(p)),
+        Bound::Included(p) => match keycode::prefix_end(&encode(p)) {
+            Some(e) => Bound::Excluded(e),
+            None => Bound::Unbounded,
+        },
+    }
+}
+
+fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Unbounded => Bound::Unbounded,
+        Bound::Included(v) => Bound::Included(v.as_slice()),
+        Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
+    }
+}
+
+impl<'db> Txn<'db> {
+    pub(crate) fn new(db: &'db DbInner, opts: TxnOptions) -> Result<Txn<'db>> {
+        let slot = db.begin_slot()?;
+        Ok(Txn {
+            db,
+            id: slot.id(),
+            slot: Some(slot),
+            opts,
+            view: None,
+            seq: 0,
+            locks: Vec::new(),
+            done: false,
+        })
+    }
+
+    /// This transaction's id.
+    pub fn id(&self) -> TrxId {
+        self.id
+    }
+
+    /// Its isolation level.
+    pub fn isolation(&self) -> Isolation {
+        self.opts.isolation
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.done {
+            return Err(Error::InvalidArgument {
+                what: "transaction",
+                reason: "it was rolled back after a deadlock or serialization failure; \
+                         begin a new one"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Start a statement: a fresh view under READ COMMITTED, the
+    /// transaction's (made once) under REPEATABLE READ.
+    fn statement_view(&mut self) -> Result<&ReadView> {
+        self.check_open()?;
+        let fresh = self.opts.isolation == Isolation::ReadCommitted || self.view.is_none();
+        if fresh {
+            let slot = self.slot.as_ref().ok_or_else(|| Error::InvalidArgument {
+                what: "transaction",
+                reason: "already finished".into(),
+            })?;
+            self.view = Some(ReadView::open(&self.db.registry, slot));
+        }
+        self.view.as_ref().ok_or_else(|| Error::InvalidArgument {
+            what: "transaction",
+            reason: "no read view".into(),
+        })
+    }
+
+    /// Run write statement `f` atomically: on failure undo what it did
+    /// (or the whole transaction for a deadlock or serialization failure).
+    fn statement<R>(&mut self, f: impl FnOnce(&mut Self) -> Result<R>) -> Result<R> {
+        // READ COMMITTED writes act on the newest version and need no
+        // view; REPEATABLE READ takes its snapshot at the first statement.
+        self.check_open()?;
+        if self.opts.isolation == Isolation::RepeatableRead && self.view.is_none() {
+            self.statement_view()?;
+        }
+        let save = self.seq;
+        match f(self) {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                if matches!(e, Error::Deadlock { .. } | Error::Serialization { .. }) {
+                    if matches!(e, Error::Serialization { .. }) {
+                        self.db.counters.serialization_failures.incr();
+                    }
+                    self.rollback_inner()?;
+                    self.done = true;
+                } else {
+                    self.rollback_to(save)?;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn lock(&mut self, key: Vec<u8>, mode: LockMode) -> Result<()> {
+        self.db.locks.lock(self.id, &key, mode)?;
+        self.locks.push(key);
+        Ok(())
+    }
+
+    /// Under REPEATABLE READ, the newest version must be one the view sees.
+    fn check_serializable(&self, rec: &Rec) -> Result<()> {
+        if self.opts.isolation == Isolation::RepeatableRead
+            && let Some(v) = &self.view
+            && !v.sees(rec.0.trx)
+        {
+            return Err(Error::Serialization { trx: self.id });
+        }
+        Ok(())
+    }
+
+    fn write_undo(&mut self, rec: UndoRecord) -> Result<u64> {
+        let seq = self.seq + 1;
+        self.db.undo.put(&self.db.store, self.id, seq, &rec)?;
+        self.seq = seq;
+        Ok(seq)
+    }
+
+    /// Fail with [`Error::DuplicateKey`] if another live row has `values`'
+    /// key in unique index `i`.
+    fn check_unique(
+        &mut self,
+        schema: &TableSchema,
+        i: usize,
+        values: &[Value],
+        pk: &[u8],
+    ) -> Result<()> {
+        if table::sec_key_has_null(schema, i, values) {
+            return Ok(());
+        }
+        let sec = table::sec_key_of(schema, i, values);
+        self.lock(table::unique_lock(schema.id, i, &sec), LockMode::Exclusive)?;
+        let Some(tree) = table::secondary(&self.db.store, schema, i) else {
+            return Ok(());
+        };
+        let end = keycode::prefix_end(&sec);
+        let hi = match &end {
+            Some(e) => Bound::Excluded(e.as_slice()),
+            None => Bound::Unbounded,
+        };
+        let mut others = Vec::new();
+        for item in tree.range(Bound::Included(&sec), hi, Direction::Forward) {
+            let (k, _) = item?;
+            let (s, other) = table::split_entry(schema, i, &k)?;
+            if s == sec.as_slice() && other != pk {
+                others.push(other.to_vec());
+            }
+        }
+        for other in others {
+            // Wait for a writer of that row to finish, then look at its
+            // newest version.
+            self.lock(table::row_lock(schema.id, &other), LockMode::Shared)?;
+            if let Some((h, row)) = table::read_rec(&self.db.store, schema, &other)?
+                && !h.deleted
+                && table::sec_key_of(schema, i, &table::decode(schema, &row)?) == sec
+            {
+                return Err(Error::DuplicateKey {
+                    table: schema.def.name.clone(),
+                    index: schema
+                        .def
+                        .indexes
+                        .get(i)
+                        .map(|x| x.name.clone())
+                        .unwrap_or_default(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Insert a row (values in column order). A table without a primary
+    /// key gets a hidden row id; a single int64 primary key column given
+    /// as NULL gets the next automatic value. Returns the primary key.
+    /// Fails with [`Error::DuplicateKey`] if the key (or a unique index
+    /// key) exists.
+    pub fn insert(&mut self, t: &Table, values: &[Value]) -> Result<Vec<Value>> {
+        self.statement(|tx| tx.insert_inner(t, values))
+    }
+
+    fn insert_inner(&mut self, t: &Table, values: &[Value]) -> Result<Vec<Value>> {
+        let guard = t.state.schema.read();
+        let schema: &TableSchema = &guard;
+        let store = &self.db.store;
+        let mut values = values.to_vec();
+        if values.len() != schema.def.columns.len() {
+            return Err(Error::InvalidArgument {
+                what: "row",
+                reason: format!(
+                    "{} values for {} columns of table {}",
+                    values.len(),
+                    schema.def.columns.len(),
+                    schema.def.name
+                ),
+            });
+        }
+        let (pk_vals, pk) = match table::TableState::auto_key_column(schema) {
+            Some(None) => {
+                let id = t.state.next_auto(store, schema)?;
+                let v = vec![Value::Int64(id)];
+                let pk = encode(&v);
+                (v, pk)
+            }
+            Some(Some(col)) => {
+                match values.get(col) {
+                    Some(Value::Null) => {
+                        let id = t.state.next_auto(store, schema)?;
+                        if let Some(slot) = values.get_mut(col) {
+                            *slot = Value::Int64(id);
+                        }
+                    }
+                    Some(Value::Int64(v)) => t.state.saw_key(store, schema, *v)?,
+                    _ => {}
+                }
+                check_row(&schema.def.columns, &values)?;
+                let v: Vec<Value> = values.get(col).cloned().into_iter().collect();
+                (v, table::pk_of(schema, &values))
+            }
+            None => {
+                check_row(&schema.def.columns, &values)?;
+                let v = schema
+                    .def
+                    .primary_key
+                    .iter()
+                    .filter_map(|&k| values.get(k).cloned())
+                    .collect();
+                (v, table::pk_of(schema, &values))
+            }
+        };
+        check_row(&schema.def.columns, &values)?;
+        let row = encode_row(&schema.def.columns, &values)?;
+        self.lock(table::row_lock(schema.id, &pk), LockMode::Exclusive)?;
+        let cur = table::read_rec(store, schema, &pk)?;
+        let (kind, old_value, old_values) = match &cur {
+            Some((h, _)) if !h.deleted => {
+                return Err(Error::DuplicateKey {
+                    table: schema.def.name.clone(),
+                    index: "PRIMARY".into(),
+                });
+            }
+            Some((h, old_row)) => {
+                self.check_serializable(cur.as_ref().ok_or(Error::Serialization { trx: self.id })?)?;
+                (
+                    UndoKind::Update,
+                    Some(h.encode(old_row)),
+                    Some(table::decode(schema, old_row)?),
+                )
+            }
+            None => (UndoKind::Insert, None, None),
+        };
+        for (i, ix) in schema.def.indexes.iter().enumerate() {
+            if ix.unique {
+                self.check_unique(schema, i, &values, &pk)?;
+            }
+        }
+        let (prev_trx, prev_roll) = cur.as_ref().map_or((0, RollPtr::NONE), |(h, _)| (h.trx, h.roll));
+        let seq = self.write_undo(UndoRecord {
+            kind,
+            undo_no: self.seq + 1,
+            table: schema.id,
+            trx: self.id,
+            prev_trx,
+            prev_roll,
+            key: pk.clone(),
+            old_value,
+        })?;
+        let hdr = RecHeader {
+            trx: self.id,
+            roll: RollPtr(seq),
+            deleted: false,
+        };
+        table::clustered(store, schema).put(&pk, &hdr.encode(&row))?;
+        for i in 0..schema.def.indexes.len() {
+            let k = table::sec_key_of(schema, i, &values);
+            if let Some(old) = &old_values
+                && table::sec_key_of(schema, i, old) == k
+            {
+                continue; // the delete-marked version's entry is still there
+            }
+            if let Some(tree) = table::secondary(store, schema, i) {
+                tree.put(&table::entry_key(&k, &pk), &[])?;
+            }
+        }
+        Ok(pk_vals)
+    }
+
+    fn key_of(&self, schema: &TableSchema, key: &[Value]) -> Result<Vec<u8>> {
+        let types = schema.def.key_types();
+        if key.len() != types.len() {
+            return Err(Error::InvalidArgument {
+                what: "primary key",
+                reason: format!(
+                    "{} values for a key of {} columns in table {}",
+                    key.len(),
+                    types.len(),
+                    schema.def.name
+                ),
+            });
+        }
+        for (v, ty) in key.iter().zip(&types) {
+            let col = crate::catalog::Column::new("key", *ty, false);
+            crate::catalog::check_value(&col, v)?;
+        }
+        Ok(encode(key))
+    }
+
+    /// Change columns of the row with primary key `key`: `changes` are
+    /// `(column position, new value)`. Returns false if there is no such
+    /// row. Primary key columns cannot change.
+    pub fn update(&mut self, t: &Table, key: &[Value], changes: &[(usize, Value)]) -> Result<bool> {
+        self.statement(|tx| tx.update_inner(t, key, changes))
+    }
+
+    fn update_inner(&mut self, t: &Table, key: &[Value], changes: &[(usize, Value)]) -> Result<bool> {
+        let guard = t.state.schema.read();
+        let schema: &TableSchema = &guard;
+        let store = &self.db.store;
+        let pk = self.key_of(schema, key)?;
+        for (c, _) in changes {
+            if *c >= schema.def.columns.len() || schema.def.primary_key.contains(c) {
+                return Err(Error::InvalidArgument {
+                    what: "update",
+                    reason: format!(
+                        "column {c} of table {} does not exist or is part of the primary key",
+                        schema.def.name
+                    ),
+                });
+            }
+        }
+        self.lock(table::row_lock(schema.id, &pk), LockMode::Exclusive)?;
+        let Some(cur) = table::read_rec(store, schema, &pk)? else {
+            return Ok(false);
+        };
+        if cur.0.deleted {
+            self.check_serializable(&cur)?;
+            return Ok(false);
+        }
+        self.check_serializable(&cur)?;
+        let old_values = table::decode(schema, &cur.1)?;
+        let mut values = old_values.clone();
+        for (c, v) in changes {
+            if let Some(slot) = values.get_mut(*c) {
+                *slot = v.clone();
+            }
+        }
+        check_row(&schema.def.columns, &values)?;
+        let row = encode_row(&schema.def.columns, &values)?;
+        let changed: Vec<usize> = (0..schema.def.indexes.len())
+            .filter(|&i| {
+                table::sec_key_of(schema, i, &values) != table::sec_key_of(schema, i, &old_values)
+            })
+            .collect();
+        for &i in &changed {
+            if schema.def.indexes.get(i).is_some_and(|x| x.unique) {
+                self.check_unique(schema, i, &values, &pk)?;
+            }
+        }
+        let seq = self.write_undo(UndoRecord {
+            kind: UndoKind::Update,
+            undo_no: self.seq + 1,
+            table: schema.id,
+            trx: self.id,
+            prev_trx: cur.0.trx,
+            prev_roll: cur.0.roll,
+            key: pk.clone(),
+            old_value: Some(cur.0.encode(&cur.1)),
+        })?;
+        let hdr = RecHeader {
+            trx: self.id,
+            roll: RollPtr(seq),
+            deleted: false,
+        };
+        table::clustered(store, schema).put(&pk, &hdr.encode(&row))?;
+        for i in changed {
+            if let Some(tree) = table::secondary(store, schema, i) {
+                let k = table::sec_key_of(schema, i, &values);
+                tree.put(&table::entry_key(&k, &pk), &[])?;
+            }
+        }
+        Ok(true)
+    }
+
+    /// Delete the row with primary key `key`; false if there is none.
+    pub fn delete(&mut self, t: &Table, key: &[Value]) -> Result<bool> {
+        self.statement(|tx| tx.delete_inner(t, key))
+    }
+
+    fn delete_inner(&mut self, t: &Table, key: &[Value]) -> Result<bool> {
+        let guard = t.state.schema.read();
+        let schema: &TableSchema = &guard;
+        let store = &self.db.store;
+        let pk = self.key_of(schema, key)?;
+        self.lock(table::row_lock(schema.id, &pk), LockMode::Exclusive)?;
+        let Some(cur) = table::read_rec(store, schema, &pk)? else {
+            return Ok(false);
+        };
+        self.check_serializable(&cur)?;
+        if cur.0.deleted {
+            return Ok(false);
+        }
+        let seq = self.write_undo(UndoRecord {
+            kind: UndoKind::DeleteMark,
+            undo_no: self.seq + 1,
+            table: schema.id,
+            trx: self.id,
+            prev_trx: cur.0.trx,
+            prev_roll: cur.0.roll,
+            key: pk.clone(),
+            old_value: Some(cur.0.encode(&cur.1)),
+        })?;
+        let hdr = RecHeader {
+            trx: self.id,
+            roll: RollPtr(seq),
+            deleted: true,
+        };
+        table::clustered(store, schema).put(&pk, &hdr.encode(&cur.1))?;
+        Ok(true)
+    }
+
+    /// The row with primary key `key` as this transaction's view sees it.
+    pub fn get(&mut self, t: &Table, key: &[Value]) -> Result<Option<Vec<Value>>> {
+        let schema = t.schema();
+        let pk = self.key_of(&schema, key)?;
+        let db = self.db;
+        let view = self.statement_view()?;
+        let Some(rec) = table::read_rec(&db.store, &schema, &pk)? else {
+            return Ok(None);
+        };
+        match table::visible(db, view, &schema, &pk, rec)? {
+            None => Ok(None),
+            Some(row) => table::decode(&schema, &row).map(Some),
+        }
+    }
+
+    /// The newest committed version of the row with primary key `key`,
+    /// locked exclusively until the transaction ends (a locking read, for
+    /// read-modify-write). Under REPEATABLE READ it fails with
+    /// [`Error::Serialization`] if that version is newer than the view.
+    pub fn get_for_update(&mut self, t: &Table, key: &[Value]) -> Result<Option<Vec<Value>>> {
+        self.statement(|tx| {
+            let schema = t.schema();
+            let pk = tx.key_of(&schema, key)?;
+            tx.lock(table::row_lock(schema.id, &pk), LockMode::Exclusive)?;
+            let Some(cur) = table::read_rec(&tx.db.store, &schema, &pk)? else {
+                return Ok(None);
+            };
+            tx.check_serializable(&cur)?;
+            if cur.0.deleted {
+                return Ok(None);
+            }
+            table::decode(&schema, &cur.1).map(Some)
+        })
+    }
+
+    /// Rows whose primary key lies within the bounds (prefixes of the key,
+    /// see [`KeyBound`]), in `dir` order, as this transaction's view sees
+    /// them.
+    pub fn scan(
+        &mut self,
+        t: &Table,
+        lo: KeyBound<'_>,
+        hi: KeyBound<'_>,
+        dir: Direction,
+    ) -> Result<Rows<'db>> {
+        let schema = t.schema();
+        let view = self.statement_view()?.clone();
+        let (lo, hi) = (lower(lo), upper(hi));
+        let cursor = table::clustered(&self.db.store, &schema).range(as_ref(&lo), as_ref(&hi), dir);
+        Ok(Rows {
+            db: self.db,
+            schema,
+            view,
+            cursor,
+            index: None,
+        })
+    }
+
+    /// Rows by secondary index `index`: entries whose index key lies within
+    /// the bounds (prefixes of the index key), in `dir` order (ties by
+    /// primary key), as this transaction's view sees them.
+    pub fn index_scan(
+        &mut self,
+        t: &Table,
+        index: &str,
+        lo: KeyBound<'_>,
+        hi: KeyBound<'_>,
+        dir: Direction,
+    ) -> Result<Rows<'db>> {
+        let schema = t.schema();
+        let i = schema
+            .def
+            .indexes
+            .iter()
+            .position(|x| x.name == index)
+            .ok_or_else(|| Error::InvalidArgument {
+                what: "index",
+                reason: format!("table {} has no index named {index}", schema.def.name),
+            })?;
+        let tree = table::secondary(&self.db.store, &schema, i).ok_or_else(|| {
+            Error::InvalidArgument {
+                what: "index",
+                reason: format!("index {index} has no tree"),
+            }
+        })?;
+        let view = self.statement_view()?.clone();
+        let (lo, hi) = (lower(lo), upper(hi));
+        let cursor = tree.range(as_ref(&lo), as_ref(&hi), dir);
+        Ok(Rows {
+            db: self.db,
+            schema,
+            view,
+            cursor,
+            index: Some(i),
+        })
+    }
+
+    /// Undo this transaction's changes with sequence numbers above `save`,
+    /// newest first, deleting their undo records (UL3).
+    fn rollback_to(&mut self, save: u64) -> Result<()> {
+        if self.seq <= save {
+            return Ok(());
+        }
+        let db = self.db;
+        let recs: Vec<_> = db
+            .undo
+            .records(&db.store, self.id, save + 1, Direction::Backward)
+            .collect::<Result<_>>()?;
+        for (seq, rec) in recs {
+            super::undo_change(db, &rec, seq)?;
+            db.undo.delete(&db.store, self.id, seq)?;
+        }
+        self.seq = save;
+        Ok(())
+    }
+
+    fn rollback_inner(&mut self) -> Result<()> {
+        if self.done {
+            return Ok(());
+        }
+        self.done = true;
+        let r = self.rollback_to(0);
+        self.finish_locks();
+        self.db.counters.rollbacks.incr();
+        match r {
+            Ok(()) => {
+                self.slot.take();
+                Ok(())
+            }
+            Err(e) => {
+                // The changes may still be there: never let others see
+                // them as committed (the store is poisoned or the undo
+                // unreadable; recovery at reopen rolls back again).
+                if let Some(s) = self.slot.take() {
+                    std::mem::forget(s);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn finish_locks(&mut self) {
+        if let Some(s) = &self.slot {
+            self.db.registry.publish_view_low(s.index(), 0);
+        }
+        self.view = None;
+        let locks = std::mem::take(&mut self.locks);
+        self.db.locks.release(self.id, &locks);
+    }
+
+    /// Undo every change of this transaction.
+    pub fn rollback(mut self) -> Result<()> {
+        self.rollback_inner()
+    }
+
+    /// Write the commit mark and release the locks; the commit LSN if the
+    /// transaction changed anything.
+    fn commit_start(&mut self) -> Result<Option<crate::Lsn>> {
+        self.check_open()?;
+        self.done = true;
+        let lsn = if self.seq > 0 {
+            match self.db.undo.mark_committed(&self.db.store, self.id) {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    self.done = false;
+                    let _ = self.rollback_inner();
+                    return Err(e);
+                }
+            }
+        } else {
+            None
+        };
+        self.finish_locks();
+        if lsn.is_some() {
+            self.db.counters.commits.incr();
+            self.db.history.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(lsn)
+    }
+
+    /// Commit; with `Sync` durability (the default) the commit is durable
+    /// when this returns, and only then visible to other transactions.
+    pub fn commit(mut self) -> Result<()> {
+        let lsn = self.commit_start()?;
+        let slot = self.slot.take();
+        match lsn {
+            None => Ok(()),
+            Some(lsn) => match self.opts.durability {
+                Durability::Sync => match self.db.store.commit(lsn, Durability::Sync) {
+                    Ok(()) => {
+                        drop(slot);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        if let Some(s) = slot {
+                            std::mem::forget(s);
+                        }
+                        Err(e)
+                    }
+                },
+                d => {
+                    drop(slot);
+                    self.db.store.commit(lsn, d)
+                }
+            },
+        }
+    }
+
+    /// Commit without blocking on the sync: the commit mark is written
+    /// and the locks released now; the returned future resolves when the
+    /// commit is as durable as the transaction's durability asks (and, for
+    /// `Sync`, makes it visible then). Nothing is spent on it unless it is
+    /// called.
+    pub fn commit_async(mut self) -> impl Future<Output = Result<()>> + 'db {
+        let started = self.commit_start();
+        let slot = self.slot.take();
+        let db = self.db;
+        let durability = self.opts.durability;
+        async move {
+            let Some(lsn) = started? else {
+                drop(slot);
+                return Ok(());
+            };
+            let slot = if durability == Durability::Sync {
+                slot
+            } else {
+                drop(slot);
+                None
+            };
+            match db.store.log().commit_async(lsn, durability).await {
+                Ok(()) => {
+                    drop(slot);
+                    Ok(())
+                }
+                Err(e) => {
+                    if let Some(s) = slot {
+                        std::mem::forget(s);
+                    }
+                    Err(e)
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Txn<'_> {
+    fn drop(&mut self) {
+        if !self.done
+            && let Err(e) = self.rollback_inner()
+        {
+            tracing::error!(trx = self.id, error = %e, "rollback of a dropped transaction failed");
+        }
+    }
+}
+
+/// Rows of a scan, decoded, as the scan's read view sees them.
+#[derive(Debug)]
+pub struct Rows<'db> {
+    db: &'db DbInner,
+    schema: Arc<TableSchema>,
+    view: ReadView,
+    cursor: Cursor<'db>,
+    index: Option<usize>,
+}
+
+impl Rows<'_> {
+    fn step(&mut self) -> Result<Option<Option<Vec<Value>>>> {
+        let Some(item) = self.cursor.next() else {
+            return Ok(None);
+        };
+        let (k, v) = item?;
+        let schema = &self.schema;
+        match self.index {
+            None => {
+                let rec = table::split_rec(&v)?;
+                match table::visible(self.db, &self.view, schema, &k, rec)? {
+                    None => Ok(Some(None)),
+                    Some(row) => Ok(Some(Some(table::decode(schema, &row)?))),
+                }
+            }
+            Some(i) => {
+                let (sec, pk) = table::split_entry(schema, i, &k)?;
+                let Some(rec) = table::read_rec(&self.db.store, schema, pk)? else {
+                    return Ok(Some(None));
+                };
+                let Some(row) = table::visible(self.db, &self.view, schema, pk, rec)? else {
+                    return Ok(Some(None));
+                };
+                let values = table::decode(schema, &row)?;
+                if table::sec_key_of(schema, i, &values) == sec {
+                    Ok(Some(Some(values)))
+                } else {
+                    Ok(Some(None)) // an entry of another version
+                }
+            }
+        }
+    }
+}
+
+impl Iterator for Rows<'_> {
+    type Item = Result<Vec<Value>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            match self.step() {
+                Err(e) => return Some(Err(e)),
+                Ok(None) => return None,
+                Ok(Some(None)) => continue,
+                Ok(Some(Some(row))) => return Some(Ok(row)),
+            }
+        }
+    }
+}

@@ -1,0 +1,350 @@
+use std::ops::Bound::{Excluded, Included, Unbounded};
+
+use quill::Error;
+use quill::btree::Direction;
+use quill::catalog::schema::{IndexDef, TableDef};
+use quill::catalog::{Column, ColumnType, Value};
+use quill::db::Db;
+use quill::io::SimFs;
+
+use crate::common::*;
+
+type Rows = Vec<Vec<Value>>;
+
+/// Every row by primary key and by each index, as a new transaction sees it.
+fn snapshot(db: &Db) -> (Rows, Rows, Rows) {
+    let t = db.table("accounts").unwrap();
+    let mut tx = db.begin().unwrap();
+    let all: Rows = tx
+        .scan(&t, Unbounded, Unbounded, Direction::Forward)
+        .unwrap()
+        .collect::<quill::Result<_>>()
+        .unwrap();
+    let by_balance: Rows = tx
+        .index_scan(&t, "by_balance", Unbounded, Unbounded, Direction::Forward)
+        .unwrap()
+        .collect::<quill::Result<_>>()
+        .unwrap();
+    let by_owner: Rows = tx
+        .index_scan(&t, "by_owner", Unbounded, Unbounded, Direction::Backward)
+        .unwrap()
+        .collect::<quill::Result<_>>()
+        .unwrap();
+    tx.commit().unwrap();
+    (all, by_balance, by_owner)
+}
+
+#[test]
+fn insert_get_update_delete_and_scans() {
+    let fs = SimFs::new(1);
+    let db = open(&fs, opts(200));
+    let t = db.create_table(accounts()).unwrap();
+    let mut tx = db.begin().unwrap();
+    for i in 0..300 {
+        tx.insert(&t, &acct(i, &format!("owner{i:04}"), 1000 - i)).unwrap();
+    }
+    tx.commit().unwrap();
+
+    let mut tx = db.begin().unwrap();
+    assert_eq!(
+        tx.get(&t, &[Value::Int64(7)]).unwrap(),
+        Some(acct(7, "owner0007", 993))
+    );
+    assert_eq!(tx.get(&t, &[Value::Int64(7000)]).unwrap(), None);
+    assert!(tx.update(&t, &[Value::Int64(7)], &[(2, Value::Int64(5))]).unwrap());
+    assert!(!tx.update(&t, &[Value::Int64(7000)], &[(2, Value::Int64(5))]).unwrap());
+    assert!(tx.delete(&t, &[Value::Int64(8)]).unwrap());
+    assert!(!tx.delete(&t, &[Value::Int64(8)]).unwrap());
+    // The transaction sees its own changes.
+    assert_eq!(tx.get(&t, &[Value::Int64(8)]).unwrap(), None);
+    assert_eq!(
+        tx.get(&t, &[Value::Int64(7)]).unwrap(),
+        Some(acct(7, "owner0007", 5))
+    );
+    tx.commit().unwrap();
+
+    let (all, by_balance, by_owner) = snapshot(&db);
+    assert_eq!(all.len(), 299);
+    assert!(all.windows(2).all(|w| int(&w[0][0]) < int(&w[1][0])));
+    let bal: Vec<i64> = by_balance.iter().map(|r| int(&r[2])).collect();
+    assert!(bal.windows(2).all(|w| w[0] <= w[1]));
+    assert_eq!(by_balance[0], acct(7, "owner0007", 5));
+    assert_eq!(by_owner.len(), 299);
+    assert_eq!(by_owner[0], acct(299, "owner0299", 701));
+
+    // Bounded scans, both directions, prefix semantics.
+    let mut tx = db.begin().unwrap();
+    let lo = [Value::Int64(10)];
+    let hi = [Value::Int64(20)];
+    let ids = |rows: Rows| rows.iter().map(|r| int(&r[0])).collect::<Vec<_>>();
+    let fwd: Rows = tx
+        .scan(&t, Included(&lo), Excluded(&hi), Direction::Forward)
+        .unwrap()
+        .collect::<quill::Result<_>>()
+        .unwrap();
+    assert_eq!(ids(fwd), (10..20).collect::<Vec<_>>());
+    let bwd: Rows = tx
+        .scan(&t, Excluded(&lo), Included(&hi), Direction::Backward)
+        .unwrap()
+        .collect::<quill::Result<_>>()
+        .unwrap();
+    assert_eq!(ids(bwd), (11..=20).rev().collect::<Vec<_>>());
+    let rich: Rows = tx
+        .index_scan(
+            &t,
+            "by_balance",
+            Included(&[Value::Int64(990)]),
+            Unbounded,
+            Direction::Forward,
+        )
+        .unwrap()
+        .collect::<quill::Result<_>>()
+        .unwrap();
+    assert_eq!(ids(rich), (0..=10).rev().filter(|&i| i != 7 && i != 8).collect::<Vec<_>>());
+    tx.commit().unwrap();
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+}
+
+#[test]
+fn duplicate_keys_leave_no_trace() {
+    let fs = SimFs::new(2);
+    let db = open(&fs, opts(200));
+    let t = db.create_table(accounts()).unwrap();
+    let mut tx = db.begin().unwrap();
+    tx.insert(&t, &acct(1, "ada", 10)).unwrap();
+    tx.insert(&t, &acct(2, "bob", 20)).unwrap();
+    let e = tx.insert(&t, &acct(1, "cyd", 30)).unwrap_err();
+    assert!(matches!(e, Error::DuplicateKey { ref index, .. } if index == "PRIMARY"), "{e}");
+    let e = tx.insert(&t, &acct(3, "ada", 30)).unwrap_err();
+    assert!(matches!(e, Error::DuplicateKey { ref index, .. } if index == "by_owner"), "{e}");
+    let e = tx.update(&t, &[Value::Int64(2)], &[(1, Value::Text("ada".into()))]).unwrap_err();
+    assert!(matches!(e, Error::DuplicateKey { .. }), "{e}");
+    // NULLs never collide in a unique index.
+    tx.insert(&t, &[Value::Int64(4), Value::Null, Value::Int64(1)]).unwrap();
+    tx.insert(&t, &[Value::Int64(5), Value::Null, Value::Int64(1)]).unwrap();
+    // The failed statements changed nothing; the transaction goes on.
+    assert_eq!(tx.get(&t, &[Value::Int64(3)]).unwrap(), None);
+    assert_eq!(tx.get(&t, &[Value::Int64(2)]).unwrap(), Some(acct(2, "bob", 20)));
+    tx.commit().unwrap();
+    // A key freed by a committed delete can be taken again.
+    let mut tx = db.begin().unwrap();
+    assert!(tx.delete(&t, &[Value::Int64(1)]).unwrap());
+    tx.insert(&t, &acct(6, "ada", 60)).unwrap();
+    tx.insert(&t, &acct(1, "ada2", 11)).unwrap();
+    tx.commit().unwrap();
+    let (all, _, _) = snapshot(&db);
+    assert_eq!(all.len(), 5);
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    db.purge_now().unwrap();
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+}
+
+#[test]
+fn rollback_restores_rows_and_every_index_exactly() {
+    let fs = SimFs::new(3);
+    let db = open(&fs, opts(200));
+    let t = db.create_table(accounts()).unwrap();
+    let mut tx = db.begin().unwrap();
+    for i in 0..200 {
+        tx.insert(&t, &acct(i, &format!("o{i}"), i % 17)).unwrap();
+    }
+    tx.commit().unwrap();
+    db.purge_now().unwrap();
+    let before = snapshot(&db);
+    let entries_before = db.check().unwrap().index_entries;
+
+    let mut rng = 12345u64;
+    let mut next = || {
+        rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        rng >> 33
+    };
+    let mut tx = db.begin().unwrap();
+    for _ in 0..2000 {
+        let id = (next() % 260) as i64;
+        match next() % 4 {
+            0 => {
+                let _ = tx.insert(&t, &acct(id, &format!("n{}", next() % 300), (next() % 50) as i64));
+            }
+            1 => {
+                let _ = tx.delete(&t, &[Value::Int64(id)]).unwrap();
+            }
+            2 => {
+                let _ = tx.update(&t, &[Value::Int64(id)], &[(2, Value::Int64((next() % 50) as i64))]);
+            }
+            _ => {
+                let _ = tx.update(&t, &[Value::Int64(id)], &[(1, Value::Text(format!("u{}", next() % 300)))]);
+            }
+        }
+    }
+    tx.rollback().unwrap();
+    assert_eq!(snapshot(&db), before);
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    assert_eq!(report.index_entries, entries_before, "rollback left index entries behind");
+    assert_eq!(db.stats().history_length, 0);
+}
+
+#[test]
+fn hidden_row_ids_and_automatic_keys() {
+    let fs = SimFs::new(4);
+    let log_def = TableDef {
+        name: "events".into(),
+        columns: vec![Column::new("what", ColumnType::Text { max_len: 20 }, false)],
+        primary_key: vec![],
+        indexes: vec![],
+    };
+    let auto_def = TableDef {
+        name: "orders".into(),
+        columns: vec![
+            Column::new("id", ColumnType::Int64, false),
+            Column::new("qty", ColumnType::Int32, false),
+        ],
+        primary_key: vec![0],
+        indexes: vec![],
+    };
+    {
+        let db = open(&fs, opts(200));
+        let ev = db.create_table(log_def).unwrap();
+        let or = db.create_table(auto_def).unwrap();
+        let mut tx = db.begin().unwrap();
+        for i in 0..10 {
+            let k = tx.insert(&ev, &[Value::Text(format!("e{i}"))]).unwrap();
+            assert_eq!(k, vec![Value::Int64(i + 1)]);
+        }
+        assert_eq!(tx.insert(&or, &[Value::Null, Value::Int32(1)]).unwrap(), vec![Value::Int64(1)]);
+        tx.insert(&or, &[Value::Int64(100), Value::Int32(2)]).unwrap();
+        assert_eq!(tx.insert(&or, &[Value::Null, Value::Int32(3)]).unwrap(), vec![Value::Int64(101)]);
+        tx.commit().unwrap();
+        db.close().unwrap();
+    }
+    let db = open(&fs, opts(200));
+    let ev = db.table("events").unwrap();
+    let or = db.table("orders").unwrap();
+    let mut tx = db.begin().unwrap();
+    assert_eq!(tx.insert(&ev, &[Value::Text("later".into())]).unwrap(), vec![Value::Int64(11)]);
+    assert_eq!(tx.insert(&or, &[Value::Null, Value::Int32(4)]).unwrap(), vec![Value::Int64(102)]);
+    assert_eq!(
+        tx.get(&ev, &[Value::Int64(3)]).unwrap(),
+        Some(vec![Value::Text("e2".into())])
+    );
+    tx.commit().unwrap();
+}
+
+#[test]
+fn create_index_on_a_populated_table() {
+    let fs = SimFs::new(5);
+    let db = open(&fs, opts(300));
+    let mut def = accounts();
+    def.indexes.clear();
+    let t = db.create_table(def).unwrap();
+    let mut tx = db.begin().unwrap();
+    for i in 0..3000 {
+        tx.insert(&t, &acct(i, &format!("o{}", i % 2900), i % 100)).unwrap();
+    }
+    tx.commit().unwrap();
+    // An old snapshot keeps an update's old version alive during the build.
+    let mut reader = db.begin_with(quill::TxnOptions {
+        isolation: quill::Isolation::RepeatableRead,
+        ..Default::default()
+    })
+    .unwrap();
+    assert!(reader.get(&t, &[Value::Int64(5)]).unwrap().is_some());
+    let mut tx = db.begin().unwrap();
+    tx.update(&t, &[Value::Int64(5)], &[(2, Value::Int64(777))]).unwrap();
+    tx.commit().unwrap();
+
+    let e = db
+        .create_index("accounts", IndexDef { name: "by_owner".into(), columns: vec![1], unique: true })
+        .unwrap_err();
+    assert!(matches!(e, Error::DuplicateKey { .. }), "{e}");
+    db.create_index("accounts", IndexDef { name: "by_balance".into(), columns: vec![2], unique: false })
+        .unwrap();
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    // The old snapshot reads the old version through the new index.
+    let old: Vec<_> = reader
+        .index_scan(&t, "by_balance", Included(&[Value::Int64(5)]), Included(&[Value::Int64(5)]), Direction::Forward)
+        .unwrap()
+        .collect::<quill::Result<_>>()
+        .unwrap();
+    assert_eq!(old.len(), 30);
+    assert!(old.iter().any(|r| int(&r[0]) == 5));
+    reader.commit().unwrap();
+    let mut tx = db.begin().unwrap();
+    let new: Vec<_> = tx
+        .index_scan(&t, "by_balance", Included(&[Value::Int64(777)]), Included(&[Value::Int64(777)]), Direction::Forward)
+        .unwrap()
+        .collect::<quill::Result<_>>()
+        .unwrap();
+    assert_eq!(new, vec![acct(5, "o5", 777)]);
+    tx.insert(&t, &acct(5000, "x", 777)).unwrap();
+    tx.commit().unwrap();
+    drop(t);
+    db.close().unwrap();
+    let db = open(&fs, opts(300));
+    assert_eq!(db.table("accounts").unwrap().schema().def.indexes.len(), 1);
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+}
+
+#[test]
+fn purge_removes_deleted_rows_and_stale_entries() {
+    let fs = SimFs::new(6);
+    let mut o = opts(200);
+    o.purge = false;
+    let db = open(&fs, o);
+    let t = db.create_table(accounts()).unwrap();
+    let mut tx = db.begin().unwrap();
+    for i in 0..500 {
+        tx.insert(&t, &acct(i, &format!("o{i}"), i)).unwrap();
+    }
+    tx.commit().unwrap();
+    for i in 0..500 {
+        let mut tx = db.begin().unwrap();
+        if i % 2 == 0 {
+            tx.delete(&t, &[Value::Int64(i)]).unwrap();
+        } else {
+            tx.update(&t, &[Value::Int64(i)], &[(2, Value::Int64(i + 1000))]).unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    assert_eq!(db.stats().history_length, 501);
+    let before = db.check().unwrap();
+    assert!(before.is_ok(), "{:?}", before.problems);
+    assert_eq!(before.records, 500);
+    db.purge_now().unwrap();
+    let s = db.stats();
+    assert_eq!(s.history_length, 0);
+    assert_eq!(s.purged_rows, 250);
+    let after = db.check().unwrap();
+    assert!(after.is_ok(), "{:?}", after.problems);
+    assert_eq!((after.records, after.live_rows), (250, 250));
+    assert_eq!(after.index_entries, 500, "one entry per live row and index");
+}
+
+#[test]
+fn bad_input_is_an_error_not_a_panic() {
+    let fs = SimFs::new(7);
+    let db = open(&fs, opts(200));
+    let t = db.create_table(accounts()).unwrap();
+    let mut tx = db.begin().unwrap();
+    assert!(tx.insert(&t, &[Value::Int64(1)]).is_err());
+    assert!(tx.insert(&t, &[Value::Text("x".into()), Value::Null, Value::Int64(1)]).is_err());
+    assert!(tx.insert(&t, &acct(1, &"x".repeat(65), 1)).is_err());
+    assert!(tx.insert(&t, &[Value::Int64(1), Value::Null, Value::Null]).is_err());
+    assert!(tx.get(&t, &[Value::Text("1".into())]).is_err());
+    assert!(tx.get(&t, &[]).is_err());
+    assert!(tx.update(&t, &[Value::Int64(1)], &[(0, Value::Int64(2))]).is_err());
+    assert!(tx.update(&t, &[Value::Int64(1)], &[(9, Value::Int64(2))]).is_err());
+    assert!(tx.index_scan(&t, "nope", Unbounded, Unbounded, Direction::Forward).is_err());
+    assert!(db.table("nope").is_err());
+    assert!(db.create_table(accounts()).is_err());
+    tx.insert(&t, &acct(1, "a", 1)).unwrap();
+    assert!(tx.update(&t, &[Value::Int64(1)], &[(2, Value::Null)]).is_err());
+    tx.commit().unwrap();
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+}

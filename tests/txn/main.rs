@@ -1,0 +1,7 @@
+//! Transaction layer tests: tables, secondary indexes, isolation,
+//! rollback, purge, locking and crash recovery through the `Db` API.
+
+mod basic;
+mod common;
+mod crash;
+mod isolation;
