@@ -42,6 +42,8 @@ impl CheckReport {
 pub(crate) fn check(db: &DbInner) -> Result<CheckReport> {
     let mut r = CheckReport::default();
     let store = &db.store;
+    // Purge changes entries and records between the two passes; pause it.
+    let _no_purge = db.purge_lock.lock();
     db.undo.verify(store)?;
     let bound = db.registry.purge_bound();
     for schema in db.catalog.tables() {

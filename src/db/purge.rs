@@ -5,10 +5,14 @@
 //! transaction, oldest first:
 //!
 //! * insert: nothing to do (the row stays; its undo served rollback only);
-//! * update or delete-mark: under the row's lock, if the record is still
-//!   the delete-marked version this very change wrote, remove it and its
-//!   secondary entries; then remove the replaced version's secondary
-//!   entries that no version a view may read still has (TB1).
+//! * delete-mark: under the row's lock, if the record is still the
+//!   delete-marked version this very change wrote, remove it and its
+//!   secondary entries;
+//! * update: for each index whose key the update changed (a bit in the
+//!   undo record), under the row's lock, remove the replaced version's
+//!   entry unless a version a view may read still has that key (TB1). An
+//!   update that changed no key costs purge nothing but deleting its undo
+//!   record.
 //!
 //! Then the undo records go, then the commit mark (UL3). Every step acts
 //! only where the record still says so, so a crash part way is harmless:
@@ -114,7 +118,10 @@ fn purge_record(db: &DbInner, seq: u64, rec: &UndoRecord, bound: TrxId) -> Resul
         return Ok(());
     };
     let schema = t.schema.read().clone();
-    if rec.kind == UndoKind::Update && schema.def.indexes.is_empty() {
+    // An update that changed no secondary key leaves nothing to purge (the
+    // old and new versions share their entries); only the purge of the
+    // update that changed a key away from `k` can find `k` unneeded.
+    if rec.kind == UndoKind::Update && rec.changed == 0 {
         return Ok(());
     }
     let lock = table::row_lock(schema.id, &rec.key);
@@ -152,9 +159,12 @@ fn purge_row(
     let Some(old) = &rec.old_value else {
         return Ok(());
     };
+    if rec.kind != UndoKind::Update {
+        return Ok(());
+    }
     let (_, old_row) = table::split_rec(old)?;
     let old_values = table::decode(schema, &old_row)?;
-    for i in 0..schema.def.indexes.len() {
+    for i in (0..schema.def.indexes.len()).filter(|&i| i < 64 && rec.changed & (1 << i) != 0) {
         let k = table::sec_key_of(schema, i, &old_values);
         if !table::needed_has_key(db, schema, i, &k, cur.clone(), bound, false)?
             && let Some(tree) = table::secondary(store, schema, i)

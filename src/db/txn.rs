@@ -334,6 +334,12 @@ impl<'db> Txn<'db> {
             }
         }
         let (prev_trx, prev_roll) = cur.as_ref().map_or((0, RollPtr::NONE), |(h, _)| (h.trx, h.roll));
+        let changed = match &old_values {
+            None => 0,
+            Some(old) => (0..schema.def.indexes.len())
+                .filter(|&i| table::sec_key_of(schema, i, old) != table::sec_key_of(schema, i, &values))
+                .fold(0u64, |m, i| m | (1 << i)),
+        };
         let seq = self.write_undo(UndoRecord {
             kind,
             undo_no: self.seq + 1,
@@ -343,6 +349,7 @@ impl<'db> Txn<'db> {
             prev_roll,
             key: pk.clone(),
             old_value,
+            changed,
         })?;
         let hdr = RecHeader {
             trx: self.id,
@@ -444,6 +451,7 @@ impl<'db> Txn<'db> {
             prev_roll: cur.0.roll,
             key: pk.clone(),
             old_value: Some(cur.0.encode(&cur.1)),
+            changed: changed.iter().fold(0u64, |m, &i| m | (1 << i)),
         })?;
         let hdr = RecHeader {
             trx: self.id,
@@ -487,6 +495,7 @@ impl<'db> Txn<'db> {
             prev_roll: cur.0.roll,
             key: pk.clone(),
             old_value: Some(cur.0.encode(&cur.1)),
+            changed: 0,
         })?;
         let hdr = RecHeader {
             trx: self.id,

