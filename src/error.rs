@@ -36,7 +36,9 @@ pub enum Error {
     /// Under REPEATABLE READ, a row this transaction writes was changed by
     /// a transaction its snapshot does not see. The transaction was rolled
     /// back; retry it.
-    #[error("serialization failure: transaction {trx} tried to change a row changed after its snapshot; it was rolled back, retry it")]
+    #[error(
+        "serialization failure: transaction {trx} tried to change a row changed after its snapshot; it was rolled back, retry it"
+    )]
     Serialization {
         /// The failed transaction.
         trx: u64,

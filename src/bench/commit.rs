@@ -206,12 +206,12 @@ impl CommitConfig {
 
 /// Process resource usage at one instant.
 #[derive(Clone, Copy, Debug)]
-struct Usage {
-    cpu_us: f64,
-    switches: f64,
+pub(crate) struct Usage {
+    pub(crate) cpu_us: f64,
+    pub(crate) switches: f64,
 }
 
-fn usage() -> Usage {
+pub(crate) fn usage() -> Usage {
     match nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF) {
         Ok(u) => {
             let tv = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 * 1e6 + t.tv_usec() as f64;
@@ -232,7 +232,7 @@ const PHASE_WARMUP: u8 = 0;
 const PHASE_MEASURE: u8 = 1;
 const PHASE_STOP: u8 = 2;
 
-fn new_hist() -> hdrhistogram::Histogram<u64> {
+pub(crate) fn new_hist() -> hdrhistogram::Histogram<u64> {
     #[allow(clippy::expect_used)]
     hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("constant bounds")
 }

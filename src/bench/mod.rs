@@ -7,10 +7,13 @@
 //! * [`commit`]: append + commit loops over the redo log for every
 //!   combination of clients, commit mode, durability, async and injected
 //!   sync delay.
+//! * [`storage`]: the storage layer over the B+tree API.
+//! * [`txn`]: transactions through the embedded API in sysbench's shapes.
 
 pub mod commit;
 pub mod fsync;
 pub mod storage;
+pub mod txn;
 
 use serde::Serialize;
 

@@ -36,6 +36,7 @@ pub struct Cursor<'s> {
     dir: Direction,
     batch: VecDeque<(Vec<u8>, Vec<u8>)>,
     done: bool,
+    limit: usize,
 }
 
 fn owned(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
@@ -71,7 +72,16 @@ impl<'s> Cursor<'s> {
             dir,
             batch: VecDeque::new(),
             done: false,
+            limit: usize::MAX,
         }
+    }
+
+    /// Copy at most `n` entries per leaf visit (at least 1): for callers
+    /// that want only the first few entries of a range, so a visit does
+    /// not copy the rest of the leaf.
+    pub fn batch_limit(mut self, n: usize) -> Self {
+        self.limit = n.max(1);
+        self
     }
 
     fn fill(&mut self) -> Result<()> {
@@ -137,6 +147,10 @@ impl<'s> Cursor<'s> {
                 }
                 let v = t.value_at(&cur, j)?;
                 self.batch.push_back((k.to_vec(), v));
+                if self.batch.len() >= self.limit && j + 1 < n {
+                    self.lo = Bound::Excluded(k.to_vec());
+                    return Ok(());
+                }
             }
             if !self.done {
                 match fence {
@@ -163,6 +177,10 @@ impl<'s> Cursor<'s> {
                 }
                 let v = t.value_at(&cur, j)?;
                 self.batch.push_back((k.to_vec(), v));
+                if self.batch.len() >= self.limit && j > 0 {
+                    self.hi = Bound::Excluded(k.to_vec());
+                    return Ok(());
+                }
             }
             if !self.done {
                 // Keys below the fence remain; some may be in range.

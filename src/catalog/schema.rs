@@ -35,8 +35,9 @@ use crate::{Error, Result};
 pub const CATALOG_ROOT_SLOT: usize = 0;
 /// Schema format version.
 pub const SCHEMA_VERSION: u32 = 1;
-/// Most secondary indexes on one table.
-pub const MAX_INDEXES: usize = 64;
+/// Most secondary indexes on one table (the undo record's changed-index
+/// mask has room for this many, see `txn::undo`).
+pub const MAX_INDEXES: usize = 48;
 
 /// A secondary index.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

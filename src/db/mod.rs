@@ -162,6 +162,67 @@ pub struct DbStats {
     pub purge_bound: TrxId,
     /// What recovery did at the last open.
     pub recovery: Option<TxnRecovery>,
+    /// Why the purge thread stopped, if it did (an I/O failure; the
+    /// database needs reopening).
+    pub purge_error: Option<String>,
+}
+
+/// Name of the file holding the transaction statistics of the last clean
+/// close (read by `quill status`).
+pub const TXN_STATS_FILE: &str = "txn-stats.json";
+
+impl std::fmt::Display for DbStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "  transactions: {} active; {} committed, {} rolled back, {} serialization failures",
+            self.active_transactions, self.commits, self.rollbacks, self.serialization_failures
+        )?;
+        writeln!(
+            f,
+            "  row locks: {} waits, {} deadlocks, {} lock-wait timeouts",
+            self.locks.waits, self.locks.deadlocks, self.locks.timeouts
+        )?;
+        writeln!(
+            f,
+            "  purge: history length {} (committed transactions not purged yet); purged {} transactions, {} undo records, {} deleted rows; bound {}{}",
+            self.history_length,
+            self.purged_transactions,
+            self.purged_undo_records,
+            self.purged_rows,
+            self.purge_bound,
+            self.purge_error
+                .as_ref()
+                .map(|e| format!("; STOPPED: {e}"))
+                .unwrap_or_default()
+        )?;
+        if let Some(r) = &self.recovery {
+            writeln!(
+                f,
+                "  recovery at open: {} transactions rolled back ({} undo records) in {:.1} ms; {} committed transactions awaited purge",
+                r.rolled_back.len(),
+                r.undo_records,
+                r.duration.as_secs_f64() * 1e3,
+                r.history
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The transaction statistics saved at the last clean close of the
+/// database in `dir`, if any.
+pub fn saved_stats(vfs: &dyn Vfs, dir: &Path) -> Option<DbStats> {
+    let f = vfs
+        .open(
+            &dir.join(TXN_STATS_FILE),
+            crate::io::OpenOptions::read_only(),
+        )
+        .ok()?;
+    let n = usize::try_from(f.size().ok()?).ok()?;
+    let mut buf = vec![0u8; n];
+    f.read_exact_at(&mut buf, 0).ok()?;
+    serde_json::from_slice(&buf).ok()
 }
 
 /// Shared state of an open database.
@@ -187,6 +248,8 @@ pub struct DbInner {
     recovery: Option<TxnRecovery>,
     opts: Options,
     ddl: Mutex<()>,
+    vfs: Arc<dyn Vfs>,
+    dir: std::path::PathBuf,
 }
 
 /// An open database. Share it between threads by reference (it is
@@ -255,6 +318,19 @@ impl DbInner {
         Ok(slot)
     }
 
+    /// Transactions below this id are visible to every view, present and
+    /// future (registry R4, with durable-only visibility R5).
+    pub(crate) fn purge_bound(&self) -> TrxId {
+        let log = self.store.log();
+        self.registry.purge_bound(&|| log.durable_lsn().0)
+    }
+
+    /// A read view for the transaction in `slot`.
+    pub(crate) fn open_view(&self, slot: &TrxSlot<'_>) -> crate::txn::ReadView {
+        let log = self.store.log();
+        crate::txn::ReadView::open(&self.registry, slot, &|| log.durable_lsn().0)
+    }
+
     pub(crate) fn table_by_id(&self, id: u64) -> Option<Arc<table::TableState>> {
         self.by_id.read().get(&id).cloned()
     }
@@ -273,6 +349,7 @@ impl DbInner {
             purged_rows: c.purged_rows.get(),
             purge_bound: self.registry.purged_upto(),
             recovery: self.recovery.clone(),
+            purge_error: self.purge_error.lock().clone(),
         }
     }
 }
@@ -310,7 +387,7 @@ pub(crate) fn undo_change(db: &DbInner, rec: &UndoRecord, seq: u64) -> Result<()
             if *kind == UndoKind::Update && !schema.def.indexes.is_empty() {
                 let restored = table::split_rec(old)?;
                 let old_values = table::decode(&schema, &restored.1)?;
-                let bound = db.registry.purge_bound();
+                let bound = db.purge_bound();
                 for i in 0..schema.def.indexes.len() {
                     let k = table::sec_key_of(&schema, i, &values);
                     if k == table::sec_key_of(&schema, i, &old_values) {
@@ -365,10 +442,10 @@ impl Db {
         let store = match Store::open(vfs.clone(), path, opts.store.clone()) {
             Ok(s) => s,
             Err(Error::NotFound { .. }) if opts.create_if_missing => {
-                Store::create(vfs, path, opts.store.clone())?
+                Store::create(vfs.clone(), path, opts.store.clone())?
             }
             Err(Error::Io(e)) if e.is_not_found() && opts.create_if_missing => {
-                Store::create(vfs, path, opts.store.clone())?
+                Store::create(vfs.clone(), path, opts.store.clone())?
             }
             Err(e) => return Err(e),
         };
@@ -394,6 +471,8 @@ impl Db {
             recovery: None,
             opts,
             ddl: Mutex::new(()),
+            vfs,
+            dir: path.to_path_buf(),
         };
         let next = reserved + 1 + TRX_ID_BATCH;
         let lsn = inner.undo.reserve(&inner.store, next)?;
@@ -408,7 +487,9 @@ impl Db {
                 "rolled back transactions that never committed"
             );
         }
-        inner.history.store(report.history as i64, Ordering::Relaxed);
+        inner
+            .history
+            .store(report.history as i64, Ordering::Relaxed);
         inner.recovery = Some(report);
         let inner = Arc::new(inner);
         let handle = if inner.opts.purge {
@@ -472,7 +553,7 @@ impl Db {
         trial.def.validate()?;
         let i = trial.def.indexes.len() - 1;
         let db = &*self.inner;
-        let bound = db.registry.purge_bound();
+        let bound = db.purge_bound();
         let mut entries: Vec<Vec<u8>> = Vec::new();
         let mut live: Vec<Vec<u8>> = Vec::new();
         let tree = table::clustered(&db.store, &trial);
@@ -569,7 +650,16 @@ impl Db {
         let Db { inner, purge } = self;
         drop(purge);
         match Arc::try_unwrap(inner) {
-            Ok(inner) => inner.store.close(),
+            Ok(inner) => {
+                let stats = inner.stats();
+                if let Ok(json) = serde_json::to_vec_pretty(&stats) {
+                    let path = inner.dir.join(TXN_STATS_FILE);
+                    if let Err(e) = crate::io::write_small_file(inner.vfs.as_ref(), &path, &json) {
+                        tracing::warn!(error = %e, "could not save transaction statistics");
+                    }
+                }
+                inner.store.close()
+            }
             Err(_) => Err(Error::InvalidArgument {
                 what: "close",
                 reason: "the database is still in use".into(),

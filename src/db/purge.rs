@@ -21,13 +21,16 @@
 //! is below both.
 //!
 //! The thread sleeps (10 ms) only when there is nothing to purge, so it
-//! keeps up under sustained load and catches up at once when load drops.
+//! catches up at once when load drops. Under sustained load with many
+//! more clients than cores the thread alone gets too little CPU, so
+//! committing writers help while the history is long ([`help`]).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::btree::Direction;
+use crate::txn::undo_log::UNDO_PARTITIONS;
 use crate::txn::{LockMode, TrxId, UndoKind, UndoRecord};
 use crate::{Error, Result};
 
@@ -68,30 +71,76 @@ fn run(db: &DbInner) {
     }
 }
 
-/// Purge up to `max` transactions; returns how many were purged.
+/// Purge up to `max` transactions; returns how many were purged. Each
+/// undo partition is worked from its oldest transaction; the order across
+/// partitions does not matter, since every step is decided by the record's
+/// current state and the bound alone.
 pub(crate) fn purge_batch(db: &DbInner, max: usize) -> Result<u64> {
-    let _one_purger = db.purge_lock.lock();
-    let mut done = 0;
-    let bound = db.registry.purge_bound();
-    while done < max as u64 {
-        let Some(t) = db.undo.next_trx_with_undo(&db.store, 0)? else {
-            break;
-        };
-        if t >= bound {
-            break;
-        }
-        purge_trx(db, t, bound)?;
-        done += 1;
+    let n = {
+        let _one_purger = db.purge_lock.lock();
+        purge_locked(db, max)?
+    };
+    if n == 0 {
+        clean_marks(db)?;
     }
-    // Commit marks whose undo is gone (a crash between the two deletes).
-    let first_undo = db.undo.next_trx_with_undo(&db.store, 0)?;
-    while let Some(m) = db.undo.first_mark(&db.store)? {
-        if m >= bound || first_undo.is_some_and(|u| m >= u) {
-            break;
+    Ok(n)
+}
+
+/// History length above which committing writers help purge.
+pub(crate) const HELP_ABOVE: i64 = 2048;
+
+/// Called by a writer after its commit: when the history is long (the
+/// purge thread is not keeping up, typically because many more client
+/// threads than cores share the CPU with it), purge a little in the
+/// committer's own time, unless someone is purging already. This keeps
+/// the history bounded under any load with no tuning: the more writers,
+/// the more helpers.
+pub(crate) fn help(db: &DbInner) -> Result<()> {
+    if db.history.load(Ordering::Relaxed) <= HELP_ABOVE {
+        return Ok(());
+    }
+    if let Some(_g) = db.purge_lock.try_lock() {
+        purge_locked(db, 2)?;
+    }
+    Ok(())
+}
+
+fn purge_locked(db: &DbInner, max: usize) -> Result<u64> {
+    let mut done = 0;
+    let bound = db.purge_bound();
+    let mut open: Vec<u8> = (0..UNDO_PARTITIONS).collect();
+    while done < max as u64 && !open.is_empty() {
+        let mut still = Vec::with_capacity(open.len());
+        for &part in &open {
+            match db.undo.next_trx_with_undo(&db.store, part, 0)? {
+                Some(t) if t < bound => {
+                    purge_trx(db, t, bound)?;
+                    done += 1;
+                    still.push(part);
+                }
+                _ => {}
+            }
         }
-        db.undo.delete_mark(&db.store, m)?;
+        open = still;
     }
     Ok(done)
+}
+
+/// Delete commit marks whose undo is gone (left by a crash between purge's
+/// two deletes); run when purge is idle.
+fn clean_marks(db: &DbInner) -> Result<()> {
+    let _one_purger = db.purge_lock.lock();
+    let bound = db.purge_bound();
+    for part in 0..UNDO_PARTITIONS {
+        let first_undo = db.undo.next_trx_with_undo(&db.store, part, 0)?;
+        while let Some(m) = db.undo.first_mark(&db.store, part)? {
+            if m >= bound || first_undo.is_some_and(|u| m >= u) {
+                break;
+            }
+            db.undo.delete_mark(&db.store, m)?;
+        }
+    }
+    Ok(())
 }
 
 fn purge_trx(db: &DbInner, t: TrxId, bound: TrxId) -> Result<()> {
@@ -121,7 +170,9 @@ fn purge_record(db: &DbInner, seq: u64, rec: &UndoRecord, bound: TrxId) -> Resul
     // An update that changed no secondary key leaves nothing to purge (the
     // old and new versions share their entries); only the purge of the
     // update that changed a key away from `k` can find `k` unneeded.
-    if rec.kind == UndoKind::Update && rec.changed == 0 {
+    if rec.kind == UndoKind::Update
+        && !(0..schema.def.indexes.len()).any(|i| rec.may_have_changed(i))
+    {
         return Ok(());
     }
     let lock = table::row_lock(schema.id, &rec.key);
@@ -164,7 +215,7 @@ fn purge_row(
     }
     let (_, old_row) = table::split_rec(old)?;
     let old_values = table::decode(schema, &old_row)?;
-    for i in (0..schema.def.indexes.len()).filter(|&i| i < 64 && rec.changed & (1 << i) != 0) {
+    for i in (0..schema.def.indexes.len()).filter(|&i| rec.may_have_changed(i)) {
         let k = table::sec_key_of(schema, i, &old_values);
         if !table::needed_has_key(db, schema, i, &k, cur.clone(), bound, false)?
             && let Some(tree) = table::secondary(store, schema, i)

@@ -187,11 +187,11 @@ pub(crate) fn sec_key_of(schema: &TableSchema, i: usize, values: &[Value]) -> Ve
 
 /// Whether a secondary key has a NULL column (not checked for uniqueness).
 pub(crate) fn sec_key_has_null(schema: &TableSchema, i: usize, values: &[Value]) -> bool {
-    schema
-        .def
-        .indexes
-        .get(i)
-        .is_some_and(|ix| ix.columns.iter().any(|&k| values.get(k).is_none_or(Value::is_null)))
+    schema.def.indexes.get(i).is_some_and(|ix| {
+        ix.columns
+            .iter()
+            .any(|&k| values.get(k).is_none_or(Value::is_null))
+    })
 }
 
 /// Column types of secondary index `i`.

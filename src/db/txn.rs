@@ -138,7 +138,7 @@ impl<'db> Txn<'db> {
                 what: "transaction",
                 reason: "already finished".into(),
             })?;
-            self.view = Some(ReadView::open(&self.db.registry, slot));
+            self.view = Some(self.db.open_view(slot));
         }
         self.view.as_ref().ok_or_else(|| Error::InvalidArgument {
             what: "transaction",
@@ -319,7 +319,9 @@ impl<'db> Txn<'db> {
                 });
             }
             Some((h, old_row)) => {
-                self.check_serializable(cur.as_ref().ok_or(Error::Serialization { trx: self.id })?)?;
+                self.check_serializable(
+                    cur.as_ref().ok_or(Error::Serialization { trx: self.id })?,
+                )?;
                 (
                     UndoKind::Update,
                     Some(h.encode(old_row)),
@@ -333,11 +335,15 @@ impl<'db> Txn<'db> {
                 self.check_unique(schema, i, &values, &pk)?;
             }
         }
-        let (prev_trx, prev_roll) = cur.as_ref().map_or((0, RollPtr::NONE), |(h, _)| (h.trx, h.roll));
+        let (prev_trx, prev_roll) = cur
+            .as_ref()
+            .map_or((0, RollPtr::NONE), |(h, _)| (h.trx, h.roll));
         let changed = match &old_values {
             None => 0,
             Some(old) => (0..schema.def.indexes.len())
-                .filter(|&i| table::sec_key_of(schema, i, old) != table::sec_key_of(schema, i, &values))
+                .filter(|&i| {
+                    table::sec_key_of(schema, i, old) != table::sec_key_of(schema, i, &values)
+                })
                 .fold(0u64, |m, i| m | (1 << i)),
         };
         let seq = self.write_undo(UndoRecord {
@@ -398,7 +404,12 @@ impl<'db> Txn<'db> {
         self.statement(|tx| tx.update_inner(t, key, changes))
     }
 
-    fn update_inner(&mut self, t: &Table, key: &[Value], changes: &[(usize, Value)]) -> Result<bool> {
+    fn update_inner(
+        &mut self,
+        t: &Table,
+        key: &[Value],
+        changes: &[(usize, Value)],
+    ) -> Result<bool> {
         let guard = t.state.schema.read();
         let schema: &TableSchema = &guard;
         let store = &self.db.store;
@@ -451,7 +462,7 @@ impl<'db> Txn<'db> {
             prev_roll: cur.0.roll,
             key: pk.clone(),
             old_value: Some(cur.0.encode(&cur.1)),
-            changed: changed.iter().fold(0u64, |m, &i| m | (1 << i)),
+            changed: UndoRecord::changed_mask(schema.def.indexes.len(), changed.iter().copied()),
         })?;
         let hdr = RecHeader {
             trx: self.id,
@@ -495,7 +506,7 @@ impl<'db> Txn<'db> {
             prev_roll: cur.0.roll,
             key: pk.clone(),
             old_value: Some(cur.0.encode(&cur.1)),
-            changed: 0,
+            changed: UndoRecord::changed_mask(schema.def.indexes.len(), []),
         })?;
         let hdr = RecHeader {
             trx: self.id,
@@ -585,12 +596,11 @@ impl<'db> Txn<'db> {
                 what: "index",
                 reason: format!("table {} has no index named {index}", schema.def.name),
             })?;
-        let tree = table::secondary(&self.db.store, &schema, i).ok_or_else(|| {
-            Error::InvalidArgument {
+        let tree =
+            table::secondary(&self.db.store, &schema, i).ok_or_else(|| Error::InvalidArgument {
                 what: "index",
                 reason: format!("index {index} has no tree"),
-            }
-        })?;
+            })?;
         let view = self.statement_view()?.clone();
         let (lo, hi) = (lower(lo), upper(hi));
         let cursor = tree.range(as_ref(&lo), as_ref(&hi), dir);
@@ -609,6 +619,7 @@ impl<'db> Txn<'db> {
         if self.seq <= save {
             return Ok(());
         }
+        let save = save.min(self.seq);
         let db = self.db;
         let recs: Vec<_> = db
             .undo
@@ -618,7 +629,9 @@ impl<'db> Txn<'db> {
             super::undo_change(db, &rec, seq)?;
             db.undo.delete(&db.store, self.id, seq)?;
         }
-        self.seq = save;
+        // `self.seq` stays: sequence numbers are never reused, so a reader
+        // that read a roll pointer before this rollback can never find a
+        // different change's undo record under it.
         Ok(())
     }
 
@@ -668,7 +681,14 @@ impl<'db> Txn<'db> {
         self.done = true;
         let lsn = if self.seq > 0 {
             match self.db.undo.mark_committed(&self.db.store, self.id) {
-                Ok(l) => Some(l),
+                Ok(l) => {
+                    // Before the locks go (registry R5): whoever builds on
+                    // this commit commits later and is never visible first.
+                    if let Some(s) = &self.slot {
+                        s.set_committed(l.0, self.opts.durability != Durability::Sync);
+                    }
+                    Some(l)
+                }
                 Err(e) => {
                     self.done = false;
                     let _ = self.rollback_inner();
@@ -681,7 +701,9 @@ impl<'db> Txn<'db> {
         self.finish_locks();
         if lsn.is_some() {
             self.db.counters.commits.incr();
-            self.db.history.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.db
+                .history
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         Ok(lsn)
     }
@@ -697,7 +719,7 @@ impl<'db> Txn<'db> {
                 Durability::Sync => match self.db.store.commit(lsn, Durability::Sync) {
                     Ok(()) => {
                         drop(slot);
-                        Ok(())
+                        super::purge::help(self.db)
                     }
                     Err(e) => {
                         if let Some(s) = slot {
@@ -708,7 +730,8 @@ impl<'db> Txn<'db> {
                 },
                 d => {
                     drop(slot);
-                    self.db.store.commit(lsn, d)
+                    self.db.store.commit(lsn, d)?;
+                    super::purge::help(self.db)
                 }
             },
         }

@@ -12,6 +12,19 @@
 //! neither for begin, nor for commit, nor for read-view creation.
 //!
 //! Invariants:
+//! * R5. Visibility follows commit order. With early lock release a
+//!   transaction can read and build on a commit that is not durable yet
+//!   (its commit LSN is lower). A `Sync` commit counts as visible once the
+//!   log is durable to its commit LSN (not when its thread gets round to
+//!   leaving its slot), so a view that sees a later commit sees every
+//!   earlier one it may depend on. The commit LSN is published in the
+//!   slot before the row locks are released.
+//! * R6. A view's snapshot is atomic with respect to visibility changes
+//!   (a slot released, an immediate commit published): they happen inside
+//!   a seqlock (a global epoch, odd while changing), and a snapshot that
+//!   overlapped one is retried. It loads the durable LSN, then the id
+//!   counter, then scans, so a transaction that some visible commit
+//!   depends on began before the counter was read.
 //! * R1. A slot is claimed with the sentinel [`ASSIGNING`] *before* the id
 //!   is drawn from the counter, and holds the id until the transaction
 //!   becomes visible. A view loads the counter first and scans second (all
@@ -45,6 +58,8 @@ pub type TrxId = u64;
 
 /// Slot content while the owner is drawing its id.
 pub const ASSIGNING: u64 = u64::MAX;
+/// Flag in a slot's commit state: a `Write`/`Lazy` commit, visible at once.
+pub const IMMEDIATE: u64 = 1 << 63;
 const FREE: u64 = 0;
 
 /// The registry of transactions not yet visible to others.
@@ -56,6 +71,11 @@ pub struct TrxRegistry {
     slots: Box<[CachePadded<AtomicU64>]>,
     /// View lows, one per slot (R4); 0: no view.
     view_lows: Box<[CachePadded<AtomicU64>]>,
+    /// Commit state, one per slot (R5): 0 while not committed, else the
+    /// commit LSN, with [`IMMEDIATE`] set for `Write`/`Lazy` commits.
+    commits: Box<[CachePadded<AtomicU64>]>,
+    /// Seqlock over visibility changes (R6): odd while one is under way.
+    epoch: CachePadded<AtomicU64>,
     /// The last purge bound handed out (R4).
     purged_upto: CachePadded<AtomicU64>,
     /// Slots below this index have been claimed at least once (R3).
@@ -87,6 +107,23 @@ impl TrxSlot<'_> {
     pub fn index(&self) -> usize {
         self.index
     }
+
+    /// Record the transaction's commit LSN (R5), before its row locks are
+    /// released. `immediate` (a `Write` or `Lazy` commit) makes it visible
+    /// to views created from now on; otherwise it becomes visible once the
+    /// log is durable to `lsn`, or when the slot is released.
+    pub fn set_committed(&self, lsn: u64, immediate: bool) {
+        let v = if immediate { lsn | IMMEDIATE } else { lsn };
+        if let Some(c) = self.reg.commits.get(self.index) {
+            if immediate {
+                self.reg.epoch.fetch_add(1, Ordering::SeqCst);
+                c.store(v, Ordering::SeqCst);
+                self.reg.epoch.fetch_add(1, Ordering::SeqCst);
+            } else {
+                c.store(v, Ordering::SeqCst);
+            }
+        }
+    }
 }
 
 impl Drop for TrxSlot<'_> {
@@ -94,9 +131,15 @@ impl Drop for TrxSlot<'_> {
         if let Some(l) = self.reg.view_lows.get(self.index) {
             l.store(0, Ordering::SeqCst);
         }
+        // A visibility change (R6): views taken meanwhile retry.
+        self.reg.epoch.fetch_add(1, Ordering::SeqCst);
+        if let Some(c) = self.reg.commits.get(self.index) {
+            c.store(0, Ordering::SeqCst);
+        }
         if let Some(s) = self.reg.slots.get(self.index) {
             s.store(FREE, Ordering::SeqCst);
         }
+        self.reg.epoch.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -112,6 +155,10 @@ impl TrxRegistry {
             view_lows: (0..max_active.max(1))
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
+            commits: (0..max_active.max(1))
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
+            epoch: CachePadded::new(AtomicU64::new(0)),
             purged_upto: CachePadded::new(AtomicU64::new(0)),
             high_water: CachePadded::new(AtomicUsize::new(0)),
             hint: CachePadded::new(AtomicUsize::new(0)),
@@ -165,6 +212,13 @@ impl TrxRegistry {
         }
     }
 
+    /// The view low published for slot `index` (0: none).
+    pub fn view_low(&self, index: usize) -> TrxId {
+        self.view_lows
+            .get(index)
+            .map_or(0, |l| l.load(Ordering::SeqCst))
+    }
+
     /// The last bound [`TrxRegistry::purge_bound`] returned: the
     /// provisional view low of R4.
     pub fn purged_upto(&self) -> TrxId {
@@ -174,8 +228,8 @@ impl TrxRegistry {
     /// Transactions with ids below the returned bound are visible to every
     /// read view, present and future (R4); records it as the provisional
     /// low for new views.
-    pub fn purge_bound(&self) -> TrxId {
-        let (limit, ids) = self.snapshot();
+    pub fn purge_bound(&self, durable: &dyn Fn() -> u64) -> TrxId {
+        let (limit, ids) = self.snapshot_at(durable);
         let mut bound = ids.first().copied().unwrap_or(limit);
         let hw = self.high_water.load(Ordering::SeqCst);
         for l in self.view_lows.iter().take(hw) {
@@ -184,8 +238,9 @@ impl TrxRegistry {
                 bound = bound.min(v);
             }
         }
-        let bound = self.purged_upto.fetch_max(bound, Ordering::SeqCst).max(bound);
-        bound
+        self.purged_upto
+            .fetch_max(bound, Ordering::SeqCst)
+            .max(bound)
     }
 
     /// Transactions holding a slot now (active, or committed and waiting
@@ -198,20 +253,49 @@ impl TrxRegistry {
     /// began after the view) and the ids below it that are not visible yet
     /// (sorted). No lock is taken (R1, R3).
     pub fn snapshot(&self) -> (TrxId, Vec<TrxId>) {
-        let limit = self.next_id.load(Ordering::SeqCst);
-        let hw = self.high_water.load(Ordering::SeqCst);
-        let mut ids = Vec::new();
-        for slot in self.slots.iter().take(hw) {
-            let mut v = slot.load(Ordering::SeqCst);
-            while v == ASSIGNING {
-                std::hint::spin_loop();
-                v = slot.load(Ordering::SeqCst);
+        self.snapshot_at(&|| 0)
+    }
+
+    /// [`TrxRegistry::snapshot`] for a log durable to `durable()`: a
+    /// committed transaction still in its slot counts as visible when its
+    /// commit is immediate or its commit LSN is durable (R5); the snapshot
+    /// is retried until no visibility change overlapped it (R6).
+    pub fn snapshot_at(&self, durable: &dyn Fn() -> u64) -> (TrxId, Vec<TrxId>) {
+        let mut spins = 0u32;
+        loop {
+            let e1 = self.epoch.load(Ordering::SeqCst);
+            if !e1.is_multiple_of(2) {
+                spins += 1;
+                if spins.is_multiple_of(64) {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+                continue;
             }
-            if v != FREE && v < limit {
-                ids.push(v);
+            let d = durable();
+            let limit = self.next_id.load(Ordering::SeqCst);
+            let hw = self.high_water.load(Ordering::SeqCst);
+            let mut ids = Vec::new();
+            for (i, slot) in self.slots.iter().take(hw).enumerate() {
+                let mut v = slot.load(Ordering::SeqCst);
+                while v == ASSIGNING {
+                    std::hint::spin_loop();
+                    v = slot.load(Ordering::SeqCst);
+                }
+                if v == FREE || v >= limit {
+                    continue;
+                }
+                let c = self.commits.get(i).map_or(0, |c| c.load(Ordering::SeqCst));
+                let visible = c != 0 && (c & IMMEDIATE != 0 || c <= d);
+                if !visible {
+                    ids.push(v);
+                }
+            }
+            if self.epoch.load(Ordering::SeqCst) == e1 {
+                ids.sort_unstable();
+                return (limit, ids);
             }
         }
-        ids.sort_unstable();
-        (limit, ids)
     }
 }

@@ -126,8 +126,11 @@ pub struct UndoRecord {
     pub key: Vec<u8>,
     /// The replaced record value, header included (U2); `None` for inserts.
     pub old_value: Option<Vec<u8>>,
-    /// Bit `i` set: the change gave secondary index `i` a different key
-    /// (so purge and rollback need to look at that index's old entry).
+    /// Bit `i` (`i < 56`) set: the change gave secondary index `i` a
+    /// different key (so purge needs to look at that index's old entry).
+    /// Bits 56..64 hold how many secondary indexes the table had when the
+    /// change was made: indexes added later are always looked at. See
+    /// [`UndoRecord::changed_mask`] and [`UndoRecord::may_have_changed`].
     pub changed: u64,
 }
 
@@ -157,6 +160,25 @@ impl<'a> Reader<'a> {
 }
 
 impl UndoRecord {
+    /// The `changed` field for a table with `indexes` secondary indexes
+    /// whose keys in `changed` differ between the old and new version.
+    pub fn changed_mask(indexes: usize, changed: impl IntoIterator<Item = usize>) -> u64 {
+        let mut m = (indexes.min(255) as u64) << 56;
+        for i in changed {
+            if i < 56 {
+                m |= 1 << i;
+            }
+        }
+        m
+    }
+
+    /// Whether the change may have given secondary index `i` a different
+    /// key (true for indexes created after the change).
+    pub fn may_have_changed(&self, i: usize) -> bool {
+        let known = (self.changed >> 56) as usize;
+        i >= known || i >= 56 || self.changed & (1 << i) != 0
+    }
+
     /// The record's bytes.
     pub fn encode(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(60 + self.key.len());

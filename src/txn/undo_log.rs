@@ -5,11 +5,14 @@
 //! through redo with no recovery code of their own, and evicted from the
 //! buffer pool like any page (transactions larger than the pool work).
 //!
-//! Keys (big-endian numbers, so keys sort by transaction, then sequence):
-//! * `'U' | trx u64 | seq u64` -> an [`UndoRecord`]: the `seq`th change of
-//!   transaction `trx` (sequence numbers start at 1; the roll pointer of
-//!   the version that change wrote is `seq`).
-//! * `'C' | trx u64` -> `[version]`: transaction `trx` committed.
+//! Keys (big-endian numbers, so keys sort by partition, transaction, then
+//! sequence; the partition is `trx % UNDO_PARTITIONS`, so concurrent
+//! transactions append at different leaves instead of all at one):
+//! * `'U' | partition u8 | trx u64 | seq u64` -> an [`UndoRecord`]: the
+//!   `seq`th change of transaction `trx` (sequence numbers start at 1; the
+//!   roll pointer of the version that change wrote is `seq`).
+//! * `'C' | partition u8 | trx u64` -> `[version]`: transaction `trx`
+//!   committed.
 //! * `'M'` -> `version u8 | reserved trx id u64 (LE)`: ids below it may
 //!   have been used; the next run starts there.
 //!
@@ -51,25 +54,45 @@ pub const TRX_ID_BATCH: u64 = 1 << 16;
 
 const META_KEY: &[u8] = b"M";
 
+/// Partitions of the undo and commit-mark key spaces: transactions append
+/// at this many places, so their undo writes do not all queue for the
+/// latch of one leaf.
+pub const UNDO_PARTITIONS: u8 = 16;
+
+fn partition(trx: TrxId) -> u8 {
+    (trx % u64::from(UNDO_PARTITIONS)) as u8
+}
+
 /// Key of undo record `seq` of `trx`.
-pub fn undo_key(trx: TrxId, seq: u64) -> [u8; 17] {
-    let mut k = [0u8; 17];
-    k[0] = b'U';
-    k[1..9].copy_from_slice(&trx.to_be_bytes());
-    k[9..17].copy_from_slice(&seq.to_be_bytes());
+pub fn undo_key(trx: TrxId, seq: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(18);
+    k.push(b'U');
+    k.push(partition(trx));
+    k.extend_from_slice(&trx.to_be_bytes());
+    k.extend_from_slice(&seq.to_be_bytes());
     k
 }
 
-fn commit_key(trx: TrxId) -> [u8; 9] {
-    let mut k = [0u8; 9];
-    k[0] = b'C';
-    k[1..9].copy_from_slice(&trx.to_be_bytes());
+fn commit_key(trx: TrxId) -> Vec<u8> {
+    let mut k = Vec::with_capacity(10);
+    k.push(b'C');
+    k.push(partition(trx));
+    k.extend_from_slice(&trx.to_be_bytes());
     k
 }
 
 fn trx_of(key: &[u8]) -> Option<TrxId> {
-    let b: [u8; 8] = key.get(1..9)?.try_into().ok()?;
+    let b: [u8; 8] = key.get(2..10)?.try_into().ok()?;
     Some(u64::from_be_bytes(b))
+}
+
+/// The first key of `kind` (`'U'` or `'C'`) in partition `part` at or
+/// after transaction `from`, and the end of that partition.
+fn partition_range(kind: u8, part: u8, from: TrxId) -> (Vec<u8>, Vec<u8>) {
+    let mut lo = vec![kind, part];
+    lo.extend_from_slice(&from.to_be_bytes());
+    let hi = vec![kind, part.saturating_add(1)];
+    (lo, hi)
 }
 
 /// The undo log of a store (stateless apart from its root page).
@@ -98,9 +121,7 @@ impl UndoLog {
         let reserved = match log.tree(store).get(META_KEY)? {
             None => 0,
             Some(v) => match v.as_slice() {
-                [UNDO_LOG_VERSION, rest @ ..] if rest.len() == 8 => {
-                    crate::page::get_u64(rest, 0)
-                }
+                [UNDO_LOG_VERSION, rest @ ..] if rest.len() == 8 => crate::page::get_u64(rest, 0),
                 _ => {
                     return Err(Error::Corrupt {
                         file: store.pool().file().path().to_path_buf(),
@@ -175,7 +196,7 @@ impl UndoLog {
             .map(|item| {
                 let (k, v) = item?;
                 let seq = k
-                    .get(9..17)
+                    .get(10..18)
                     .and_then(|b| <[u8; 8]>::try_from(b).ok())
                     .map(u64::from_be_bytes)
                     .unwrap_or(0);
@@ -183,49 +204,71 @@ impl UndoLog {
             })
     }
 
-    /// The smallest transaction id `>= from` that has undo records.
-    pub fn next_trx_with_undo(&self, store: &Store, from: TrxId) -> Result<Option<TrxId>> {
-        let lo = undo_key(from, 0);
-        let hi = [b'U' + 1];
-        let mut c = self.tree(store).range(
-            Bound::Included(&lo),
-            Bound::Excluded(&hi),
-            Direction::Forward,
-        );
+    /// The first key of `kind` in partition `part` at or after `from`.
+    fn first_in(&self, store: &Store, kind: u8, part: u8, from: TrxId) -> Result<Option<TrxId>> {
+        let (lo, hi) = partition_range(kind, part, from);
+        let mut c = self
+            .tree(store)
+            .range(
+                Bound::Included(&lo),
+                Bound::Excluded(&hi),
+                Direction::Forward,
+            )
+            .batch_limit(1);
         match c.next() {
             None => Ok(None),
             Some(item) => Ok(trx_of(&item?.0)),
         }
     }
 
-    /// The smallest transaction id with a commit mark.
-    pub fn first_mark(&self, store: &Store) -> Result<Option<TrxId>> {
-        let lo = [b'C'];
-        let hi = [b'C' + 1];
-        let mut c = self.tree(store).range(
-            Bound::Included(&lo),
-            Bound::Excluded(&hi),
-            Direction::Forward,
-        );
-        match c.next() {
-            None => Ok(None),
-            Some(item) => Ok(trx_of(&item?.0)),
-        }
+    /// The smallest transaction id `>= from` in partition `part` that has
+    /// undo records.
+    pub fn next_trx_with_undo(
+        &self,
+        store: &Store,
+        part: u8,
+        from: TrxId,
+    ) -> Result<Option<TrxId>> {
+        self.first_in(store, b'U', part, from)
+    }
+
+    /// The smallest transaction id in partition `part` with a commit mark.
+    pub fn first_mark(&self, store: &Store, part: u8) -> Result<Option<TrxId>> {
+        self.first_in(store, b'C', part, 0)
     }
 
     /// Every transaction with undo records, in id order (one descent per
     /// transaction, not a scan of every record).
     pub fn trxs_with_undo(&self, store: &Store) -> Result<Vec<TrxId>> {
         let mut out = Vec::new();
-        let mut from = 0;
-        while let Some(t) = self.next_trx_with_undo(store, from)? {
-            out.push(t);
-            match t.checked_add(1) {
-                Some(n) => from = n,
-                None => break,
+        for part in 0..UNDO_PARTITIONS {
+            let mut from = 0;
+            while let Some(t) = self.next_trx_with_undo(store, part, from)? {
+                out.push(t);
+                match t.checked_add(1) {
+                    Some(n) => from = n,
+                    None => break,
+                }
             }
         }
+        out.sort_unstable();
         Ok(out)
+    }
+
+    /// Every undo record of every transaction (for `check`).
+    pub fn all_records<'s>(
+        &self,
+        store: &'s Store,
+    ) -> impl Iterator<Item = Result<UndoRecord>> + 's {
+        let lo = [b'U'];
+        let hi = [b'U' + 1];
+        self.tree(store)
+            .range(
+                Bound::Included(&lo),
+                Bound::Excluded(&hi),
+                Direction::Forward,
+            )
+            .map(|item| UndoRecord::decode(&item?.1))
     }
 
     /// Check the undo tree's structure.

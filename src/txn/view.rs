@@ -32,10 +32,24 @@ impl ReadView {
     /// A view for the transaction in `slot`, published as that slot's
     /// view low (registry R4) so purge keeps what it may read. The low
     /// stays until the slot is released or a newer view replaces it.
-    pub fn open(reg: &TrxRegistry, slot: &super::registry::TrxSlot<'_>) -> ReadView {
+    pub fn open(
+        reg: &TrxRegistry,
+        slot: &super::registry::TrxSlot<'_>,
+        durable: &dyn Fn() -> u64,
+    ) -> ReadView {
+        let prior = reg.view_low(slot.index());
         reg.publish_view_low(slot.index(), reg.purged_upto().max(1));
-        let v = ReadView::create(reg, slot.id());
-        reg.publish_view_low(slot.index(), v.oldest_hidden().max(1));
+        let (limit, hidden) = reg.snapshot_at(durable);
+        let v = ReadView {
+            creator: slot.id(),
+            limit,
+            hidden,
+        };
+        // Keep the lowest low of the transaction's views: an earlier
+        // statement's rows iterator may still be reading.
+        let low = v.oldest_hidden().max(1);
+        let low = if prior == 0 { low } else { low.min(prior) };
+        reg.publish_view_low(slot.index(), low);
         v
     }
 

@@ -41,7 +41,8 @@ fn insert_get_update_delete_and_scans() {
     let t = db.create_table(accounts()).unwrap();
     let mut tx = db.begin().unwrap();
     for i in 0..300 {
-        tx.insert(&t, &acct(i, &format!("owner{i:04}"), 1000 - i)).unwrap();
+        tx.insert(&t, &acct(i, &format!("owner{i:04}"), 1000 - i))
+            .unwrap();
     }
     tx.commit().unwrap();
 
@@ -51,8 +52,14 @@ fn insert_get_update_delete_and_scans() {
         Some(acct(7, "owner0007", 993))
     );
     assert_eq!(tx.get(&t, &[Value::Int64(7000)]).unwrap(), None);
-    assert!(tx.update(&t, &[Value::Int64(7)], &[(2, Value::Int64(5))]).unwrap());
-    assert!(!tx.update(&t, &[Value::Int64(7000)], &[(2, Value::Int64(5))]).unwrap());
+    assert!(
+        tx.update(&t, &[Value::Int64(7)], &[(2, Value::Int64(5))])
+            .unwrap()
+    );
+    assert!(
+        !tx.update(&t, &[Value::Int64(7000)], &[(2, Value::Int64(5))])
+            .unwrap()
+    );
     assert!(tx.delete(&t, &[Value::Int64(8)]).unwrap());
     assert!(!tx.delete(&t, &[Value::Int64(8)]).unwrap());
     // The transaction sees its own changes.
@@ -100,7 +107,13 @@ fn insert_get_update_delete_and_scans() {
         .unwrap()
         .collect::<quill::Result<_>>()
         .unwrap();
-    assert_eq!(ids(rich), (0..=10).rev().filter(|&i| i != 7 && i != 8).collect::<Vec<_>>());
+    assert_eq!(
+        ids(rich),
+        (0..=10)
+            .rev()
+            .filter(|&i| i != 7 && i != 8)
+            .collect::<Vec<_>>()
+    );
     tx.commit().unwrap();
     let report = db.check().unwrap();
     assert!(report.is_ok(), "{:?}", report.problems);
@@ -115,17 +128,30 @@ fn duplicate_keys_leave_no_trace() {
     tx.insert(&t, &acct(1, "ada", 10)).unwrap();
     tx.insert(&t, &acct(2, "bob", 20)).unwrap();
     let e = tx.insert(&t, &acct(1, "cyd", 30)).unwrap_err();
-    assert!(matches!(e, Error::DuplicateKey { ref index, .. } if index == "PRIMARY"), "{e}");
+    assert!(
+        matches!(e, Error::DuplicateKey { ref index, .. } if index == "PRIMARY"),
+        "{e}"
+    );
     let e = tx.insert(&t, &acct(3, "ada", 30)).unwrap_err();
-    assert!(matches!(e, Error::DuplicateKey { ref index, .. } if index == "by_owner"), "{e}");
-    let e = tx.update(&t, &[Value::Int64(2)], &[(1, Value::Text("ada".into()))]).unwrap_err();
+    assert!(
+        matches!(e, Error::DuplicateKey { ref index, .. } if index == "by_owner"),
+        "{e}"
+    );
+    let e = tx
+        .update(&t, &[Value::Int64(2)], &[(1, Value::Text("ada".into()))])
+        .unwrap_err();
     assert!(matches!(e, Error::DuplicateKey { .. }), "{e}");
     // NULLs never collide in a unique index.
-    tx.insert(&t, &[Value::Int64(4), Value::Null, Value::Int64(1)]).unwrap();
-    tx.insert(&t, &[Value::Int64(5), Value::Null, Value::Int64(1)]).unwrap();
+    tx.insert(&t, &[Value::Int64(4), Value::Null, Value::Int64(1)])
+        .unwrap();
+    tx.insert(&t, &[Value::Int64(5), Value::Null, Value::Int64(1)])
+        .unwrap();
     // The failed statements changed nothing; the transaction goes on.
     assert_eq!(tx.get(&t, &[Value::Int64(3)]).unwrap(), None);
-    assert_eq!(tx.get(&t, &[Value::Int64(2)]).unwrap(), Some(acct(2, "bob", 20)));
+    assert_eq!(
+        tx.get(&t, &[Value::Int64(2)]).unwrap(),
+        Some(acct(2, "bob", 20))
+    );
     tx.commit().unwrap();
     // A key freed by a committed delete can be taken again.
     let mut tx = db.begin().unwrap();
@@ -158,7 +184,9 @@ fn rollback_restores_rows_and_every_index_exactly() {
 
     let mut rng = 12345u64;
     let mut next = || {
-        rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         rng >> 33
     };
     let mut tx = db.begin().unwrap();
@@ -166,16 +194,27 @@ fn rollback_restores_rows_and_every_index_exactly() {
         let id = (next() % 260) as i64;
         match next() % 4 {
             0 => {
-                let _ = tx.insert(&t, &acct(id, &format!("n{}", next() % 300), (next() % 50) as i64));
+                let _ = tx.insert(
+                    &t,
+                    &acct(id, &format!("n{}", next() % 300), (next() % 50) as i64),
+                );
             }
             1 => {
                 let _ = tx.delete(&t, &[Value::Int64(id)]).unwrap();
             }
             2 => {
-                let _ = tx.update(&t, &[Value::Int64(id)], &[(2, Value::Int64((next() % 50) as i64))]);
+                let _ = tx.update(
+                    &t,
+                    &[Value::Int64(id)],
+                    &[(2, Value::Int64((next() % 50) as i64))],
+                );
             }
             _ => {
-                let _ = tx.update(&t, &[Value::Int64(id)], &[(1, Value::Text(format!("u{}", next() % 300)))]);
+                let _ = tx.update(
+                    &t,
+                    &[Value::Int64(id)],
+                    &[(1, Value::Text(format!("u{}", next() % 300)))],
+                );
             }
         }
     }
@@ -183,7 +222,10 @@ fn rollback_restores_rows_and_every_index_exactly() {
     assert_eq!(snapshot(&db), before);
     let report = db.check().unwrap();
     assert!(report.is_ok(), "{:?}", report.problems);
-    assert_eq!(report.index_entries, entries_before, "rollback left index entries behind");
+    assert_eq!(
+        report.index_entries, entries_before,
+        "rollback left index entries behind"
+    );
     assert_eq!(db.stats().history_length, 0);
 }
 
@@ -214,9 +256,16 @@ fn hidden_row_ids_and_automatic_keys() {
             let k = tx.insert(&ev, &[Value::Text(format!("e{i}"))]).unwrap();
             assert_eq!(k, vec![Value::Int64(i + 1)]);
         }
-        assert_eq!(tx.insert(&or, &[Value::Null, Value::Int32(1)]).unwrap(), vec![Value::Int64(1)]);
-        tx.insert(&or, &[Value::Int64(100), Value::Int32(2)]).unwrap();
-        assert_eq!(tx.insert(&or, &[Value::Null, Value::Int32(3)]).unwrap(), vec![Value::Int64(101)]);
+        assert_eq!(
+            tx.insert(&or, &[Value::Null, Value::Int32(1)]).unwrap(),
+            vec![Value::Int64(1)]
+        );
+        tx.insert(&or, &[Value::Int64(100), Value::Int32(2)])
+            .unwrap();
+        assert_eq!(
+            tx.insert(&or, &[Value::Null, Value::Int32(3)]).unwrap(),
+            vec![Value::Int64(101)]
+        );
         tx.commit().unwrap();
         db.close().unwrap();
     }
@@ -224,8 +273,14 @@ fn hidden_row_ids_and_automatic_keys() {
     let ev = db.table("events").unwrap();
     let or = db.table("orders").unwrap();
     let mut tx = db.begin().unwrap();
-    assert_eq!(tx.insert(&ev, &[Value::Text("later".into())]).unwrap(), vec![Value::Int64(11)]);
-    assert_eq!(tx.insert(&or, &[Value::Null, Value::Int32(4)]).unwrap(), vec![Value::Int64(102)]);
+    assert_eq!(
+        tx.insert(&ev, &[Value::Text("later".into())]).unwrap(),
+        vec![Value::Int64(11)]
+    );
+    assert_eq!(
+        tx.insert(&or, &[Value::Null, Value::Int32(4)]).unwrap(),
+        vec![Value::Int64(102)]
+    );
     assert_eq!(
         tx.get(&ev, &[Value::Int64(3)]).unwrap(),
         Some(vec![Value::Text("e2".into())])
@@ -242,31 +297,54 @@ fn create_index_on_a_populated_table() {
     let t = db.create_table(def).unwrap();
     let mut tx = db.begin().unwrap();
     for i in 0..3000 {
-        tx.insert(&t, &acct(i, &format!("o{}", i % 2900), i % 100)).unwrap();
+        tx.insert(&t, &acct(i, &format!("o{}", i % 2900), i % 100))
+            .unwrap();
     }
     tx.commit().unwrap();
     // An old snapshot keeps an update's old version alive during the build.
-    let mut reader = db.begin_with(quill::TxnOptions {
-        isolation: quill::Isolation::RepeatableRead,
-        ..Default::default()
-    })
-    .unwrap();
+    let mut reader = db
+        .begin_with(quill::TxnOptions {
+            isolation: quill::Isolation::RepeatableRead,
+            ..Default::default()
+        })
+        .unwrap();
     assert!(reader.get(&t, &[Value::Int64(5)]).unwrap().is_some());
     let mut tx = db.begin().unwrap();
-    tx.update(&t, &[Value::Int64(5)], &[(2, Value::Int64(777))]).unwrap();
+    tx.update(&t, &[Value::Int64(5)], &[(2, Value::Int64(777))])
+        .unwrap();
     tx.commit().unwrap();
 
     let e = db
-        .create_index("accounts", IndexDef { name: "by_owner".into(), columns: vec![1], unique: true })
+        .create_index(
+            "accounts",
+            IndexDef {
+                name: "by_owner".into(),
+                columns: vec![1],
+                unique: true,
+            },
+        )
         .unwrap_err();
     assert!(matches!(e, Error::DuplicateKey { .. }), "{e}");
-    db.create_index("accounts", IndexDef { name: "by_balance".into(), columns: vec![2], unique: false })
-        .unwrap();
+    db.create_index(
+        "accounts",
+        IndexDef {
+            name: "by_balance".into(),
+            columns: vec![2],
+            unique: false,
+        },
+    )
+    .unwrap();
     let report = db.check().unwrap();
     assert!(report.is_ok(), "{:?}", report.problems);
     // The old snapshot reads the old version through the new index.
     let old: Vec<_> = reader
-        .index_scan(&t, "by_balance", Included(&[Value::Int64(5)]), Included(&[Value::Int64(5)]), Direction::Forward)
+        .index_scan(
+            &t,
+            "by_balance",
+            Included(&[Value::Int64(5)]),
+            Included(&[Value::Int64(5)]),
+            Direction::Forward,
+        )
         .unwrap()
         .collect::<quill::Result<_>>()
         .unwrap();
@@ -275,7 +353,13 @@ fn create_index_on_a_populated_table() {
     reader.commit().unwrap();
     let mut tx = db.begin().unwrap();
     let new: Vec<_> = tx
-        .index_scan(&t, "by_balance", Included(&[Value::Int64(777)]), Included(&[Value::Int64(777)]), Direction::Forward)
+        .index_scan(
+            &t,
+            "by_balance",
+            Included(&[Value::Int64(777)]),
+            Included(&[Value::Int64(777)]),
+            Direction::Forward,
+        )
         .unwrap()
         .collect::<quill::Result<_>>()
         .unwrap();
@@ -307,7 +391,8 @@ fn purge_removes_deleted_rows_and_stale_entries() {
         if i % 2 == 0 {
             tx.delete(&t, &[Value::Int64(i)]).unwrap();
         } else {
-            tx.update(&t, &[Value::Int64(i)], &[(2, Value::Int64(i + 1000))]).unwrap();
+            tx.update(&t, &[Value::Int64(i)], &[(2, Value::Int64(i + 1000))])
+                .unwrap();
         }
         tx.commit().unwrap();
     }
@@ -332,18 +417,36 @@ fn bad_input_is_an_error_not_a_panic() {
     let t = db.create_table(accounts()).unwrap();
     let mut tx = db.begin().unwrap();
     assert!(tx.insert(&t, &[Value::Int64(1)]).is_err());
-    assert!(tx.insert(&t, &[Value::Text("x".into()), Value::Null, Value::Int64(1)]).is_err());
+    assert!(
+        tx.insert(&t, &[Value::Text("x".into()), Value::Null, Value::Int64(1)])
+            .is_err()
+    );
     assert!(tx.insert(&t, &acct(1, &"x".repeat(65), 1)).is_err());
-    assert!(tx.insert(&t, &[Value::Int64(1), Value::Null, Value::Null]).is_err());
+    assert!(
+        tx.insert(&t, &[Value::Int64(1), Value::Null, Value::Null])
+            .is_err()
+    );
     assert!(tx.get(&t, &[Value::Text("1".into())]).is_err());
     assert!(tx.get(&t, &[]).is_err());
-    assert!(tx.update(&t, &[Value::Int64(1)], &[(0, Value::Int64(2))]).is_err());
-    assert!(tx.update(&t, &[Value::Int64(1)], &[(9, Value::Int64(2))]).is_err());
-    assert!(tx.index_scan(&t, "nope", Unbounded, Unbounded, Direction::Forward).is_err());
+    assert!(
+        tx.update(&t, &[Value::Int64(1)], &[(0, Value::Int64(2))])
+            .is_err()
+    );
+    assert!(
+        tx.update(&t, &[Value::Int64(1)], &[(9, Value::Int64(2))])
+            .is_err()
+    );
+    assert!(
+        tx.index_scan(&t, "nope", Unbounded, Unbounded, Direction::Forward)
+            .is_err()
+    );
     assert!(db.table("nope").is_err());
     assert!(db.create_table(accounts()).is_err());
     tx.insert(&t, &acct(1, "a", 1)).unwrap();
-    assert!(tx.update(&t, &[Value::Int64(1)], &[(2, Value::Null)]).is_err());
+    assert!(
+        tx.update(&t, &[Value::Int64(1)], &[(2, Value::Null)])
+            .is_err()
+    );
     tx.commit().unwrap();
     let report = db.check().unwrap();
     assert!(report.is_ok(), "{:?}", report.problems);

@@ -45,16 +45,41 @@ fn work(db: &Db, w: usize, n: u64) -> quill::Result<()> {
     let b = ((n * 7 + w as u64 + 1) % ACCOUNTS as u64) as i64;
     let amount = (n % 13) as i64 + 1;
     if a != b {
-        let ra = tx.get_for_update(&acc, &[Value::Int64(a)])?.unwrap_or_default();
-        let rb = tx.get_for_update(&acc, &[Value::Int64(b)])?.unwrap_or_default();
-        tx.update(&acc, &[Value::Int64(a)], &[(2, Value::Int64(int(&ra[2]) - amount))])?;
-        tx.update(&acc, &[Value::Int64(b)], &[(2, Value::Int64(int(&rb[2]) + amount))])?;
+        let ra = tx
+            .get_for_update(&acc, &[Value::Int64(a)])?
+            .unwrap_or_default();
+        let rb = tx
+            .get_for_update(&acc, &[Value::Int64(b)])?
+            .unwrap_or_default();
+        tx.update(
+            &acc,
+            &[Value::Int64(a)],
+            &[(2, Value::Int64(int(&ra[2]) - amount))],
+        )?;
+        tx.update(
+            &acc,
+            &[Value::Int64(b)],
+            &[(2, Value::Int64(int(&rb[2]) + amount))],
+        )?;
     }
     let counter = 1000 + w as i64;
-    let c = tx.get_for_update(&acc, &[Value::Int64(counter)])?.unwrap_or_default();
-    tx.update(&acc, &[Value::Int64(counter)], &[(2, Value::Int64(int(&c[2]) + 1))])?;
+    let c = tx
+        .get_for_update(&acc, &[Value::Int64(counter)])?
+        .unwrap_or_default();
+    tx.update(
+        &acc,
+        &[Value::Int64(counter)],
+        &[(2, Value::Int64(int(&c[2]) + 1))],
+    )?;
     let note = "x".repeat((n % 150) as usize);
-    tx.insert(&his, &[Value::Int32(w as i32), Value::Int64(amount), Value::Text(note)])?;
+    tx.insert(
+        &his,
+        &[
+            Value::Int32(w as i32),
+            Value::Int64(amount),
+            Value::Text(note),
+        ],
+    )?;
     tx.commit()
 }
 
@@ -67,7 +92,11 @@ fn counts(db: &Db) -> (i64, Vec<i64>, Vec<i64>) {
         .unwrap()
         .collect::<quill::Result<_>>()
         .unwrap();
-    let total = rows.iter().filter(|r| int(&r[0]) < 1000).map(|r| int(&r[2])).sum();
+    let total = rows
+        .iter()
+        .filter(|r| int(&r[0]) < 1000)
+        .map(|r| int(&r[2]))
+        .sum();
     let counters = (0..WRITERS)
         .map(|w| {
             rows.iter()
@@ -103,7 +132,8 @@ fn run_case(seed: u64, mode: CrashMode, small_pool: bool) {
         tx.insert(&acc, &acct(i, &format!("o{i}"), 100)).unwrap();
     }
     for w in 0..WRITERS as i64 {
-        tx.insert(&acc, &acct(1000 + w, &format!("w{w}"), 0)).unwrap();
+        tx.insert(&acc, &acct(1000 + w, &format!("w{w}"), 0))
+            .unwrap();
     }
     tx.commit().unwrap();
 
@@ -141,7 +171,10 @@ fn run_case(seed: u64, mode: CrashMode, small_pool: bool) {
     let (total, counters, logged) = counts(&db);
     assert_eq!(total, ACCOUNTS * 100, "seed {seed}: transfers not atomic");
     for w in 0..WRITERS {
-        assert_eq!(counters[w], logged[w], "seed {seed} writer {w}: counter and history disagree");
+        assert_eq!(
+            counters[w], logged[w],
+            "seed {seed} writer {w}: counter and history disagree"
+        );
         assert!(
             counters[w] >= floor[w] && counters[w] <= ceiling[w],
             "seed {seed} writer {w}: {} commits recovered, {} acknowledged before the crash, at most {}",
@@ -163,7 +196,10 @@ fn run_case(seed: u64, mode: CrashMode, small_pool: bool) {
     let (total, counters2, logged2) = counts(&db);
     assert_eq!(total, ACCOUNTS * 100, "seed {seed}: second crash");
     assert_eq!(counters2, logged2, "seed {seed}: second crash");
-    assert_eq!(counters2.iter().sum::<i64>(), counters.iter().sum::<i64>() + 20);
+    assert_eq!(
+        counters2.iter().sum::<i64>(),
+        counters.iter().sum::<i64>() + 20
+    );
     db.purge_now().unwrap();
     let report = db.check().unwrap();
     assert!(report.is_ok(), "seed {seed}: {:?}", report.problems);

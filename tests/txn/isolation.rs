@@ -71,13 +71,25 @@ fn bank_transfers_keep_the_total() {
                         continue;
                     }
                     let amount = (next() % 50) as i64;
-                    let opts = if w % 2 == 0 { RR } else { TxnOptions::default() };
+                    let opts = if w % 2 == 0 {
+                        RR
+                    } else {
+                        TxnOptions::default()
+                    };
                     let r = (|| -> quill::Result<()> {
                         let mut tx = db.begin_with(opts)?;
                         let ra = tx.get_for_update(t, &[Value::Int64(a)])?.unwrap();
                         let rb = tx.get_for_update(t, &[Value::Int64(b)])?.unwrap();
-                        tx.update(t, &[Value::Int64(a)], &[(2, Value::Int64(int(&ra[2]) - amount))])?;
-                        tx.update(t, &[Value::Int64(b)], &[(2, Value::Int64(int(&rb[2]) + amount))])?;
+                        tx.update(
+                            t,
+                            &[Value::Int64(a)],
+                            &[(2, Value::Int64(int(&ra[2]) - amount))],
+                        )?;
+                        tx.update(
+                            t,
+                            &[Value::Int64(b)],
+                            &[(2, Value::Int64(int(&rb[2]) + amount))],
+                        )?;
                         tx.commit()
                     })();
                     match r {
@@ -92,21 +104,36 @@ fn bank_transfers_keep_the_total() {
                 }
             });
         }
+        // Stop the writers even if an assertion below fails.
+        struct StopOnDrop<'a>(&'a AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let _stop = StopOnDrop(&stop);
         let deadline = Instant::now() + Duration::from_secs(3);
         while Instant::now() < deadline {
             assert_eq!(sum(&db, &t, TxnOptions::default()), (n * 1000, n as usize));
             assert_eq!(sum(&db, &t, RR).0, n * 1000);
             let mut tx = db.begin_with(RR).unwrap();
-            let by_index: i64 = tx
+            let mut by_index: Vec<Vec<Value>> = tx
                 .index_scan(&t, "by_balance", Unbounded, Unbounded, Direction::Backward)
                 .unwrap()
-                .map(|r| int(&r.unwrap()[2]))
-                .sum();
-            let again: i64 = tx
+                .collect::<quill::Result<_>>()
+                .unwrap();
+            let rows: Vec<Vec<Value>> = tx
                 .scan(&t, Unbounded, Unbounded, Direction::Forward)
                 .unwrap()
-                .map(|r| int(&r.unwrap()[2]))
-                .sum();
+                .collect::<quill::Result<_>>()
+                .unwrap();
+            by_index.sort_by_key(|r| int(&r[0]));
+            assert_eq!(
+                by_index, rows,
+                "the index and the primary key disagree in one snapshot"
+            );
+            let by_index: i64 = by_index.iter().map(|r| int(&r[2])).sum();
+            let again: i64 = rows.iter().map(|r| int(&r[2])).sum();
             assert_eq!((by_index, again), (n * 1000, n * 1000));
             tx.commit().unwrap();
         }
@@ -138,7 +165,8 @@ fn snapshots_and_no_dirty_reads() {
     assert_eq!(rc.get(&t, &[Value::Int64(3)]).unwrap(), first);
 
     let mut w = db.begin().unwrap();
-    w.update(&t, &[Value::Int64(3)], &[(2, Value::Int64(1))]).unwrap();
+    w.update(&t, &[Value::Int64(3)], &[(2, Value::Int64(1))])
+        .unwrap();
     w.insert(&t, &acct(50, "new", 5)).unwrap();
     w.delete(&t, &[Value::Int64(4)]).unwrap();
     // Uncommitted: invisible to both.
@@ -148,7 +176,10 @@ fn snapshots_and_no_dirty_reads() {
     assert!(rc.get(&t, &[Value::Int64(4)]).unwrap().is_some());
     w.commit().unwrap();
     // Committed: the RC statement sees it, the RR snapshot does not.
-    assert_eq!(rc.get(&t, &[Value::Int64(3)]).unwrap(), Some(acct(3, "o3", 1)));
+    assert_eq!(
+        rc.get(&t, &[Value::Int64(3)]).unwrap(),
+        Some(acct(3, "o3", 1))
+    );
     assert_eq!(rc.get(&t, &[Value::Int64(4)]).unwrap(), None);
     assert_eq!(rr.get(&t, &[Value::Int64(3)]).unwrap(), first);
     assert!(rr.get(&t, &[Value::Int64(4)]).unwrap().is_some());
@@ -166,9 +197,17 @@ fn snapshots_and_no_dirty_reads() {
     assert!(rr.get(&t, &[Value::Int64(4)]).unwrap().is_some());
     // Writing a row changed after the snapshot is a serialization failure
     // that rolls the transaction back.
-    let e = rr.update(&t, &[Value::Int64(3)], &[(2, Value::Int64(7))]).unwrap_err();
-    assert!(matches!(e, Error::Serialization { .. }) && e.is_retryable(), "{e}");
-    assert!(rr.get(&t, &[Value::Int64(3)]).is_err(), "the failed transaction is over");
+    let e = rr
+        .update(&t, &[Value::Int64(3)], &[(2, Value::Int64(7))])
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::Serialization { .. }) && e.is_retryable(),
+        "{e}"
+    );
+    assert!(
+        rr.get(&t, &[Value::Int64(3)]).is_err(),
+        "the failed transaction is over"
+    );
     drop(rr);
     rc.commit().unwrap();
     assert_eq!(db.stats().serialization_failures, 1);
@@ -195,7 +234,11 @@ fn no_lost_updates() {
                     let r = (|| -> quill::Result<()> {
                         let mut tx = db.begin_with(RR)?;
                         let row = tx.get(t, &[Value::Int64(1)])?.unwrap();
-                        tx.update(t, &[Value::Int64(1)], &[(2, Value::Int64(int(&row[2]) + 1))])?;
+                        tx.update(
+                            t,
+                            &[Value::Int64(1)],
+                            &[(2, Value::Int64(int(&row[2]) + 1))],
+                        )?;
                         tx.commit()
                     })();
                     match r {
@@ -208,9 +251,15 @@ fn no_lost_updates() {
         }
     });
     let mut tx = db.begin().unwrap();
-    assert_eq!(int(&tx.get(&t, &[Value::Int64(1)]).unwrap().unwrap()[2]), 4 * per);
+    assert_eq!(
+        int(&tx.get(&t, &[Value::Int64(1)]).unwrap().unwrap()[2]),
+        4 * per
+    );
     tx.commit().unwrap();
-    assert!(db.stats().serialization_failures > 0, "no conflict was exercised");
+    assert!(
+        db.stats().serialization_failures > 0,
+        "no conflict was exercised"
+    );
 }
 
 /// Deadlocks pick a victim with a retryable error; a lock wait times out.
@@ -239,27 +288,38 @@ fn deadlock_and_lock_wait_timeout() {
             .collect();
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    let victims = results.iter().filter(|r| matches!(r, Err(Error::Deadlock { .. }))).count();
+    let victims = results
+        .iter()
+        .filter(|r| matches!(r, Err(Error::Deadlock { .. })))
+        .count();
     assert_eq!(victims, 1, "{results:?}");
     assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 1);
     assert_eq!(db.stats().locks.deadlocks, 1);
 
     let mut holder = db.begin().unwrap();
-    holder.update(&t, &[Value::Int64(2)], &[(2, Value::Int64(5))]).unwrap();
+    holder
+        .update(&t, &[Value::Int64(2)], &[(2, Value::Int64(5))])
+        .unwrap();
     let started = Instant::now();
     let e = std::thread::scope(|s| {
         s.spawn(|| {
             let mut tx = db.begin().unwrap();
             let e = tx.delete(&t, &[Value::Int64(2)]).unwrap_err();
             // The statement failed; the transaction may go on.
-            assert!(tx.update(&t, &[Value::Int64(3)], &[(2, Value::Int64(6))]).unwrap());
+            assert!(
+                tx.update(&t, &[Value::Int64(3)], &[(2, Value::Int64(6))])
+                    .unwrap()
+            );
             tx.commit().unwrap();
             e
         })
         .join()
         .unwrap()
     });
-    assert!(matches!(e, Error::LockTimeout { .. }) && e.is_retryable(), "{e}");
+    assert!(
+        matches!(e, Error::LockTimeout { .. }) && e.is_retryable(),
+        "{e}"
+    );
     assert!(started.elapsed() >= Duration::from_millis(300));
     holder.commit().unwrap();
     let mut tx = db.begin().unwrap();
@@ -283,7 +343,8 @@ fn sync_commits_visible_only_when_durable_with_early_lock_release() {
     std::thread::scope(|s| {
         s.spawn(|| {
             let mut tx = db.begin().unwrap();
-            tx.update(&t, &[Value::Int64(1)], &[(2, Value::Int64(111))]).unwrap();
+            tx.update(&t, &[Value::Int64(1)], &[(2, Value::Int64(111))])
+                .unwrap();
             tx.commit().unwrap();
             committed.store(true, Ordering::SeqCst);
         });
@@ -293,14 +354,18 @@ fn sync_commits_visible_only_when_durable_with_early_lock_release() {
         }
         std::thread::sleep(Duration::from_millis(20));
         let t0 = Instant::now();
-        let mut w = db.begin_with(TxnOptions {
-            durability: Durability::Write,
-            ..Default::default()
-        })
-        .unwrap();
+        let mut w = db
+            .begin_with(TxnOptions {
+                durability: Durability::Write,
+                ..Default::default()
+            })
+            .unwrap();
         // The lock is free while the first commit waits for its sync.
         let row = w.get_for_update(&t, &[Value::Int64(1)]).unwrap().unwrap();
-        assert!(!committed.load(Ordering::SeqCst), "lock was held across the sync");
+        assert!(
+            !committed.load(Ordering::SeqCst),
+            "lock was held across the sync"
+        );
         assert_eq!(int(&row[2]), 111, "locking reads see the newest version");
         assert!(t0.elapsed() < Duration::from_millis(250));
         let mut seen_early = false;
@@ -309,17 +374,24 @@ fn sync_commits_visible_only_when_durable_with_early_lock_release() {
             let v = int(&r.get(&t, &[Value::Int64(1)]).unwrap().unwrap()[2]);
             r.commit().unwrap();
             if v == 111 {
-                assert!(log.durable_lsn() > before, "saw a Sync commit before it was durable");
+                assert!(
+                    log.durable_lsn() > before,
+                    "saw a Sync commit before it was durable"
+                );
                 seen_early = true;
             }
         }
         let _ = seen_early;
-        w.update(&t, &[Value::Int64(2)], &[(2, Value::Int64(222))]).unwrap();
+        w.update(&t, &[Value::Int64(2)], &[(2, Value::Int64(222))])
+            .unwrap();
         w.commit().unwrap();
     });
     // Write durability: visible at once, before any sync.
     let mut r = db.begin().unwrap();
-    assert_eq!(int(&r.get(&t, &[Value::Int64(2)]).unwrap().unwrap()[2]), 222);
+    assert_eq!(
+        int(&r.get(&t, &[Value::Int64(2)]).unwrap().unwrap()[2]),
+        222
+    );
     r.commit().unwrap();
     fs.set_sync_latency(Duration::ZERO);
 }
@@ -332,12 +404,13 @@ fn failed_sync_commit_is_never_visible() {
     let t = setup(&db, 4, 10);
     fs.fail_sync_after(0, true);
     let mut tx = db.begin().unwrap();
-    tx.update(&t, &[Value::Int64(1)], &[(2, Value::Int64(99))]).unwrap();
+    tx.update(&t, &[Value::Int64(1)], &[(2, Value::Int64(99))])
+        .unwrap();
     assert!(tx.commit().is_err());
-    if let Ok(mut r) = db.begin() {
-        if let Ok(Some(row)) = r.get(&t, &[Value::Int64(1)]) {
-            assert_eq!(int(&row[2]), 10, "a failed Sync commit became visible");
-        }
+    if let Ok(mut r) = db.begin()
+        && let Ok(Some(row)) = r.get(&t, &[Value::Int64(1)])
+    {
+        assert_eq!(int(&row[2]), 10, "a failed Sync commit became visible");
     }
 }
 
@@ -348,10 +421,15 @@ fn async_commit() {
     let db = open(&fs, opts(200));
     let t = setup(&db, 4, 10);
     let mut tx = db.begin().unwrap();
-    tx.update(&t, &[Value::Int64(1)], &[(2, Value::Int64(5))]).unwrap();
+    tx.update(&t, &[Value::Int64(1)], &[(2, Value::Int64(5))])
+        .unwrap();
+    let before = db.store().log().end_lsn();
     let fut = tx.commit_async();
     futures_lite_block_on(fut).unwrap();
-    assert!(db.store().log().durable_lsn() >= db.store().log().end_lsn() || true);
+    assert!(
+        db.store().log().durable_lsn() > before,
+        "resolved before the commit mark was durable"
+    );
     let mut r = db.begin().unwrap();
     assert_eq!(int(&r.get(&t, &[Value::Int64(1)]).unwrap().unwrap()[2]), 5);
     r.commit().unwrap();

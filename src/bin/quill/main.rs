@@ -62,6 +62,19 @@ enum Cmd {
         #[arg(long)]
         round: u64,
     },
+    /// Open a database (recovering it if needed: redo, then rollback of
+    /// transactions that never committed) and check every table: B+tree
+    /// structure, every live row in every secondary index, every index
+    /// entry backed by a version of its row, unique indexes unique. Exits
+    /// with status 1 if anything is wrong.
+    Check {
+        /// Database directory.
+        #[arg(default_value = DEFAULT_DIR)]
+        dir: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// List the records of a log from its checkpoint to its end.
     Dump {
         /// Database directory (holding `log/`), or a log directory.
@@ -89,6 +102,51 @@ enum BenchCmd {
     /// The storage layer over the B+tree API: in-order and random inserts,
     /// recovery time with a long log, and commit stalls with a small log.
     Storage(StorageArgs),
+    /// Transactions through the embedded API in sysbench's shapes
+    /// (update-non-index, point-select) on 8 tables of 100k rows, at each
+    /// client count, durable commits.
+    Txn(TxnArgs),
+}
+
+#[derive(Args)]
+struct TxnArgs {
+    /// Database directory (emptied first).
+    #[arg(long, default_value = "quill-data/bench-txn")]
+    dir: PathBuf,
+    /// Tables `sbtestN`.
+    #[arg(long, default_value_t = 8)]
+    tables: usize,
+    /// Rows per table.
+    #[arg(long, default_value_t = 100_000)]
+    table_size: u64,
+    /// Client thread counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16,64,256")]
+    threads: Vec<usize>,
+    /// Workloads, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "update-non-index,point-select"
+    )]
+    workload: Vec<bench::txn::TxnWorkload>,
+    /// Measured seconds per run.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// Warm-up seconds per run.
+    #[arg(long, default_value_t = 2.0)]
+    warmup: f64,
+    /// Commit durability: sync (durable), write or lazy.
+    #[arg(long, default_value = "sync")]
+    durability: String,
+    /// Buffer pool.
+    #[arg(long, default_value = "1G", value_parser = parse_size)]
+    pool: u64,
+    /// Injected delay per log sync, milliseconds (slow storage).
+    #[arg(long, default_value_t = 0.0)]
+    fsync_delay_ms: f64,
+    /// Write results as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -260,6 +318,8 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Bench(BenchCmd::Fsync(a)) => bench_fsync(a),
         Cmd::Bench(BenchCmd::Commit(a)) => bench_commit(a),
         Cmd::Bench(BenchCmd::Storage(a)) => bench_storage(a),
+        Cmd::Bench(BenchCmd::Txn(a)) => bench_txn(a),
+        Cmd::Check { dir, json } => check(&dir, json),
         Cmd::Status { dir, json } => status(&dir, json),
         Cmd::Dump { dir, limit } => dump(&dir, limit),
         Cmd::Torture { dir, seconds, seed } => {
@@ -547,6 +607,73 @@ fn bench_storage(a: StorageArgs) -> Result<()> {
     Ok(())
 }
 
+fn bench_txn(a: TxnArgs) -> Result<()> {
+    let durability = match a.durability.as_str() {
+        "sync" => quill::Durability::Sync,
+        "write" => quill::Durability::Write,
+        "lazy" => quill::Durability::Lazy,
+        other => anyhow::bail!("--durability must be sync, write or lazy, not {other}"),
+    };
+    let cfg = bench::txn::TxnBenchConfig {
+        dir: a.dir.clone(),
+        tables: a.tables,
+        table_size: a.table_size,
+        threads: a.threads,
+        workloads: a.workload,
+        seconds: a.seconds,
+        warmup: a.warmup,
+        durability,
+        pool_bytes: a.pool,
+        fsync_delay_ms: a.fsync_delay_ms,
+    };
+    if let Some(parent) = a.dir.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    let machine = Machine::describe(a.dir.parent().unwrap_or(Path::new(".")));
+    println!(
+        "quill bench txn: {:?} at {:?} clients; {} tables x {} rows; {:?} commits; {:.0} s measured after {:.0} s warm-up; sync delay {} ms; in {} ({}; {} cores; kernel {})",
+        cfg.workloads.iter().map(|w| w.name()).collect::<Vec<_>>(),
+        cfg.threads,
+        cfg.tables,
+        cfg.table_size,
+        cfg.durability,
+        cfg.seconds,
+        cfg.warmup,
+        cfg.fsync_delay_ms,
+        a.dir.display(),
+        machine.filesystem,
+        machine.nproc,
+        machine.kernel
+    );
+    let pb = progress(1000, "permille");
+    let current = std::cell::RefCell::new(String::new());
+    let tick = |stage: &str, f: f64| {
+        if *current.borrow() != stage {
+            pb.set_position(0);
+            pb.set_message(stage.to_string());
+            *current.borrow_mut() = stage.to_string();
+        }
+        pb.set_position((f.clamp(0.0, 1.0) * 1000.0) as u64);
+    };
+    say(&pb, bench::txn::table_header());
+    let mut on_row = |r: &bench::txn::TxnRow| say(&pb, bench::txn::table_line(r));
+    let rows = bench::txn::run(&cfg, &tick, &mut on_row).context("txn benchmark")?;
+    pb.finish_and_clear();
+    println!(
+        "tps: transactions per second; fsync/c: log syncs (checkpoints included) per committed transaction; p50/p95/p99: begin to commit return; cpu us/tx and csw/tx: getrusage deltas of the whole process per transaction; history: unpurged transactions at the end of the window"
+    );
+    if let Some(path) = a.json {
+        let v = result_json(
+            "quill bench txn",
+            &machine,
+            serde_json::json!({ "config": cfg, "rows": rows }),
+        );
+        write_json(&path, &v)?;
+    }
+    Ok(())
+}
+
 /// `DIR/log` if it exists, else `DIR`.
 fn log_dir(dir: &Path) -> PathBuf {
     let sub = dir.join("log");
@@ -555,6 +682,52 @@ fn log_dir(dir: &Path) -> PathBuf {
     } else {
         dir.to_path_buf()
     }
+}
+
+fn check(dir: &Path, json: bool) -> Result<()> {
+    let opts = quill::db::Options {
+        create_if_missing: false,
+        purge: false,
+        ..quill::db::Options::default()
+    };
+    let db = quill::db::Db::open(dir, opts)
+        .with_context(|| format!("opening the database in {}", dir.display()))?;
+    let report = db.check().context("checking")?;
+    let recovery = db.stats().recovery;
+    db.close().context("closing")?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({ "report": report, "recovery": recovery })
+            )?
+        );
+    } else {
+        if let Some(r) = &recovery
+            && !r.rolled_back.is_empty()
+        {
+            println!(
+                "recovery rolled back {} transactions that never committed ({} undo records, {:.1} ms)",
+                r.rolled_back.len(),
+                r.undo_records,
+                r.duration.as_secs_f64() * 1e3
+            );
+        }
+        println!(
+            "checked {} tables: {} records ({} live rows), {} index entries",
+            report.tables, report.records, report.live_rows, report.index_entries
+        );
+        for p in &report.problems {
+            println!("PROBLEM: {p}");
+        }
+        if report.is_ok() {
+            println!("no problems found");
+        }
+    }
+    if !report.is_ok() {
+        std::process::exit(1);
+    }
+    Ok(())
 }
 
 fn status(dir: &Path, json: bool) -> Result<()> {
@@ -616,6 +789,13 @@ fn status(dir: &Path, json: bool) -> Result<()> {
             println!("no tablespace in {} (a log only)", dir.display())
         }
         Err(e) => return Err(e).context("reading the tablespace"),
+    }
+    match quill::db::saved_stats(vfs.as_ref(), dir) {
+        Some(s) => {
+            println!("transaction statistics saved at the last clean close:");
+            print!("{s}");
+        }
+        None => println!("no transaction statistics saved (no tables, or never closed cleanly)"),
     }
     Ok(())
 }
