@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Reproduces the figures of bench/results/txn.md in one run:
+#   bash bench/txn-acceptance.sh [DIR] [OUT]
+# DIR: directory on the file system to measure (default ./quill-data)
+# OUT: where JSON results go (default bench/results/txn-<date>)
+# Then checks the acceptance criteria with bench/check_txn.py.
+# SECONDS_PER_RUN (default 10) shortens the runs for a trial.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DIR=${1:-quill-data}
+OUT=${2:-bench/results/txn-$(date -u +%Y%m%d)}
+SECS=${SECONDS_PER_RUN:-10}
+mkdir -p "$OUT"
+cargo build --release --quiet
+Q=./target/release/quill
+. bench/host.sh
+host_start
+set -x
+# sysbench shapes: 8 tables x 100k rows, durable (Sync) commits,
+# 1 to 256 client threads.
+$Q bench txn --dir "$DIR/bench-txn" --tables 8 --table-size 100000 \
+  --threads 1,4,16,64,256 --workload update-non-index,point-select \
+  --seconds "$SECS" --warmup 2 --json "$OUT/txn.json" | tee "$OUT/txn.txt"
+set +x
+host_end "$OUT"
+python3 bench/check_txn.py "$OUT"
