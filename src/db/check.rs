@@ -45,7 +45,7 @@ pub(crate) fn check(db: &DbInner) -> Result<CheckReport> {
     let mut r = CheckReport::default();
     let store = &db.store;
     // Purge changes entries and records between the two passes; pause it.
-    let _no_purge = db.purge_lock.lock();
+    let _no_purge: Vec<_> = db.purge_locks.iter().map(|l| l.lock()).collect();
     db.undo.verify(store)?;
     let bound = db.purge_bound();
     // Entries of versions whose undo awaits purge: purge works through

@@ -243,8 +243,9 @@ pub struct DbInner {
     pub(crate) purge_stop: AtomicBool,
     pub(crate) purge_wake: (Mutex<bool>, Condvar),
     pub(crate) purge_error: Mutex<Option<String>>,
-    /// One purger at a time (the thread, or [`Db::purge_now`]).
-    pub(crate) purge_lock: Mutex<()>,
+    /// One purger per undo partition at a time (the thread, a helping
+    /// committer, or [`Db::purge_now`]).
+    pub(crate) purge_locks: Vec<Mutex<()>>,
     recovery: Option<TxnRecovery>,
     opts: Options,
     ddl: Mutex<()>,
@@ -319,10 +320,9 @@ impl DbInner {
     }
 
     /// Transactions below this id are visible to every view, present and
-    /// future (registry R4, with durable-only visibility R5).
+    /// future (registry R4).
     pub(crate) fn purge_bound(&self) -> TrxId {
-        let log = self.store.log();
-        self.registry.purge_bound(&|| log.durable_lsn().0)
+        self.registry.purge_bound()
     }
 
     /// A read view for the transaction in `slot`.
@@ -467,7 +467,9 @@ impl Db {
             purge_stop: AtomicBool::new(false),
             purge_wake: (Mutex::new(false), Condvar::new()),
             purge_error: Mutex::new(None),
-            purge_lock: Mutex::new(()),
+            purge_locks: (0..crate::txn::undo_log::UNDO_PARTITIONS)
+                .map(|_| Mutex::new(()))
+                .collect(),
             recovery: None,
             opts,
             ddl: Mutex::new(()),

@@ -36,7 +36,8 @@ use crate::{Error, Result};
 
 use super::{DbInner, table};
 
-/// The lock-table identity purge uses (never a transaction id).
+/// The lock-table identity of partition 0's purger; partition `p` uses
+/// `PURGE_TRX - p` (never transaction ids).
 const PURGE_TRX: TrxId = u64::MAX - 1;
 
 /// Start the purge thread.
@@ -72,14 +73,20 @@ fn run(db: &DbInner) {
 }
 
 /// Purge up to `max` transactions; returns how many were purged. Each
-/// undo partition is worked from its oldest transaction; the order across
-/// partitions does not matter, since every step is decided by the record's
-/// current state and the bound alone.
+/// undo partition is worked from its oldest transaction, under that
+/// partition's purge lock, so purgers on different partitions run in
+/// parallel; the order across partitions does not matter, since every step
+/// is decided by the record's current state and the bound alone.
 pub(crate) fn purge_batch(db: &DbInner, max: usize) -> Result<u64> {
-    let n = {
-        let _one_purger = db.purge_lock.lock();
-        purge_locked(db, max)?
-    };
+    let bound = db.purge_bound();
+    let per = max.div_ceil(usize::from(UNDO_PARTITIONS)).max(1);
+    let mut n = 0;
+    for part in 0..UNDO_PARTITIONS {
+        if let Some(lock) = db.purge_locks.get(usize::from(part)) {
+            let _g = lock.lock();
+            n += purge_partition(db, part, per, bound)?;
+        }
+    }
     if n == 0 {
         clean_marks(db)?;
     }
@@ -91,37 +98,39 @@ pub(crate) const HELP_ABOVE: i64 = 2048;
 
 /// Called by a writer after its commit: when the history is long (the
 /// purge thread is not keeping up, typically because many more client
-/// threads than cores share the CPU with it), purge a little in the
-/// committer's own time, unless someone is purging already. This keeps
-/// the history bounded under any load with no tuning: the more writers,
-/// the more helpers.
-pub(crate) fn help(db: &DbInner) -> Result<()> {
+/// threads than cores share the CPU with it), purge a transaction of one
+/// partition in the committer's own time, unless someone is purging that
+/// partition already. This keeps the history bounded under any load with
+/// no tuning: the more writers, the more helpers, up to one per partition.
+pub(crate) fn help(db: &DbInner, hint: u64) -> Result<()> {
     if db.history.load(Ordering::Relaxed) <= HELP_ABOVE {
         return Ok(());
     }
-    if let Some(_g) = db.purge_lock.try_lock() {
-        purge_locked(db, 2)?;
+    let bound = db.purge_bound();
+    for k in 0..u64::from(UNDO_PARTITIONS) {
+        let part = ((hint + k) % u64::from(UNDO_PARTITIONS)) as u8;
+        if let Some(lock) = db.purge_locks.get(usize::from(part))
+            && let Some(_g) = lock.try_lock()
+        {
+            purge_partition(db, part, 2, bound)?;
+            return Ok(());
+        }
     }
     Ok(())
 }
 
-fn purge_locked(db: &DbInner, max: usize) -> Result<u64> {
+/// Purge up to `max` transactions below `bound` from partition `part`; the
+/// caller holds the partition's purge lock.
+fn purge_partition(db: &DbInner, part: u8, max: usize, bound: TrxId) -> Result<u64> {
     let mut done = 0;
-    let bound = db.purge_bound();
-    let mut open: Vec<u8> = (0..UNDO_PARTITIONS).collect();
-    while done < max as u64 && !open.is_empty() {
-        let mut still = Vec::with_capacity(open.len());
-        for &part in &open {
-            match db.undo.next_trx_with_undo(&db.store, part, 0)? {
-                Some(t) if t < bound => {
-                    purge_trx(db, t, bound)?;
-                    done += 1;
-                    still.push(part);
-                }
-                _ => {}
+    while done < max as u64 {
+        match db.undo.next_trx_with_undo(&db.store, part, 0)? {
+            Some(t) if t < bound => {
+                purge_trx(db, t, bound, part)?;
+                done += 1;
             }
+            _ => break,
         }
-        open = still;
     }
     Ok(done)
 }
@@ -129,9 +138,12 @@ fn purge_locked(db: &DbInner, max: usize) -> Result<u64> {
 /// Delete commit marks whose undo is gone (left by a crash between purge's
 /// two deletes); run when purge is idle.
 fn clean_marks(db: &DbInner) -> Result<()> {
-    let _one_purger = db.purge_lock.lock();
     let bound = db.purge_bound();
     for part in 0..UNDO_PARTITIONS {
+        let Some(lock) = db.purge_locks.get(usize::from(part)) else {
+            continue;
+        };
+        let _g = lock.lock();
         let first_undo = db.undo.next_trx_with_undo(&db.store, part, 0)?;
         while let Some(m) = db.undo.first_mark(&db.store, part)? {
             if m >= bound || first_undo.is_some_and(|u| m >= u) {
@@ -143,13 +155,13 @@ fn clean_marks(db: &DbInner) -> Result<()> {
     Ok(())
 }
 
-fn purge_trx(db: &DbInner, t: TrxId, bound: TrxId) -> Result<()> {
+fn purge_trx(db: &DbInner, t: TrxId, bound: TrxId, part: u8) -> Result<()> {
     let recs: Vec<_> = db
         .undo
         .records(&db.store, t, 1, Direction::Forward)
         .collect::<Result<_>>()?;
     for (seq, rec) in &recs {
-        purge_record(db, *seq, rec, bound)?;
+        purge_record(db, *seq, rec, bound, part)?;
         db.undo.delete(&db.store, t, *seq)?;
         db.counters.purged_records.incr();
     }
@@ -159,7 +171,7 @@ fn purge_trx(db: &DbInner, t: TrxId, bound: TrxId) -> Result<()> {
     Ok(())
 }
 
-fn purge_record(db: &DbInner, seq: u64, rec: &UndoRecord, bound: TrxId) -> Result<()> {
+fn purge_record(db: &DbInner, seq: u64, rec: &UndoRecord, bound: TrxId, part: u8) -> Result<()> {
     if rec.kind == UndoKind::Insert {
         return Ok(());
     }
@@ -175,10 +187,12 @@ fn purge_record(db: &DbInner, seq: u64, rec: &UndoRecord, bound: TrxId) -> Resul
     {
         return Ok(());
     }
+    // Each partition's purger locks rows under its own identity.
+    let me = PURGE_TRX - u64::from(part);
     let lock = table::row_lock(schema.id, &rec.key);
-    db.locks.lock(PURGE_TRX, &lock, LockMode::Exclusive)?;
+    db.locks.lock(me, &lock, LockMode::Exclusive)?;
     let r = purge_row(db, &schema, seq, rec, bound);
-    db.locks.release(PURGE_TRX, &[lock]);
+    db.locks.release(me, &[lock]);
     r
 }
 

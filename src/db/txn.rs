@@ -521,11 +521,24 @@ impl<'db> Txn<'db> {
     pub fn get(&mut self, t: &Table, key: &[Value]) -> Result<Option<Vec<Value>>> {
         let schema = t.schema();
         let pk = self.key_of(&schema, key)?;
+        self.check_open()?;
         let db = self.db;
-        let view = self.statement_view()?;
         let Some(rec) = table::read_rec(&db.store, &schema, &pk)? else {
             return Ok(None);
         };
+        // Fast path: a version whose writer is below the last purge bound
+        // is visible to every view, present and future, so a statement
+        // needs no view of its own to read it (READ COMMITTED, or once the
+        // REPEATABLE READ snapshot exists).
+        let fast = self.opts.isolation == Isolation::ReadCommitted || self.view.is_some();
+        if fast && rec.0.trx < db.registry.purged_upto() {
+            return if rec.0.deleted {
+                Ok(None)
+            } else {
+                table::decode(&schema, &rec.1).map(Some)
+            };
+        }
+        let view = self.statement_view()?;
         match table::visible(db, view, &schema, &pk, rec)? {
             None => Ok(None),
             Some(row) => table::decode(&schema, &row).map(Some),
@@ -719,7 +732,7 @@ impl<'db> Txn<'db> {
                 Durability::Sync => match self.db.store.commit(lsn, Durability::Sync) {
                     Ok(()) => {
                         drop(slot);
-                        super::purge::help(self.db)
+                        super::purge::help(self.db, self.id)
                     }
                     Err(e) => {
                         if let Some(s) = slot {
@@ -731,7 +744,7 @@ impl<'db> Txn<'db> {
                 d => {
                     drop(slot);
                     self.db.store.commit(lsn, d)?;
-                    super::purge::help(self.db)
+                    super::purge::help(self.db, self.id)
                 }
             },
         }

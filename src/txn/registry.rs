@@ -92,6 +92,8 @@ pub struct TrxSlot<'r> {
     reg: &'r TrxRegistry,
     index: usize,
     id: TrxId,
+    /// A commit was published: releasing the slot changes what views see.
+    committed: std::cell::Cell<bool>,
 }
 
 impl TrxSlot<'_> {
@@ -114,6 +116,7 @@ impl TrxSlot<'_> {
     /// log is durable to `lsn`, or when the slot is released.
     pub fn set_committed(&self, lsn: u64, immediate: bool) {
         let v = if immediate { lsn | IMMEDIATE } else { lsn };
+        self.committed.set(true);
         if let Some(c) = self.reg.commits.get(self.index) {
             if immediate {
                 self.reg.epoch.fetch_add(1, Ordering::SeqCst);
@@ -131,15 +134,22 @@ impl Drop for TrxSlot<'_> {
         if let Some(l) = self.reg.view_lows.get(self.index) {
             l.store(0, Ordering::SeqCst);
         }
-        // A visibility change (R6): views taken meanwhile retry.
-        self.reg.epoch.fetch_add(1, Ordering::SeqCst);
+        // A visibility change (R6): views taken meanwhile retry. A
+        // transaction that committed nothing (read-only, or rolled back)
+        // changes nothing any view could see, and skips the epoch.
+        let change = self.committed.get();
+        if change {
+            self.reg.epoch.fetch_add(1, Ordering::SeqCst);
+        }
         if let Some(c) = self.reg.commits.get(self.index) {
             c.store(0, Ordering::SeqCst);
         }
         if let Some(s) = self.reg.slots.get(self.index) {
             s.store(FREE, Ordering::SeqCst);
         }
-        self.reg.epoch.fetch_add(1, Ordering::SeqCst);
+        if change {
+            self.reg.epoch.fetch_add(1, Ordering::SeqCst);
+        }
     }
 }
 
@@ -194,6 +204,7 @@ impl TrxRegistry {
                     reg: self,
                     index,
                     id,
+                    committed: std::cell::Cell::new(false),
                 });
             }
         }
@@ -227,11 +238,24 @@ impl TrxRegistry {
 
     /// Transactions with ids below the returned bound are visible to every
     /// read view, present and future (R4); records it as the provisional
-    /// low for new views.
-    pub fn purge_bound(&self, durable: &dyn Fn() -> u64) -> TrxId {
-        let (limit, ids) = self.snapshot_at(durable);
-        let mut bound = ids.first().copied().unwrap_or(limit);
+    /// low for new views. The scan needs no atomic snapshot (it takes the
+    /// oldest id in any slot, committed or not, which only grows), so it
+    /// never retries: under heavy oversubscription a seqlock reader that
+    /// is descheduled mid-scan would retry for as long as commits go on.
+    pub fn purge_bound(&self) -> TrxId {
+        let limit = self.next_id.load(Ordering::SeqCst);
         let hw = self.high_water.load(Ordering::SeqCst);
+        let mut bound = limit;
+        for slot in self.slots.iter().take(hw) {
+            let mut v = slot.load(Ordering::SeqCst);
+            while v == ASSIGNING {
+                std::hint::spin_loop();
+                v = slot.load(Ordering::SeqCst);
+            }
+            if v != FREE && v < bound {
+                bound = v;
+            }
+        }
         for l in self.view_lows.iter().take(hw) {
             let v = l.load(Ordering::SeqCst);
             if v != 0 {
@@ -246,7 +270,12 @@ impl TrxRegistry {
     /// Transactions holding a slot now (active, or committed and waiting
     /// to become visible).
     pub fn active(&self) -> usize {
-        self.snapshot().1.len()
+        let hw = self.high_water.load(Ordering::SeqCst);
+        self.slots
+            .iter()
+            .take(hw)
+            .filter(|s| s.load(Ordering::Relaxed) != FREE)
+            .count()
     }
 
     /// The snapshot inputs of a read view: the id limit (ids at or above it
