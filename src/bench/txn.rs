@@ -92,8 +92,13 @@ pub struct TxnRow {
     pub transactions: u64,
     /// Transactions per second.
     pub tps: f64,
-    /// Log syncs per committed transaction (0 for reads).
+    /// Log syncs per committed transaction (0 for reads), checkpoint
+    /// syncs included.
     pub fsyncs_per_commit: f64,
+    /// Of those, syncs made for commits (the commit path).
+    pub commit_syncs_per_commit: f64,
+    /// Of those, syncs made by checkpoints.
+    pub checkpoint_syncs_per_commit: f64,
     /// Latency percentiles, microseconds.
     pub p50_us: f64,
     /// 95th percentile.
@@ -404,6 +409,16 @@ fn run_one(
             0.0
         } else {
             syncs as f64 / commits as f64
+        },
+        commit_syncs_per_commit: if commits == 0 {
+            0.0
+        } else {
+            end_log.syncs.saturating_sub(start_log.syncs) as f64 / commits as f64
+        },
+        checkpoint_syncs_per_commit: if commits == 0 {
+            0.0
+        } else {
+            end_log.checkpoints.saturating_sub(start_log.checkpoints) as f64 / commits as f64
         },
         p50_us: hist.value_at_quantile(0.50) as f64,
         p95_us: hist.value_at_quantile(0.95) as f64,
