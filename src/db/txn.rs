@@ -93,11 +93,10 @@ fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
 
 impl<'db> Txn<'db> {
     pub(crate) fn new(db: &'db DbInner, opts: TxnOptions) -> Result<Txn<'db>> {
-        let slot = db.begin_slot()?;
         Ok(Txn {
             db,
-            id: slot.id(),
-            slot: Some(slot),
+            id: 0,
+            slot: None,
             opts,
             view: None,
             seq: 0,
@@ -106,9 +105,23 @@ impl<'db> Txn<'db> {
         })
     }
 
-    /// This transaction's id.
+    /// This transaction's id: 0 until it first needs one (its first
+    /// write, row lock or snapshot). A transaction that only reads rows
+    /// every view already sees never takes an id or a registry slot, so
+    /// point reads share nothing with other transactions.
     pub fn id(&self) -> TrxId {
         self.id
+    }
+
+    /// Take a registry slot and an id if this transaction has none yet.
+    fn ensure_id(&mut self) -> Result<()> {
+        if self.slot.is_none() {
+            self.check_open()?;
+            let slot = self.db.begin_slot()?;
+            self.id = slot.id();
+            self.slot = Some(slot);
+        }
+        Ok(())
     }
 
     /// Its isolation level.
@@ -132,6 +145,7 @@ impl<'db> Txn<'db> {
     /// transaction's (made once) under REPEATABLE READ.
     fn statement_view(&mut self) -> Result<&ReadView> {
         self.check_open()?;
+        self.ensure_id()?;
         let fresh = self.opts.isolation == Isolation::ReadCommitted || self.view.is_none();
         if fresh {
             let slot = self.slot.as_ref().ok_or_else(|| Error::InvalidArgument {
@@ -152,6 +166,7 @@ impl<'db> Txn<'db> {
         // READ COMMITTED writes act on the newest version and need no
         // view; REPEATABLE READ takes its snapshot at the first statement.
         self.check_open()?;
+        self.ensure_id()?;
         if self.opts.isolation == Isolation::RepeatableRead && self.view.is_none() {
             self.statement_view()?;
         }
