@@ -538,22 +538,37 @@ impl<'db> Txn<'db> {
         let pk = self.key_of(&schema, key)?;
         self.check_open()?;
         let db = self.db;
-        let Some(rec) = table::read_rec(&db.store, &schema, &pk)? else {
+        // A record must be read after the view it is judged by exists
+        // (else a change committed in between is in the view but not in
+        // the record read). REPEATABLE READ: the snapshot first.
+        let rc = self.opts.isolation == Isolation::ReadCommitted;
+        if !rc && self.view.is_none() {
+            self.statement_view()?;
+        }
+        let Some(mut rec) = table::read_rec(&db.store, &schema, &pk)? else {
             return Ok(None);
         };
-        // Fast path: a version whose writer is below the last purge bound
-        // is visible to every view, present and future, so a statement
-        // needs no view of its own to read it (READ COMMITTED, or once the
-        // REPEATABLE READ snapshot exists).
-        let fast = self.opts.isolation == Isolation::ReadCommitted || self.view.is_some();
-        if fast && rec.0.trx < db.registry.purged_upto() {
-            return if rec.0.deleted {
-                Ok(None)
-            } else {
-                table::decode(&schema, &rec.1).map(Some)
-            };
+        if rc {
+            // Fast path: a version whose writer is below the last purge
+            // bound is visible to every view, present and future, so the
+            // statement needs no view of its own to read it.
+            if rec.0.trx < db.registry.purged_upto() {
+                return if rec.0.deleted {
+                    Ok(None)
+                } else {
+                    table::decode(&schema, &rec.1).map(Some)
+                };
+            }
+            self.statement_view()?;
+            match table::read_rec(&db.store, &schema, &pk)? {
+                Some(r) => rec = r,
+                None => return Ok(None),
+            }
         }
-        let view = self.statement_view()?;
+        let view = self.view.as_ref().ok_or_else(|| Error::InvalidArgument {
+            what: "transaction",
+            reason: "no read view".into(),
+        })?;
         match table::visible(db, view, &schema, &pk, rec)? {
             None => Ok(None),
             Some(row) => table::decode(&schema, &row).map(Some),

@@ -5,3 +5,4 @@ mod basic;
 mod common;
 mod crash;
 mod isolation;
+mod serial;
