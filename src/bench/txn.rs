@@ -280,18 +280,7 @@ fn run_one(
         durability: cfg.durability,
         ..TxnOptions::default()
     };
-    let (
-        hist,
-        count,
-        start_usage,
-        end_usage,
-        start_log,
-        end_log,
-        start_commits,
-        end_commits,
-        elapsed,
-        purged,
-    ) = std::thread::scope(|s| -> Result<_> {
+    std::thread::scope(|s| -> Result<TxnRow> {
         let mut handles = Vec::new();
         for c in 0..n {
             let (phase, retries) = (&phase, &retries);
@@ -381,54 +370,38 @@ fn run_one(
             let _ = hist.add(&hh);
             count += c;
         }
-        Ok((
-            hist,
-            count,
-            start_usage,
-            end_usage,
-            start_log,
-            end_log,
-            start_commits,
-            end_commits,
-            elapsed,
+        let secs = elapsed.as_secs_f64();
+        let txns = count.max(1) as f64;
+        let commits = end_commits.saturating_sub(start_commits);
+        // Per committed transaction (0 for read-only runs).
+        let per_commit = |n: u64| {
+            if commits == 0 {
+                0.0
+            } else {
+                n as f64 / commits as f64
+            }
+        };
+        let log_syncs = end_log.syncs.saturating_sub(start_log.syncs);
+        let checkpoints = end_log.checkpoints.saturating_sub(start_log.checkpoints);
+        Ok(TxnRow {
+            workload: w.name().to_string(),
+            threads: n,
+            seconds: secs,
+            transactions: count,
+            tps: count as f64 / secs,
+            fsyncs_per_commit: per_commit(log_syncs + checkpoints),
+            commit_syncs_per_commit: per_commit(log_syncs),
+            checkpoint_syncs_per_commit: per_commit(checkpoints),
+            p50_us: hist.value_at_quantile(0.50) as f64,
+            p95_us: hist.value_at_quantile(0.95) as f64,
+            p99_us: hist.value_at_quantile(0.99) as f64,
+            max_us: hist.max() as f64,
+            cpu_us_per_txn: (end_usage.cpu_us - start_usage.cpu_us) / txns,
+            switches_per_txn: (end_usage.switches - start_usage.switches) / txns,
+            retries: retries.load(Ordering::Relaxed),
+            history_at_end: db.stats().history_length,
             purged,
-        ))
-    })?;
-    let secs = elapsed.as_secs_f64();
-    let txns = count.max(1) as f64;
-    let commits = end_commits.saturating_sub(start_commits);
-    let syncs = (end_log.syncs + end_log.checkpoints)
-        .saturating_sub(start_log.syncs + start_log.checkpoints);
-    Ok(TxnRow {
-        workload: w.name().to_string(),
-        threads: n,
-        seconds: secs,
-        transactions: count,
-        tps: count as f64 / secs,
-        fsyncs_per_commit: if commits == 0 {
-            0.0
-        } else {
-            syncs as f64 / commits as f64
-        },
-        commit_syncs_per_commit: if commits == 0 {
-            0.0
-        } else {
-            end_log.syncs.saturating_sub(start_log.syncs) as f64 / commits as f64
-        },
-        checkpoint_syncs_per_commit: if commits == 0 {
-            0.0
-        } else {
-            end_log.checkpoints.saturating_sub(start_log.checkpoints) as f64 / commits as f64
-        },
-        p50_us: hist.value_at_quantile(0.50) as f64,
-        p95_us: hist.value_at_quantile(0.95) as f64,
-        p99_us: hist.value_at_quantile(0.99) as f64,
-        max_us: hist.max() as f64,
-        cpu_us_per_txn: (end_usage.cpu_us - start_usage.cpu_us) / txns,
-        switches_per_txn: (end_usage.switches - start_usage.switches) / txns,
-        retries: retries.load(Ordering::Relaxed),
-        history_at_end: db.stats().history_length,
-        purged,
+        })
     })
 }
 

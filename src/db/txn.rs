@@ -205,11 +205,40 @@ impl<'db> Txn<'db> {
         Ok(())
     }
 
-    fn write_undo(&mut self, rec: UndoRecord) -> Result<u64> {
+    /// Write the change's undo record (logged first, UL1: `kind`, the
+    /// replaced version `cur`, the `changed` index mask), then the new
+    /// clustered version `row` naming it (delete-marked for a delete).
+    fn write_version(
+        &mut self,
+        schema: &TableSchema,
+        pk: &[u8],
+        kind: UndoKind,
+        cur: Option<&Rec>,
+        changed: u64,
+        row: &[u8],
+    ) -> Result<()> {
         let seq = self.seq + 1;
+        let (prev_trx, prev_roll) = cur.map_or((0, RollPtr::NONE), |(h, _)| (h.trx, h.roll));
+        let rec = UndoRecord {
+            kind,
+            undo_no: seq,
+            table: schema.id,
+            trx: self.id,
+            prev_trx,
+            prev_roll,
+            key: pk.to_vec(),
+            old_value: cur.map(|(h, r)| h.encode(r)),
+            changed,
+        };
         self.db.undo.put(&self.db.store, self.id, seq, &rec)?;
         self.seq = seq;
-        Ok(seq)
+        let hdr = RecHeader {
+            trx: self.id,
+            roll: RollPtr(seq),
+            deleted: kind == UndoKind::DeleteMark,
+        };
+        table::clustered(&self.db.store, schema).put(pk, &hdr.encode(row))?;
+        Ok(())
     }
 
     /// Fail with [`Error::DuplicateKey`] if another live row has `values`'
@@ -307,12 +336,10 @@ impl<'db> Txn<'db> {
                     Some(Value::Int64(v)) => t.state.saw_key(store, schema, *v)?,
                     _ => {}
                 }
-                check_row(&schema.def.columns, &values)?;
                 let v: Vec<Value> = values.get(col).cloned().into_iter().collect();
                 (v, table::pk_of(schema, &values))
             }
             None => {
-                check_row(&schema.def.columns, &values)?;
                 let v = schema
                     .def
                     .primary_key
@@ -326,58 +353,39 @@ impl<'db> Txn<'db> {
         let row = encode_row(&schema.def.columns, &values)?;
         self.lock(table::row_lock(schema.id, &pk), LockMode::Exclusive)?;
         let cur = table::read_rec(store, schema, &pk)?;
-        let (kind, old_value, old_values) = match &cur {
+        let old_values = match &cur {
             Some((h, _)) if !h.deleted => {
                 return Err(Error::DuplicateKey {
                     table: schema.def.name.clone(),
                     index: "PRIMARY".into(),
                 });
             }
-            Some((h, old_row)) => {
-                self.check_serializable(
-                    cur.as_ref().ok_or(Error::Serialization { trx: self.id })?,
-                )?;
-                (
-                    UndoKind::Update,
-                    Some(h.encode(old_row)),
-                    Some(table::decode(schema, old_row)?),
-                )
+            // Over a delete-marked record: an update of it.
+            Some(rec) => {
+                self.check_serializable(rec)?;
+                Some(table::decode(schema, &rec.1)?)
             }
-            None => (UndoKind::Insert, None, None),
+            None => None,
         };
         for (i, ix) in schema.def.indexes.iter().enumerate() {
             if ix.unique {
                 self.check_unique(schema, i, &values, &pk)?;
             }
         }
-        let (prev_trx, prev_roll) = cur
-            .as_ref()
-            .map_or((0, RollPtr::NONE), |(h, _)| (h.trx, h.roll));
-        let changed = match &old_values {
-            None => 0,
-            Some(old) => (0..schema.def.indexes.len())
-                .filter(|&i| {
-                    table::sec_key_of(schema, i, old) != table::sec_key_of(schema, i, &values)
-                })
-                .fold(0u64, |m, i| m | (1 << i)),
+        let n = schema.def.indexes.len();
+        let (kind, changed) = match &old_values {
+            None => (UndoKind::Insert, UndoRecord::changed_mask(n, [])),
+            Some(old) => (
+                UndoKind::Update,
+                UndoRecord::changed_mask(
+                    n,
+                    (0..n).filter(|&i| {
+                        table::sec_key_of(schema, i, old) != table::sec_key_of(schema, i, &values)
+                    }),
+                ),
+            ),
         };
-        let seq = self.write_undo(UndoRecord {
-            kind,
-            undo_no: self.seq + 1,
-            table: schema.id,
-            trx: self.id,
-            prev_trx,
-            prev_roll,
-            key: pk.clone(),
-            old_value,
-            changed,
-        })?;
-        let hdr = RecHeader {
-            trx: self.id,
-            roll: RollPtr(seq),
-            deleted: false,
-        };
-        table::clustered(store, schema).put(&pk, &hdr.encode(&row))?;
+        self.write_version(schema, &pk, kind, cur.as_ref(), changed, &row)?;
         for i in 0..schema.def.indexes.len() {
             let k = table::sec_key_of(schema, i, &values);
             if let Some(old) = &old_values
@@ -468,23 +476,8 @@ impl<'db> Txn<'db> {
                 self.check_unique(schema, i, &values, &pk)?;
             }
         }
-        let seq = self.write_undo(UndoRecord {
-            kind: UndoKind::Update,
-            undo_no: self.seq + 1,
-            table: schema.id,
-            trx: self.id,
-            prev_trx: cur.0.trx,
-            prev_roll: cur.0.roll,
-            key: pk.clone(),
-            old_value: Some(cur.0.encode(&cur.1)),
-            changed: UndoRecord::changed_mask(schema.def.indexes.len(), changed.iter().copied()),
-        })?;
-        let hdr = RecHeader {
-            trx: self.id,
-            roll: RollPtr(seq),
-            deleted: false,
-        };
-        table::clustered(store, schema).put(&pk, &hdr.encode(&row))?;
+        let mask = UndoRecord::changed_mask(schema.def.indexes.len(), changed.iter().copied());
+        self.write_version(schema, &pk, UndoKind::Update, Some(&cur), mask, &row)?;
         for i in changed {
             if let Some(tree) = table::secondary(store, schema, i) {
                 let k = table::sec_key_of(schema, i, &values);
@@ -512,23 +505,8 @@ impl<'db> Txn<'db> {
         if cur.0.deleted {
             return Ok(false);
         }
-        let seq = self.write_undo(UndoRecord {
-            kind: UndoKind::DeleteMark,
-            undo_no: self.seq + 1,
-            table: schema.id,
-            trx: self.id,
-            prev_trx: cur.0.trx,
-            prev_roll: cur.0.roll,
-            key: pk.clone(),
-            old_value: Some(cur.0.encode(&cur.1)),
-            changed: UndoRecord::changed_mask(schema.def.indexes.len(), []),
-        })?;
-        let hdr = RecHeader {
-            trx: self.id,
-            roll: RollPtr(seq),
-            deleted: true,
-        };
-        table::clustered(store, schema).put(&pk, &hdr.encode(&cur.1))?;
+        let mask = UndoRecord::changed_mask(schema.def.indexes.len(), []);
+        self.write_version(schema, &pk, UndoKind::DeleteMark, Some(&cur), mask, &cur.1)?;
         Ok(true)
     }
 

@@ -368,7 +368,6 @@ fn sync_commits_visible_only_when_durable_with_early_lock_release() {
         );
         assert_eq!(int(&row[2]), 111, "locking reads see the newest version");
         assert!(t0.elapsed() < Duration::from_millis(250));
-        let mut seen_early = false;
         while !committed.load(Ordering::SeqCst) {
             let mut r = db.begin().unwrap();
             let v = int(&r.get(&t, &[Value::Int64(1)]).unwrap().unwrap()[2]);
@@ -378,10 +377,8 @@ fn sync_commits_visible_only_when_durable_with_early_lock_release() {
                     log.durable_lsn() > before,
                     "saw a Sync commit before it was durable"
                 );
-                seen_early = true;
             }
         }
-        let _ = seen_early;
         w.update(&t, &[Value::Int64(2)], &[(2, Value::Int64(222))])
             .unwrap();
         w.commit().unwrap();
@@ -407,11 +404,10 @@ fn failed_sync_commit_is_never_visible() {
     tx.update(&t, &[Value::Int64(1)], &[(2, Value::Int64(99))])
         .unwrap();
     assert!(tx.commit().is_err());
-    if let Ok(mut r) = db.begin()
-        && let Ok(Some(row)) = r.get(&t, &[Value::Int64(1)])
-    {
-        assert_eq!(int(&row[2]), 10, "a failed Sync commit became visible");
-    }
+    // Reads still work from the buffer pool after the log failed.
+    let mut r = db.begin().unwrap();
+    let row = r.get(&t, &[Value::Int64(1)]).unwrap().unwrap();
+    assert_eq!(int(&row[2]), 10, "a failed Sync commit became visible");
 }
 
 /// `commit_async` resolves once durable.

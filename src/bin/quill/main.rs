@@ -337,44 +337,46 @@ fn run(cli: Cli) -> Result<()> {
             dir,
             seconds,
             seed,
-            txn: true,
+            txn,
         } => {
             let seed = seed.unwrap_or_else(rand::random);
+            let name = if txn {
+                "quill torture --txn"
+            } else {
+                "quill torture"
+            };
             println!(
-                "quill torture --txn: seed {seed}, {seconds} s, in {} (rerun with --seed {seed})",
+                "{name}: seed {seed}, {seconds} s, in {} (rerun with --seed {seed})",
                 dir.display()
             );
-            let out = torture_txn::run(&dir, seconds, seed, &|l| println!("{l}"))?;
-            println!(
-                "passed: {} rounds of kill -9 and recovery, {} transactions acknowledged, {} rolled back by recovery",
-                out.rounds, out.acked, out.rolled_back
-            );
-            Ok(())
-        }
-        Cmd::Torture {
-            dir, seconds, seed, ..
-        } => {
-            let seed = seed.unwrap_or_else(rand::random);
-            println!(
-                "quill torture: seed {seed}, {seconds} s, in {} (rerun with --seed {seed})",
-                dir.display()
-            );
-            let out = torture::run(&dir, seconds, seed, &|l| println!("{l}"))?;
-            println!(
-                "passed: {} rounds of kill -9 and recovery, {} operations acknowledged, {} entries at the end",
-                out.rounds, out.acked, out.entries
-            );
+            let say = |l: String| println!("{l}");
+            if txn {
+                let out = torture_txn::run(&dir, seconds, seed, &say)?;
+                println!(
+                    "passed: {} rounds of kill -9 and recovery, {} transactions acknowledged, {} rolled back by recovery",
+                    out.rounds, out.acked, out.rolled_back
+                );
+            } else {
+                let out = torture::run(&dir, seconds, seed, &say)?;
+                println!(
+                    "passed: {} rounds of kill -9 and recovery, {} operations acknowledged, {} entries at the end",
+                    out.rounds, out.acked, out.entries
+                );
+            }
             Ok(())
         }
         Cmd::TortureChild {
             dir,
             seed,
             round,
-            txn: true,
-        } => torture_txn::child(&dir, seed, round),
-        Cmd::TortureChild {
-            dir, seed, round, ..
-        } => torture::child(&dir, seed, round),
+            txn,
+        } => {
+            if txn {
+                torture_txn::child(&dir, seed, round)
+            } else {
+                torture::child(&dir, seed, round)
+            }
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::ops::Bound::Unbounded;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -153,19 +153,56 @@ fn contents(store: &Store, root: PageId) -> Result<Model> {
     Ok(m)
 }
 
-fn spawn_child(exe: &Path, dir: &Path, seed: u64, round: u64) -> Result<Child> {
-    Command::new(exe)
-        .arg("torture-child")
+/// One round: start `quill torture-child` (`--txn` for the transaction
+/// child), wait for its "ready", let it run for 20 to 800 ms, kill it with
+/// SIGKILL; returns the lines it printed and how long it ran.
+pub fn kill_round(
+    exe: &Path,
+    dir: &Path,
+    seed: u64,
+    round: u64,
+    txn: bool,
+    rng: &mut SmallRng,
+) -> Result<(Vec<String>, Duration)> {
+    let mut cmd = Command::new(exe);
+    cmd.arg("torture-child");
+    if txn {
+        cmd.arg("--txn");
+    }
+    let mut child = cmd
         .arg("--dir")
         .arg(dir)
-        .arg("--seed")
-        .arg(seed.to_string())
-        .arg("--round")
-        .arg(round.to_string())
+        .args(["--seed", &seed.to_string(), "--round", &round.to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .context("starting the child process")
+        .context("starting the child process")?;
+    let stdout = child.stdout.take().context("child stdout")?;
+    let (tx, rx) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(l) if l == "ready" => {}
+        other => {
+            let _ = child.kill();
+            bail!("round {round}: child did not start: {other:?}");
+        }
+    }
+    let run_for = Duration::from_millis(rng.random_range(20..800));
+    std::thread::sleep(run_for);
+    child.kill().context("SIGKILL")?;
+    let status = child.wait()?;
+    let _ = reader.join();
+    if status.success() {
+        bail!("round {round}: the child exited on its own (it should run until killed)");
+    }
+    Ok((rx.try_iter().collect(), run_for))
 }
 
 /// What a torture run did.
@@ -191,38 +228,12 @@ pub fn run(dir: &Path, seconds: f64, seed: u64, say: &dyn Fn(String)) -> Result<
     let mut total_acked = 0u64;
     while started.elapsed().as_secs_f64() < seconds || rounds == 0 {
         let round = rounds;
-        let mut child = spawn_child(&exe, dir, seed, round)?;
-        let stdout = child.stdout.take().context("child stdout")?;
-        let (tx, rx) = mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        // Wait for "ready", then let it run for a random while.
-        match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(l) if l == "ready" => {}
-            other => {
-                let _ = child.kill();
-                bail!("round {round}: child did not start: {other:?}");
-            }
-        }
-        let run_for = Duration::from_millis(rng.random_range(20..800));
-        std::thread::sleep(run_for);
-        child.kill().context("SIGKILL")?;
-        let status = child.wait()?;
-        let _ = reader.join();
-        let acked = rx
-            .try_iter()
+        let (lines, run_for) = kill_round(&exe, dir, seed, round, false, &mut rng)?;
+        let acked = lines
+            .iter()
             .filter_map(|l| l.strip_prefix("ack ").and_then(|n| n.parse::<u64>().ok()))
             .max()
             .unwrap_or(0);
-        if status.success() {
-            bail!("round {round}: the child exited on its own (it should run until killed)");
-        }
         // Recover and check.
         let vfs: Arc<dyn Vfs> = Arc::new(RealFs::new());
         let store = Store::open(vfs, dir, options())

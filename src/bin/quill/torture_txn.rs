@@ -13,12 +13,9 @@
 //! consistent. Then again, from the recovered state, until time is up.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::ops::Bound::{Included, Unbounded};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use quill::btree::Direction;
@@ -208,42 +205,10 @@ pub fn run(dir: &Path, seconds: f64, seed: u64, say: &dyn Fn(String)) -> Result<
     let mut before = 0i64;
     while started.elapsed().as_secs_f64() < seconds || rounds == 0 {
         let round = rounds;
-        let mut child = Command::new(&exe)
-            .args(["torture-child", "--txn", "--dir"])
-            .arg(dir)
-            .args(["--seed", &seed.to_string(), "--round", &round.to_string()])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .context("starting the child process")?;
-        let stdout = child.stdout.take().context("child stdout")?;
-        let (tx, rx) = mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(l) if l == "ready" => {}
-            other => {
-                let _ = child.kill();
-                bail!("round {round}: child did not start: {other:?}");
-            }
-        }
-        let run_for = Duration::from_millis(rng.random_range(20..800));
-        std::thread::sleep(run_for);
-        child.kill().context("SIGKILL")?;
-        let status = child.wait()?;
-        let _ = reader.join();
-        if status.success() {
-            bail!("round {round}: the child exited on its own");
-        }
+        let (lines, run_for) = super::torture::kill_round(&exe, dir, seed, round, true, &mut rng)?;
         let mut acked: HashMap<i64, i64> = HashMap::new();
         let mut n_acked = 0u64;
-        for l in rx.try_iter() {
+        for l in &lines {
             let mut parts = l.split_whitespace();
             if parts.next() == Some("ack")
                 && let (Some(w), Some(n)) = (parts.next(), parts.next())
