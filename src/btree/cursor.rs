@@ -94,38 +94,43 @@ impl<'s> Cursor<'s> {
             Bound::Excluded(k) => (Some(k.clone()), true),
             Bound::Unbounded => (None, false),
         };
-        let mut cur = pool.fetch_read(t.root)?;
-        t.check_node(t.root, &cur, None)?;
-        let mut fence: Option<Vec<u8>> = None;
-        while node::level(&cur) > 0 {
-            let id = cur.id();
-            let n = node::nslots(&cur);
-            let mut i = match &key {
-                None if forward => 0,
-                None => n.saturating_sub(1),
-                Some(k) => node::search_internal(&cur, k).map_err(t.ne(id))?,
-            };
-            if !forward
-                && strict
-                && i >= 1
-                && let Some(k) = &key
-                && node::key(&cur, i).map_err(t.ne(id))? == k.as_slice()
-            {
-                i -= 1;
-            }
-            if forward {
-                if i + 1 < n {
-                    fence = Some(node::key(&cur, i + 1).map_err(t.ne(id))?.to_vec());
+        let mut tries = 0;
+        let (cur, fence) = 'descent: loop {
+            let mut cur = pool.fetch_read(t.root)?;
+            t.check_node(t.root, &cur, None)?;
+            let mut fence: Option<Vec<u8>> = None;
+            while node::level(&cur) > 0 {
+                let id = cur.id();
+                let n = node::nslots(&cur);
+                let mut i = match &key {
+                    None if forward => 0,
+                    None => n.saturating_sub(1),
+                    Some(k) => node::search_internal(&cur, k).map_err(t.ne(id))?,
+                };
+                if !forward
+                    && strict
+                    && i >= 1
+                    && let Some(k) = &key
+                    && node::key(&cur, i).map_err(t.ne(id))? == k.as_slice()
+                {
+                    i -= 1;
                 }
-            } else if i >= 1 {
-                fence = Some(node::key(&cur, i).map_err(t.ne(id))?.to_vec());
+                if forward {
+                    if i + 1 < n {
+                        fence = Some(node::key(&cur, i + 1).map_err(t.ne(id))?.to_vec());
+                    }
+                } else if i >= 1 {
+                    fence = Some(node::key(&cur, i).map_err(t.ne(id))?.to_vec());
+                }
+                let child = PageId(node::child(&cur, i).map_err(t.ne(id))?);
+                let level = node::level(&cur);
+                let Some(next) = t.step_read(cur, child, level - 1, &mut tries)? else {
+                    continue 'descent; // BT5
+                };
+                cur = next;
             }
-            let child = PageId(node::child(&cur, i).map_err(t.ne(id))?);
-            let level = node::level(&cur);
-            let next = pool.fetch_read(child)?;
-            t.check_node(child, &next, Some(level - 1))?;
-            cur = next;
-        }
+            break (cur, fence);
+        };
         let id = cur.id();
         let n = node::nslots(&cur);
         if forward {

@@ -35,6 +35,17 @@
 //!   any node of three cells can split.
 //! * BT4. A non-root node below a quarter full after a delete merges with
 //!   a sibling under the same parent when both fit one page.
+//! * BT5. A descent does not queue for a busy child latch while it holds
+//!   the parent: it tries the child, and when another thread has it, lets
+//!   go of everything, waits for the child with nothing latched and
+//!   starts again from the root (after [`BUSY_CHILD_RETRIES`] tries it
+//!   waits holding the parent, so it cannot starve). A parent held during
+//!   a wait would stall every structure change queued for the parent,
+//!   and behind that (latches are fair) every descent through it; with
+//!   more threads than cores, a descheduled leaf holder then stops the
+//!   whole tree. The pessimistic descent does the same below the
+//!   superblock, so the structure-change latch (T3) is never held while
+//!   waiting for a tree page.
 
 mod bulk;
 mod cursor;
@@ -53,6 +64,21 @@ use crate::store::{Store, alloc_page, free_page};
 use crate::{Error, Result};
 
 use node::{LeafValue, NodeError, SLOT_SIZE};
+
+/// How many times a descent lets go and waits for a busy child with
+/// nothing latched before it waits holding the parent (BT5).
+pub const BUSY_CHILD_RETRIES: u32 = 4;
+
+/// How the pessimistic descent ended.
+enum Descent<'s> {
+    /// The superblock and the path are latched.
+    Latched(Mtr<'s>, Vec<(PageHandle, usize)>),
+    /// The log is nearly full: throttle and start again.
+    Throttle,
+    /// This page was busy: everything was let go; wait for it and start
+    /// again (BT5).
+    Busy(PageId),
+}
 
 /// A B+tree in a store, named by its root page.
 #[derive(Debug, Clone, Copy)]
@@ -187,23 +213,77 @@ impl<'s> Tree<'s> {
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.check_sizes(key, None)?;
         let pool = self.store.pool();
-        let mut cur = pool.fetch_read(self.root)?;
-        self.check_node(self.root, &cur, None)?;
-        loop {
-            let id = cur.id();
-            let level = node::level(&cur);
-            if level == 0 {
-                return match node::search_leaf(&cur, key).map_err(self.ne(id))? {
-                    Ok(i) => Ok(Some(self.value_at(&cur, i)?)),
-                    Err(_) => Ok(None),
+        let mut tries = 0;
+        'descent: loop {
+            let mut cur = pool.fetch_read(self.root)?;
+            self.check_node(self.root, &cur, None)?;
+            loop {
+                let id = cur.id();
+                let level = node::level(&cur);
+                if level == 0 {
+                    return match node::search_leaf(&cur, key).map_err(self.ne(id))? {
+                        Ok(i) => Ok(Some(self.value_at(&cur, i)?)),
+                        Err(_) => Ok(None),
+                    };
+                }
+                let i = node::search_internal(&cur, key).map_err(self.ne(id))?;
+                let child = PageId(node::child(&cur, i).map_err(self.ne(id))?);
+                let Some(next) = self.step_read(cur, child, level - 1, &mut tries)? else {
+                    continue 'descent;
                 };
+                cur = next;
             }
-            let i = node::search_internal(&cur, key).map_err(self.ne(id))?;
-            let child = PageId(node::child(&cur, i).map_err(self.ne(id))?);
-            let next = pool.fetch_read(child)?;
-            self.check_node(child, &next, Some(level - 1))?;
-            cur = next;
         }
+    }
+
+    /// Step from `parent` (latched shared) to its `child` at `level`,
+    /// shared: the child, with the parent let go; or `None` when the child
+    /// was busy, after letting go of the parent and waiting for the child
+    /// with nothing latched: the caller starts again from the root (BT5).
+    fn step_read(
+        &self,
+        parent: PageRead<'s>,
+        child: PageId,
+        level: u8,
+        tries: &mut u32,
+    ) -> Result<Option<PageRead<'s>>> {
+        let pool = self.store.pool();
+        let next = if *tries >= BUSY_CHILD_RETRIES {
+            pool.fetch_read(child)?
+        } else if let Some(p) = pool.try_fetch_read(child)? {
+            p
+        } else {
+            drop(parent);
+            *tries += 1;
+            pool.wait_for_latch(child, false);
+            return Ok(None);
+        };
+        drop(parent);
+        self.check_node(child, &next, Some(level))?;
+        Ok(Some(next))
+    }
+
+    /// [`Tree::step_read`] to a leaf latched exclusively.
+    fn step_write(
+        &self,
+        parent: PageRead<'s>,
+        child: PageId,
+        tries: &mut u32,
+    ) -> Result<Option<PageWrite<'s>>> {
+        let pool = self.store.pool();
+        let next = if *tries >= BUSY_CHILD_RETRIES {
+            pool.fetch_write(child, Load::Verify)?
+        } else if let Some(p) = pool.try_fetch_write(child, Load::Verify)? {
+            p
+        } else {
+            drop(parent);
+            *tries += 1;
+            pool.wait_for_latch(child, true);
+            return Ok(None);
+        };
+        drop(parent);
+        self.check_node(child, &next, Some(0))?;
+        Ok(Some(next))
     }
 
     /// The value in leaf slot `i` (following an overflow chain).
@@ -222,7 +302,8 @@ impl<'s> Tree<'s> {
     /// exclusively (the optimistic path).
     fn leaf_for_write(&self, key: &[u8]) -> Result<PageWrite<'s>> {
         let pool = self.store.pool();
-        loop {
+        let mut tries = 0;
+        'descent: loop {
             let root = pool.fetch_read(self.root)?;
             self.check_node(self.root, &root, None)?;
             if node::level(&root) == 0 {
@@ -241,12 +322,14 @@ impl<'s> Tree<'s> {
                 let i = node::search_internal(&cur, key).map_err(self.ne(id))?;
                 let child = PageId(node::child(&cur, i).map_err(self.ne(id))?);
                 if level == 1 {
-                    let w = pool.fetch_write(child, Load::Verify)?;
-                    self.check_node(child, &w, Some(0))?;
-                    return Ok(w);
+                    match self.step_write(cur, child, &mut tries)? {
+                        Some(w) => return Ok(w),
+                        None => continue 'descent,
+                    }
                 }
-                let next = pool.fetch_read(child)?;
-                self.check_node(child, &next, Some(level - 1))?;
+                let Some(next) = self.step_read(cur, child, level - 1, &mut tries)? else {
+                    continue 'descent;
+                };
                 cur = next;
             }
         }
@@ -300,26 +383,32 @@ impl<'s> Tree<'s> {
     }
 
     /// Latch the superblock, then descend with exclusive latches,
-    /// releasing ancestors above each safe node. Returns the held path:
-    /// (node, child index taken), the leaf last.
+    /// releasing ancestors above each safe node. Returns the mtr and the
+    /// held path: (node, child index taken), the leaf last.
     ///
-    /// `None` when the log is nearly full: the caller drops the mtr
-    /// (nothing changed yet) and starts over, which throttles (store T4).
-    fn descend_x(
-        &self,
-        mtr: &mut Mtr<'s>,
-        key: &[u8],
-        intent: Intent,
-    ) -> Result<Option<Vec<(PageHandle, usize)>>> {
+    /// `Throttle` when the log is nearly full and `Busy` when a tree page
+    /// was latched by another thread (BT5): the mtr is dropped (nothing
+    /// changed yet) and the caller starts over, which throttles (store
+    /// T4) or first waits for the busy page.
+    fn descend_x(&self, key: &[u8], intent: Intent, tries: u32) -> Result<Descent<'s>> {
+        let mut mtr = self.store.mtr()?;
         mtr.latch(PageId(0), Load::Verify)?; // store T3
         if self.store.log_nearly_full() {
-            return Ok(None);
+            return Ok(Descent::Throttle);
         }
+        let pool = self.store.pool();
         let mut path: Vec<(PageHandle, usize)> = Vec::new();
         let mut id = self.root;
         let mut expect = None;
         loop {
-            let h = mtr.latch(id, Load::Verify)?;
+            let w = if tries >= BUSY_CHILD_RETRIES {
+                pool.fetch_write(id, Load::Verify)?
+            } else if let Some(w) = pool.try_fetch_write(id, Load::Verify)? {
+                w
+            } else {
+                return Ok(Descent::Busy(id)); // BT5: the mtr lets go of all
+            };
+            let h = mtr.adopt(w);
             let (level, safe, next) = {
                 let p = mtr.page(h)?;
                 self.check_node(id, p, expect)?;
@@ -339,7 +428,7 @@ impl<'s> Tree<'s> {
             }
             let Some((i, child)) = next else {
                 path.push((h, 0));
-                return Ok(Some(path));
+                return Ok(Descent::Latched(mtr, path));
             };
             path.push((h, i));
             id = child;
@@ -373,10 +462,15 @@ impl<'s> Tree<'s> {
         key: &[u8],
         intent: Intent,
     ) -> Result<(Mtr<'s>, Vec<(PageHandle, usize)>)> {
+        let mut tries = 0;
         loop {
-            let mut mtr = self.store.mtr()?;
-            if let Some(path) = self.descend_x(&mut mtr, key, intent)? {
-                return Ok((mtr, path));
+            match self.descend_x(key, intent, tries)? {
+                Descent::Latched(mtr, path) => return Ok((mtr, path)),
+                Descent::Throttle => {}
+                Descent::Busy(id) => {
+                    tries += 1;
+                    self.store.pool().wait_for_latch(id, true);
+                }
             }
         }
     }

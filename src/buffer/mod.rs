@@ -122,6 +122,7 @@ struct PoolCounters {
     evictions: Counter,
     lru_flushes: Counter,
     flushed: Counter,
+    busy_waits: Counter,
 }
 
 /// A snapshot of the buffer pool's state and counters.
@@ -144,6 +145,10 @@ pub struct PoolStats {
     pub lru_flushes: u64,
     /// Pages written in total.
     pub pages_flushed: u64,
+    /// Times a B+tree descent found a page latched by another thread, let
+    /// go of what it held and waited for the page (B+tree BT5).
+    #[serde(default)]
+    pub busy_waits: u64,
     /// Data-page file I/O.
     pub data_io: IoStats,
     /// Doublewrite I/O (none when it is off).
@@ -411,6 +416,88 @@ impl BufferPool {
                 return Ok(w.downgrade());
             }
         }
+    }
+
+    /// [`BufferPool::fetch_read`] that does not wait for a latch: `None`
+    /// when the page is cached and another thread holds it exclusively.
+    /// A descent uses it for the child while it holds the parent, so that
+    /// it never queues for a busy child with the parent latched (which
+    /// would stall every structure change waiting for the parent).
+    pub fn try_fetch_read(&self, id: PageId) -> Result<Option<PageRead<'_>>> {
+        loop {
+            if let Some(idx) = self.pin_cached(id) {
+                let f = self.frame(idx);
+                let Some(g) = f.latch.try_read() else {
+                    self.unpin(idx);
+                    return Ok(None);
+                };
+                if g.id == id && g.state == State::Valid {
+                    self.note_hit(f);
+                    return Ok(Some(PageRead {
+                        g,
+                        _pin: Pin { pool: self, idx },
+                    }));
+                }
+                drop(g);
+                self.unpin(idx);
+                continue;
+            }
+            if let Some(w) = self.load(id, Load::Verify)? {
+                return Ok(Some(w.downgrade()));
+            }
+        }
+    }
+
+    /// [`BufferPool::fetch_write`] that does not wait for a latch: `None`
+    /// when the page is cached and another thread holds it (see
+    /// [`BufferPool::try_fetch_read`]).
+    pub fn try_fetch_write(&self, id: PageId, how: Load) -> Result<Option<PageWrite<'_>>> {
+        loop {
+            if let Some(idx) = self.pin_cached(id) {
+                let f = self.frame(idx);
+                let Some(g) = f.latch.try_write() else {
+                    self.unpin(idx);
+                    return Ok(None);
+                };
+                if g.id == id && g.state == State::Valid {
+                    self.note_hit(f);
+                    return Ok(Some(PageWrite {
+                        g,
+                        pin: Pin { pool: self, idx },
+                    }));
+                }
+                drop(g);
+                self.unpin(idx);
+                continue;
+            }
+            if let Some(w) = self.load(id, how)? {
+                return Ok(Some(w));
+            }
+        }
+    }
+
+    /// Wait until page `id`'s latch could be taken (shared, or exclusive
+    /// when `exclusive`), without keeping it: what a descent does, with
+    /// nothing latched, after a `try_fetch_*` of the page failed. Returns
+    /// at once when the page is not cached.
+    pub fn wait_for_latch(&self, id: PageId, exclusive: bool) {
+        self.counters.busy_waits.incr();
+        if let Some(idx) = self.pin_cached(id) {
+            let f = self.frame(idx);
+            if exclusive {
+                drop(f.latch.write());
+            } else {
+                drop(f.latch.read());
+            }
+            self.unpin(idx);
+        }
+    }
+
+    fn note_hit(&self, f: &Frame) {
+        if !f.accessed.load(Ordering::Relaxed) {
+            f.accessed.store(true, Ordering::Relaxed);
+        }
+        self.counters.hits.incr();
     }
 
     /// Exclusive latch on page `id` (see [`Load`] for how it is read).
@@ -822,6 +909,7 @@ impl BufferPool {
             dirty: self.dirty_pages() as u64,
             lru_flushes: self.counters.lru_flushes.get(),
             pages_flushed: self.counters.flushed.get(),
+            busy_waits: self.counters.busy_waits.get(),
             data_io: self.file.counters.snapshot(),
             doublewrite_io: self.doublewrite.as_ref().map(|d| d.counters.snapshot()),
         }

@@ -574,7 +574,7 @@ impl std::fmt::Display for StoreStats {
         let p = &self.pool;
         writeln!(
             f,
-            "  buffer pool: {} frames of {} bytes ({:.1} MiB); hit ratio {:.2}% ({} hits, {} misses); {} dirty; {} evictions; {} pages written by LRU flushing, {} in all",
+            "  buffer pool: {} frames of {} bytes ({:.1} MiB); hit ratio {:.2}% ({} hits, {} misses); {} dirty; {} evictions; {} pages written by LRU flushing, {} in all; {} descents waited for a busy page",
             p.frames,
             p.page_size,
             (p.frames * p.page_size) as f64 / 1048576.0,
@@ -584,7 +584,8 @@ impl std::fmt::Display for StoreStats {
             p.dirty,
             p.evictions,
             p.lru_flushes,
-            p.pages_flushed
+            p.pages_flushed,
+            p.busy_waits
         )?;
         writeln!(
             f,

@@ -101,3 +101,78 @@ fn writers_and_readers_on_one_tree() {
     let store = open(&fs, opts(60));
     assert_eq!(contents(&store, root), all);
 }
+
+/// BT5: a reader that finds its leaf latched by another thread lets go of
+/// the parent while it waits, so a structure change (which needs the
+/// parent exclusively) is not stalled behind it; when the leaf is free the
+/// reader starts again and finds its key. The same for a writer.
+#[test]
+fn descents_wait_for_a_busy_leaf_without_holding_the_parent() {
+    use quill::buffer::Load;
+    use quill::page::PageId;
+    use std::time::{Duration, Instant};
+
+    let fs = SimFs::new(5);
+    let store = Arc::new(create(&fs, opts(200)));
+    let tree = Tree::create(&store).unwrap();
+    let root = tree.root();
+    for i in 0..2000u32 {
+        tree.put(&i.to_be_bytes(), &bytes(u64::from(i), 40))
+            .unwrap();
+    }
+    let key = 1000u32.to_be_bytes();
+    // The leaf for `key` (the tree has two levels at this size).
+    let leaf = {
+        let r = store.pool().fetch_read(root).unwrap();
+        assert_eq!(
+            quill::btree::node::level(&r),
+            1,
+            "expected a two-level tree"
+        );
+        let i = quill::btree::node::search_internal(&r, &key).unwrap();
+        PageId(quill::btree::node::child(&r, i).unwrap())
+    };
+    let wait_for_busy_waits = |n: u64| {
+        let t0 = Instant::now();
+        while store.pool().stats().busy_waits < n {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "the descent never waited"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    for write in [false, true] {
+        let before = store.pool().stats().busy_waits;
+        let held = store.pool().fetch_write(leaf, Load::Verify).unwrap();
+        let h = {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let t = Tree::open(&store, root);
+                if write {
+                    t.put(&key, b"new").unwrap();
+                    t.get(&key).unwrap()
+                } else {
+                    t.get(&key).unwrap()
+                }
+            })
+        };
+        wait_for_busy_waits(before + 1);
+        // The waiting thread holds no latch on the root: it can be taken
+        // exclusively (as a split would) while the leaf is still held.
+        let root_x = store.pool().try_fetch_write(root, Load::Verify).unwrap();
+        assert!(
+            root_x.is_some(),
+            "the root is latched by the waiting descent"
+        );
+        drop(root_x);
+        drop(held);
+        let got = h.join().unwrap();
+        let want = if write {
+            b"new".to_vec()
+        } else {
+            bytes(1000, 40)
+        };
+        assert_eq!(got, Some(want));
+    }
+}
