@@ -724,6 +724,83 @@ impl<'s> Tree<'s> {
         mtr.commit()
     }
 
+    /// Delete every present key of `keys` (sorted ascending, no
+    /// duplicates); returns how many were present. Neighbouring keys that
+    /// share a leaf go in one mini-transaction, so removing a run of
+    /// adjacent keys (purge) costs one descent per leaf, not per key. Each
+    /// mini-transaction is atomic, the batch as a whole is not.
+    pub fn delete_sorted(&self, keys: &[Vec<u8>]) -> Result<u64> {
+        let mut deleted = 0;
+        let mut rest = keys;
+        while let Some(first) = rest.first() {
+            self.check_sizes(first, None)?;
+            let consumed = match self.delete_run(rest)? {
+                (0, _) => {
+                    // The first key needs a merge or frees pages.
+                    deleted += u64::from(self.delete(first)?.is_some());
+                    1
+                }
+                (n, d) => {
+                    deleted += d;
+                    n
+                }
+            };
+            rest = rest.get(consumed..).unwrap_or_default();
+        }
+        Ok(deleted)
+    }
+
+    /// The optimistic part of [`Tree::delete_sorted`]: in one mtr on the
+    /// leaf of `keys[0]`, delete the leading keys that belong to that leaf
+    /// while no delete needs a merge or frees an overflow chain. Returns
+    /// (keys dealt with, keys deleted); `(0, 0)` when the first key needs
+    /// the pessimistic path.
+    fn delete_run(&self, keys: &[Vec<u8>]) -> Result<(usize, u64)> {
+        let Some(first) = keys.first() else {
+            return Ok((0, 0));
+        };
+        let mut mtr = self.store.mtr()?;
+        let leaf = self.leaf_for_write(first)?;
+        let id = leaf.id();
+        let n = node::nslots(&leaf);
+        let mut used = node::used_bytes(&leaf);
+        let mut slots = Vec::new();
+        let mut consumed = 0;
+        for k in keys {
+            match node::search_leaf(&leaf, k).map_err(self.ne(id))? {
+                Ok(i) => {
+                    let c = node::cell(&leaf, i).map_err(self.ne(id))?;
+                    let overflow = matches!(
+                        node::decode_leaf(c).map_err(self.ne(id))?.value,
+                        LeafValue::Overflow { .. }
+                    );
+                    let after = used.saturating_sub(c.len() + SLOT_SIZE);
+                    if overflow || (id != self.root && after < self.capacity() / 4) {
+                        break;
+                    }
+                    used = after;
+                    slots.push(i);
+                }
+                // Absent: this leaf holds the first key's range, and a key
+                // below one of its own keys (keys ascend, so the range).
+                Err(i) if consumed == 0 || i < n => {}
+                // Past this leaf's last key: maybe in a later leaf.
+                Err(_) => break,
+            }
+            consumed += 1;
+        }
+        if slots.is_empty() {
+            return Ok((consumed, 0));
+        }
+        let h = mtr.adopt(leaf);
+        // Highest slot first, so the lower slot numbers stay valid.
+        for &i in slots.iter().rev() {
+            mtr.apply(h, &Op::NodeDelete(i as u16))?;
+        }
+        mtr.commit()?;
+        Ok((consumed, slots.len() as u64))
+    }
+
     /// After a delete below `path[depth]`: merge an underfull node into a
     /// sibling (BT4), and collapse a root with one child (BT1).
     fn rebalance(

@@ -29,7 +29,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::btree::Direction;
 use crate::txn::undo_log::UNDO_PARTITIONS;
 use crate::txn::{LockMode, TrxId, UndoKind, UndoRecord};
 use crate::{Error, Result};
@@ -112,27 +111,33 @@ pub(crate) fn help(db: &DbInner, hint: u64) -> Result<()> {
         if let Some(lock) = db.purge_locks.get(usize::from(part))
             && let Some(_g) = lock.try_lock()
         {
-            purge_partition(db, part, 2, bound)?;
+            purge_partition(db, part, 4, bound)?;
             return Ok(());
         }
     }
     Ok(())
 }
 
-/// Purge up to `max` transactions below `bound` from partition `part`; the
-/// caller holds the partition's purge lock.
+/// Purge up to `max` transactions below `bound` from partition `part`, the
+/// oldest first; the caller holds the partition's purge lock. Their rows
+/// first, then their undo records, then their commit marks (UL3), the
+/// deletes batched by leaf.
 fn purge_partition(db: &DbInner, part: u8, max: usize, bound: TrxId) -> Result<u64> {
-    let mut done = 0;
-    while done < max as u64 {
-        match db.undo.next_trx_with_undo(&db.store, part, 0)? {
-            Some(t) if t < bound => {
-                purge_trx(db, t, bound, part)?;
-                done += 1;
-            }
-            _ => break,
+    let batch = db.undo.oldest(&db.store, part, bound, max)?;
+    if batch.is_empty() {
+        return Ok(0);
+    }
+    for item in &batch {
+        for (seq, rec) in &item.records {
+            purge_record(db, *seq, rec, bound, part)?;
         }
     }
-    Ok(done)
+    db.undo.delete_purged(&db.store, &batch)?;
+    let records: usize = batch.iter().map(|b| b.records.len()).sum();
+    db.counters.purged_records.add(records as u64);
+    db.counters.purged_trx.add(batch.len() as u64);
+    db.history.fetch_sub(batch.len() as i64, Ordering::Relaxed);
+    Ok(batch.len() as u64)
 }
 
 /// Delete commit marks whose undo is gone (left by a crash between purge's
@@ -152,22 +157,6 @@ fn clean_marks(db: &DbInner) -> Result<()> {
             db.undo.delete_mark(&db.store, m)?;
         }
     }
-    Ok(())
-}
-
-fn purge_trx(db: &DbInner, t: TrxId, bound: TrxId, part: u8) -> Result<()> {
-    let recs: Vec<_> = db
-        .undo
-        .records(&db.store, t, 1, Direction::Forward)
-        .collect::<Result<_>>()?;
-    for (seq, rec) in &recs {
-        purge_record(db, *seq, rec, bound, part)?;
-        db.undo.delete(&db.store, t, *seq)?;
-        db.counters.purged_records.incr();
-    }
-    db.undo.delete_mark(&db.store, t)?;
-    db.counters.purged_trx.incr();
-    db.history.fetch_sub(1, Ordering::Relaxed);
     Ok(())
 }
 

@@ -86,6 +86,21 @@ fn trx_of(key: &[u8]) -> Option<TrxId> {
     Some(u64::from_be_bytes(b))
 }
 
+fn seq_of(key: &[u8]) -> Option<u64> {
+    let b: [u8; 8] = key.get(10..18)?.try_into().ok()?;
+    Some(u64::from_be_bytes(b))
+}
+
+/// A transaction purge works on: its id and its undo records (sequence
+/// number, record) in order.
+#[derive(Debug)]
+pub struct PurgeItem {
+    /// The transaction.
+    pub trx: TrxId,
+    /// Its undo records, oldest first.
+    pub records: Vec<(u64, UndoRecord)>,
+}
+
 /// The first key of `kind` (`'U'` or `'C'`) in partition `part` at or
 /// after transaction `from`, and the end of that partition.
 fn partition_range(kind: u8, part: u8, from: TrxId) -> (Vec<u8>, Vec<u8>) {
@@ -195,13 +210,74 @@ impl UndoLog {
             .range(Bound::Included(&lo), Bound::Included(&hi), dir)
             .map(|item| {
                 let (k, v) = item?;
-                let seq = k
-                    .get(10..18)
-                    .and_then(|b| <[u8; 8]>::try_from(b).ok())
-                    .map(u64::from_be_bytes)
-                    .unwrap_or(0);
+                let seq = seq_of(&k).unwrap_or(0);
                 Ok((seq, UndoRecord::decode(&v)?))
             })
+    }
+
+    /// The oldest transactions of partition `part` below `bound` that
+    /// have undo records, at most `max` of them, each with its records in
+    /// sequence order: one scan for what purge works on next.
+    pub fn oldest(
+        &self,
+        store: &Store,
+        part: u8,
+        bound: TrxId,
+        max: usize,
+    ) -> Result<Vec<PurgeItem>> {
+        let (lo, _) = partition_range(b'U', part, 0);
+        let (hi, _) = partition_range(b'U', part, bound);
+        let mut out: Vec<PurgeItem> = Vec::new();
+        let cursor = self
+            .tree(store)
+            .range(
+                Bound::Included(&lo),
+                Bound::Excluded(&hi),
+                Direction::Forward,
+            )
+            .batch_limit(4 * max);
+        for item in cursor {
+            let (k, v) = item?;
+            let (Some(trx), Some(seq)) = (trx_of(&k), seq_of(&k)) else {
+                return Err(self.malformed(store, "undo key"));
+            };
+            if out.last().is_none_or(|last| last.trx != trx) {
+                if out.len() == max {
+                    break;
+                }
+                out.push(PurgeItem {
+                    trx,
+                    records: Vec::new(),
+                });
+            }
+            if let Some(last) = out.last_mut() {
+                last.records.push((seq, UndoRecord::decode(&v)?));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Delete the undo records of `done`, then their commit marks (UL3:
+    /// marks last), each run of neighbouring keys in one mini-transaction.
+    pub fn delete_purged(&self, store: &Store, done: &[PurgeItem]) -> Result<()> {
+        let mut undo: Vec<Vec<u8>> = done
+            .iter()
+            .flat_map(|p| p.records.iter().map(|(seq, _)| undo_key(p.trx, *seq)))
+            .collect();
+        undo.sort_unstable();
+        self.tree(store).delete_sorted(&undo)?;
+        let mut marks: Vec<Vec<u8>> = done.iter().map(|p| commit_key(p.trx)).collect();
+        marks.sort_unstable();
+        self.tree(store).delete_sorted(&marks)?;
+        Ok(())
+    }
+
+    fn malformed(&self, store: &Store, what: &str) -> Error {
+        Error::Corrupt {
+            file: store.pool().file().path().to_path_buf(),
+            offset: 0,
+            reason: format!("{what} in the undo log is malformed"),
+        }
     }
 
     /// The first key of `kind` in partition `part` at or after `from`.

@@ -1,5 +1,5 @@
-//! B+tree against a `BTreeMap` model: random puts, deletes, gets and
-//! range scans with keys and values of random sizes (splits, merges,
+//! B+tree against a `BTreeMap` model: random puts, deletes (one key, or a
+//! sorted batch with `delete_sorted`), gets and range scans with keys and values of random sizes (splits, merges,
 //! overflow values), across clean reopens.
 
 use std::collections::BTreeMap;
@@ -15,6 +15,7 @@ use crate::common::*;
 enum Step {
     Put { key: u16, klen: u8, vlen: u32 },
     Delete { key: u16 },
+    DeleteSorted { from: u16, len: u16, every: u16 },
     Get { key: u16 },
     Scan { lo: u16, hi: u16, back: bool },
     Reopen,
@@ -32,6 +33,7 @@ fn step() -> impl Strategy<Value = Step> {
         8 => (0u16..600, 0u8..200, prop_oneof![6 => 0u32..300, 2 => 300u32..1100, 1 => 1100u32..9000])
             .prop_map(|(key, klen, vlen)| Step::Put { key, klen, vlen }),
         4 => (0u16..600).prop_map(|key| Step::Delete { key }),
+        1 => (0u16..600, 1u16..200, 1u16..4).prop_map(|(from, len, every)| Step::DeleteSorted { from, len, every }),
         2 => (0u16..600).prop_map(|key| Step::Get { key }),
         1 => (0u16..600, 0u16..600, any::<bool>()).prop_map(|(lo, hi, back)| Step::Scan { lo, hi, back }),
         1 => Just(Step::Reopen),
@@ -66,6 +68,25 @@ fn run(steps: &[Step], seed: u64) {
                 let r = t.delete(&k).unwrap();
                 assert_eq!(r.is_some(), was.is_some(), "step {n}: delete result");
                 model.remove(&k);
+            }
+            Step::DeleteSorted { from, len, every } => {
+                // Every `every`th key id of a run, present or not (absent
+                // ones by a key that is not in the tree).
+                let mut keys = Vec::new();
+                let mut present = 0;
+                for key in (from..from.saturating_add(len)).step_by(usize::from(every)) {
+                    match full.remove(&key) {
+                        Some(k) => {
+                            model.remove(&k);
+                            present += 1;
+                            keys.push(k);
+                        }
+                        None => keys.push(key_bytes(key, 1)),
+                    }
+                }
+                keys.sort();
+                keys.dedup();
+                assert_eq!(t.delete_sorted(&keys).unwrap(), present, "step {n}: deleted");
             }
             Step::Get { key } => {
                 let k = full.get(&key).cloned().unwrap_or_else(|| key_bytes(key, 3));
