@@ -102,16 +102,26 @@ pub(crate) const HELP_ABOVE: i64 = 2048;
 /// partition already. This keeps the history bounded under any load with
 /// no tuning: the more writers, the more helpers, up to one per partition.
 pub(crate) fn help(db: &DbInner, hint: u64) -> Result<()> {
-    if db.history.load(Ordering::Relaxed) <= HELP_ABOVE {
+    let history = db.history.load(Ordering::Relaxed);
+    if history <= HELP_ABOVE {
         return Ok(());
     }
-    let bound = db.purge_bound();
+    // The longer the history, the more a helper takes at once: its deletes
+    // share leaves (one descent per leaf), and with many more threads than
+    // cores a helper may be descheduled holding its partition, so each
+    // hold should do more.
+    let max = usize::try_from(history / HELP_ABOVE).map_or(32, |x| (4 * x).min(32));
     for k in 0..u64::from(UNDO_PARTITIONS) {
         let part = ((hint + k) % u64::from(UNDO_PARTITIONS)) as u8;
         if let Some(lock) = db.purge_locks.get(usize::from(part))
             && let Some(_g) = lock.try_lock()
         {
-            purge_partition(db, part, 4, bound)?;
+            // The last bound anyone computed is still a bound (R4: it only
+            // grows); computing a fresh one scans every slot, so a helper
+            // does that only when the old one leaves it nothing to do.
+            if purge_partition(db, part, max, db.registry.purged_upto())? == 0 {
+                purge_partition(db, part, max, db.purge_bound())?;
+            }
             return Ok(());
         }
     }

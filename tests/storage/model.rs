@@ -86,7 +86,11 @@ fn run(steps: &[Step], seed: u64) {
                 }
                 keys.sort();
                 keys.dedup();
-                assert_eq!(t.delete_sorted(&keys).unwrap(), present, "step {n}: deleted");
+                assert_eq!(
+                    t.delete_sorted(&keys).unwrap(),
+                    present,
+                    "step {n}: deleted"
+                );
             }
             Step::Get { key } => {
                 let k = full.get(&key).cloned().unwrap_or_else(|| key_bytes(key, 3));

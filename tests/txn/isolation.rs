@@ -234,6 +234,9 @@ fn no_lost_updates() {
                     let r = (|| -> quill::Result<()> {
                         let mut tx = db.begin_with(RR)?;
                         let row = tx.get(t, &[Value::Int64(1)])?.unwrap();
+                        // Let another increment in between, so conflicts
+                        // happen however fast the machine is.
+                        std::thread::sleep(std::time::Duration::from_micros(20));
                         tx.update(
                             t,
                             &[Value::Int64(1)],
