@@ -43,9 +43,11 @@
 //!   a wait would stall every structure change queued for the parent,
 //!   and behind that (latches are fair) every descent through it; with
 //!   more threads than cores, a descheduled leaf holder then stops the
-//!   whole tree. The pessimistic descent does the same below the
-//!   superblock, so the structure-change latch (T3) is never held while
-//!   waiting for a tree page.
+//!   whole tree. The pessimistic descent does the same on its way down
+//!   below the superblock, so the structure-change latch (T3) is not held
+//!   while waiting for a node on the path (it still is while a merge
+//!   latches a sibling, an overflow chain is latched or a page is
+//!   allocated, and after the retries).
 
 mod bulk;
 mod cursor;
@@ -401,6 +403,11 @@ impl<'s> Tree<'s> {
         let mut id = self.root;
         let mut expect = None;
         loop {
+            if mtr.handle_of(id).is_some() {
+                // A child pointer naming the superblock or a page already
+                // on the path: waiting for it would wait for ourselves.
+                return Err(self.corrupt(id.0, "a child pointer names a page on its own path"));
+            }
             let w = if tries >= BUSY_CHILD_RETRIES {
                 pool.fetch_write(id, Load::Verify)?
             } else if let Some(w) = pool.try_fetch_write(id, Load::Verify)? {
@@ -730,6 +737,12 @@ impl<'s> Tree<'s> {
     /// adjacent keys (purge) costs one descent per leaf, not per key. Each
     /// mini-transaction is atomic, the batch as a whole is not.
     pub fn delete_sorted(&self, keys: &[Vec<u8>]) -> Result<u64> {
+        if keys.windows(2).any(|w| matches!(w, [a, b] if a >= b)) {
+            return Err(Error::InvalidArgument {
+                what: "keys to delete",
+                reason: "not strictly ascending".into(),
+            });
+        }
         let mut deleted = 0;
         let mut rest = keys;
         while let Some(first) = rest.first() {

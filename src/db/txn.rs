@@ -45,6 +45,10 @@ pub struct Txn<'db> {
     view: Option<ReadView>,
     /// Last undo sequence number used (0: none yet).
     seq: u64,
+    /// Undo records of this transaction that exist (statement rollbacks
+    /// delete theirs): a transaction with none left changed nothing, and
+    /// commits without a mark or a place in the history.
+    live: u64,
     locks: Vec<Vec<u8>>,
     done: bool,
 }
@@ -100,6 +104,7 @@ impl<'db> Txn<'db> {
             opts,
             view: None,
             seq: 0,
+            live: 0,
             locks: Vec::new(),
             done: false,
         })
@@ -232,6 +237,7 @@ impl<'db> Txn<'db> {
         };
         self.db.undo.put(&self.db.store, self.id, seq, &rec)?;
         self.seq = seq;
+        self.live += 1;
         let hdr = RecHeader {
             trx: self.id,
             roll: RollPtr(seq),
@@ -649,6 +655,7 @@ impl<'db> Txn<'db> {
         for (seq, rec) in recs {
             super::undo_change(db, &rec, seq)?;
             db.undo.delete(&db.store, self.id, seq)?;
+            self.live = self.live.saturating_sub(1);
         }
         // `self.seq` stays: sequence numbers are never reused, so a reader
         // that read a roll pointer before this rollback can never find a
@@ -700,7 +707,7 @@ impl<'db> Txn<'db> {
     fn commit_start(&mut self) -> Result<Option<crate::Lsn>> {
         self.check_open()?;
         self.done = true;
-        let lsn = if self.seq > 0 {
+        let lsn = if self.live > 0 {
             match self.db.undo.mark_committed(&self.db.store, self.id) {
                 Ok(l) => {
                     // Before the locks go (registry R5): whoever builds on

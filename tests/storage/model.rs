@@ -221,3 +221,22 @@ fn bulk_build_rejects_unsorted_input() {
         Err(quill::Error::InvalidArgument { .. })
     ));
 }
+
+/// `delete_sorted` refuses keys that are not strictly ascending (a
+/// duplicate would otherwise delete a neighbour) and deletes nothing.
+#[test]
+fn delete_sorted_rejects_unsorted_or_repeated_keys() {
+    let fs = SimFs::new(9);
+    let store = create(&fs, opts(64));
+    let t = Tree::create(&store).unwrap();
+    for i in 0..10u8 {
+        t.put(&[i], b"v").unwrap();
+    }
+    for bad in [vec![vec![3u8], vec![3]], vec![vec![5u8], vec![4]]] {
+        let e = t.delete_sorted(&bad).unwrap_err();
+        assert!(matches!(e, quill::Error::InvalidArgument { .. }), "{e}");
+    }
+    assert_eq!(contents(&store, t.root()).len(), 10);
+    assert_eq!(t.delete_sorted(&[vec![3u8], vec![4], vec![200]]).unwrap(), 2);
+    assert_eq!(contents(&store, t.root()).len(), 8);
+}

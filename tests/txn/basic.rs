@@ -166,6 +166,19 @@ fn duplicate_keys_leave_no_trace() {
     db.purge_now().unwrap();
     let report = db.check().unwrap();
     assert!(report.is_ok(), "{:?}", report.problems);
+    assert_eq!(db.stats().history_length, 0);
+    // A transaction whose writes all failed changed nothing: it commits
+    // without leaving history behind.
+    let mut tx = db.begin().unwrap();
+    let e = tx.insert(&t, &acct(3, "ada", 30)).unwrap_err();
+    assert!(matches!(e, Error::DuplicateKey { .. }), "{e}");
+    let e = tx
+        .update(&t, &[Value::Int64(2)], &[(1, Value::Text("ada".into()))])
+        .unwrap_err();
+    assert!(matches!(e, Error::DuplicateKey { .. }), "{e}");
+    tx.commit().unwrap();
+    db.purge_now().unwrap();
+    assert_eq!(db.stats().history_length, 0);
 }
 
 #[test]
