@@ -237,6 +237,9 @@ fn delete_sorted_rejects_unsorted_or_repeated_keys() {
         assert!(matches!(e, quill::Error::InvalidArgument { .. }), "{e}");
     }
     assert_eq!(contents(&store, t.root()).len(), 10);
-    assert_eq!(t.delete_sorted(&[vec![3u8], vec![4], vec![200]]).unwrap(), 2);
+    assert_eq!(
+        t.delete_sorted(&[vec![3u8], vec![4], vec![200]]).unwrap(),
+        2
+    );
     assert_eq!(contents(&store, t.root()).len(), 8);
 }
