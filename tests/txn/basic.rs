@@ -464,3 +464,107 @@ fn bad_input_is_an_error_not_a_panic() {
     let report = db.check().unwrap();
     assert!(report.is_ok(), "{:?}", report.problems);
 }
+
+/// `blobs(id int64 pk, body bytes, tag int64)` with an index on tag: rows
+/// of about a kilobyte, so a few thousand of them dwarf a small pool.
+fn blobs() -> TableDef {
+    TableDef {
+        name: "blobs".into(),
+        columns: vec![
+            Column::new("id", ColumnType::Int64, false),
+            Column::new("body", ColumnType::Bytes { max_len: 4000 }, false),
+            Column::new("tag", ColumnType::Int64, false),
+        ],
+        primary_key: vec![0],
+        indexes: vec![IndexDef {
+            name: "by_tag".into(),
+            columns: vec![2],
+            unique: false,
+        }],
+    }
+}
+
+fn blob(id: i64, round: u64) -> Vec<Value> {
+    let body: Vec<u8> = (0..1000u64)
+        .map(|i| (i.wrapping_mul(31) ^ (id as u64) ^ round) as u8)
+        .collect();
+    vec![Value::Int64(id), Value::Bytes(body), Value::Int64(id % 7)]
+}
+
+fn blob_rows(db: &Db, t: &quill::db::Table) -> Vec<Vec<Value>> {
+    let mut tx = db.begin().unwrap();
+    let rows: Rows = tx
+        .scan(t, Unbounded, Unbounded, Direction::Forward)
+        .unwrap()
+        .collect::<quill::Result<_>>()
+        .unwrap();
+    let mut by_tag: Rows = tx
+        .index_scan(t, "by_tag", Unbounded, Unbounded, Direction::Forward)
+        .unwrap()
+        .collect::<quill::Result<_>>()
+        .unwrap();
+    tx.commit().unwrap();
+    by_tag.sort_by_key(|r| int(&r[0]));
+    assert_eq!(by_tag, rows, "the index and the table disagree");
+    rows
+}
+
+/// Transactions whose changes and undo are many times the buffer pool (a
+/// 256 KiB pool, about 3 MiB of rows plus their undo, more redo than the
+/// log holds) commit, roll back exactly, and after a power loss part way
+/// through are rolled back by recovery.
+#[test]
+fn transactions_larger_than_the_buffer_pool() {
+    const N: i64 = 3000;
+    let fs = SimFs::new(40);
+    let db = open(&fs, opts(64));
+    let t = db.create_table(blobs()).unwrap();
+    // Rolled back: nothing stays.
+    let mut tx = db.begin().unwrap();
+    for id in 0..N {
+        tx.insert(&t, &blob(id, 0)).unwrap();
+    }
+    tx.rollback().unwrap();
+    assert!(blob_rows(&db, &t).is_empty());
+    // Committed: everything is there, through the index too.
+    let mut tx = db.begin().unwrap();
+    for id in 0..N {
+        tx.insert(&t, &blob(id, 1)).unwrap();
+    }
+    tx.commit().unwrap();
+    let want: Vec<_> = (0..N).map(|id| blob(id, 1)).collect();
+    assert_eq!(blob_rows(&db, &t), want);
+    // A big update rolled back restores every row.
+    let mut tx = db.begin().unwrap();
+    for id in 0..N {
+        tx.update(&t, &[Value::Int64(id)], &[(1, blob(id, 2)[1].clone())])
+            .unwrap();
+    }
+    tx.rollback().unwrap();
+    assert_eq!(blob_rows(&db, &t), want);
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    assert!(
+        db.store_stats().pool.evictions > 0,
+        "the transactions did not outgrow the pool"
+    );
+    // Power loss in the middle of a big update: recovery rolls it back.
+    let mut tx = db.begin().unwrap();
+    for id in 0..N {
+        tx.update(&t, &[Value::Int64(id)], &[(1, blob(id, 3)[1].clone())])
+            .unwrap();
+    }
+    let crashed = fs.crash(quill::io::CrashMode::Random);
+    drop(tx);
+    drop(db);
+    let db = open(&crashed, opts(64));
+    assert_eq!(blob_rows(&db, &t2(&db)), want);
+    let rec = db.stats().recovery.expect("recovery ran");
+    assert_eq!(rec.rolled_back.len(), 1, "{rec:?}");
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+}
+
+fn t2(db: &Db) -> quill::db::Table {
+    db.table("blobs").unwrap()
+}
