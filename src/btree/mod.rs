@@ -869,6 +869,18 @@ impl<'s> Tree<'s> {
         let (l_id, r_id) = (mtr.id(lh)?, mtr.id(rh)?);
         self.check_node(l_id, mtr.page(lh)?, Some(level))?;
         self.check_node(r_id, mtr.page(rh)?, Some(level))?;
+        if level == 0 && lh == h {
+            // A leaf merges into its right sibling when that moves fewer
+            // cells: a tree used as a queue (appends at the right, deletes
+            // at the left: undo, purge) drains its leftmost leaf, and
+            // pulling the full right sibling into it would copy nearly
+            // every entry once more before it is deleted.
+            let l_used = node::used_bytes(mtr.page(lh)?);
+            let r_used = node::used_bytes(mtr.page(rh)?);
+            if l_used < r_used {
+                return self.merge_leaf_right(mtr, path, depth, (ph, pidx), (lh, rh));
+            }
+        }
         let sep = node::key(mtr.page(ph)?, ridx)
             .map_err(self.ne(parent_id))?
             .to_vec();
@@ -905,6 +917,55 @@ impl<'s> Tree<'s> {
         }
         free_page(mtr, rh)?;
         mtr.apply(ph, &Op::NodeDelete(ridx as u16))?;
+        self.rebalance(mtr, path, depth - 1)
+    }
+
+    /// [`Tree::rebalance`] for an underfull leaf `l` (slot `lidx` of parent
+    /// `ph`) with fewer bytes than its right sibling `r`: move `l`'s cells
+    /// to the front of `r` if they fit, give `r` `l`'s place in the parent
+    /// (its separator key, so `r` now covers `l`'s range too, BT2), and
+    /// free `l`.
+    fn merge_leaf_right(
+        &self,
+        mtr: &mut Mtr<'s>,
+        path: &[(PageHandle, usize)],
+        depth: usize,
+        (ph, lidx): (PageHandle, usize),
+        (lh, rh): (PageHandle, PageHandle),
+    ) -> Result<()> {
+        let (l_id, r_id, parent_id) = (mtr.id(lh)?, mtr.id(rh)?, mtr.id(ph)?);
+        let moving: Vec<Vec<u8>> = node::cells(mtr.page(lh)?)
+            .map_err(self.ne(l_id))?
+            .into_iter()
+            .map(<[u8]>::to_vec)
+            .collect();
+        let need: usize = moving.iter().map(|c| c.len() + SLOT_SIZE).sum();
+        if node::used_bytes(mtr.page(rh)?) + need > self.capacity() {
+            mtr.release(rh)?; // too full to merge; unchanged
+            return Ok(());
+        }
+        let sep = node::key(mtr.page(ph)?, lidx)
+            .map_err(self.ne(parent_id))?
+            .to_vec();
+        let cell = node::encode_internal(&sep, r_id.0).map_err(self.ne(parent_id))?;
+        for (k, c) in moving.iter().enumerate() {
+            mtr.apply(
+                rh,
+                &Op::NodeInsert {
+                    slot: k as u16,
+                    cell: c,
+                },
+            )?;
+        }
+        mtr.apply(
+            ph,
+            &Op::NodeReplace {
+                slot: lidx as u16,
+                cell: &cell,
+            },
+        )?;
+        mtr.apply(ph, &Op::NodeDelete((lidx + 1) as u16))?;
+        free_page(mtr, lh)?;
         self.rebalance(mtr, path, depth - 1)
     }
 

@@ -86,9 +86,6 @@ pub(crate) fn purge_batch(db: &DbInner, max: usize) -> Result<u64> {
             n += purge_partition(db, part, per, bound)?;
         }
     }
-    if n == 0 {
-        clean_marks(db)?;
-    }
     Ok(n)
 }
 
@@ -130,10 +127,15 @@ pub(crate) fn help(db: &DbInner, hint: u64) -> Result<()> {
 
 /// Purge up to `max` transactions below `bound` from partition `part`, the
 /// oldest first; the caller holds the partition's purge lock. Their rows
-/// first, then their undo records, then their commit marks (UL3), the
-/// deletes batched by leaf.
+/// first, then their undo records and marks in key order (each mark after
+/// its transaction's records, UL3), the deletes batched by leaf. A mark
+/// whose records a crash already took is purged the same way.
 fn purge_partition(db: &DbInner, part: u8, max: usize, bound: TrxId) -> Result<u64> {
-    let batch = db.undo.oldest(&db.store, part, bound, max)?;
+    let mut batch = db.undo.oldest(&db.store, part, bound, max)?;
+    // Below the bound every transaction is over, so one with undo and no
+    // mark can only be one whose rollback failed part way: recovery rolls
+    // it back at the next open; purge leaves it alone.
+    batch.retain(|item| item.committed);
     if batch.is_empty() {
         return Ok(0);
     }
@@ -148,26 +150,6 @@ fn purge_partition(db: &DbInner, part: u8, max: usize, bound: TrxId) -> Result<u
     db.counters.purged_trx.add(batch.len() as u64);
     db.history.fetch_sub(batch.len() as i64, Ordering::Relaxed);
     Ok(batch.len() as u64)
-}
-
-/// Delete commit marks whose undo is gone (left by a crash between purge's
-/// two deletes); run when purge is idle.
-fn clean_marks(db: &DbInner) -> Result<()> {
-    let bound = db.purge_bound();
-    for part in 0..UNDO_PARTITIONS {
-        let Some(lock) = db.purge_locks.get(usize::from(part)) else {
-            continue;
-        };
-        let _g = lock.lock();
-        let first_undo = db.undo.next_trx_with_undo(&db.store, part, 0)?;
-        while let Some(m) = db.undo.first_mark(&db.store, part)? {
-            if m >= bound || first_undo.is_some_and(|u| m >= u) {
-                break;
-            }
-            db.undo.delete_mark(&db.store, m)?;
-        }
-    }
-    Ok(())
 }
 
 fn purge_record(db: &DbInner, seq: u64, rec: &UndoRecord, bound: TrxId, part: u8) -> Result<()> {

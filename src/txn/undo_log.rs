@@ -11,16 +11,21 @@
 //! * `'U' | partition u8 | trx u64 | seq u64` -> an [`UndoRecord`]: the
 //!   `seq`th change of transaction `trx` (sequence numbers start at 1; the
 //!   roll pointer of the version that change wrote is `seq`).
-//! * `'C' | partition u8 | trx u64` -> `[version]`: transaction `trx`
-//!   committed.
+//! * `'U' | partition u8 | trx u64 | u64::MAX` -> `[version]`: the commit
+//!   mark of `trx`. It sorts right after the transaction's records, so it
+//!   is written to the leaf its records went to, and purge deletes a
+//!   transaction's records and mark as one run of neighbouring keys.
 //! * `'M'` -> `version u8 | reserved trx id u64 (LE)`: ids below it may
-//!   have been used; the next run starts there.
+//!   have been used; the next run starts there. Format version 1 kept
+//!   commit marks apart, under `'C' | partition u8 | trx u64`; `open`
+//!   moves them (each mark written anew before the old one is deleted, so
+//!   a crash part way only repeats the move) and then writes version 2.
 //!
 //! Invariants recovery relies on:
 //! * UL1. A change's undo record is logged before the change (an earlier
 //!   mini-transaction), so after a crash every change in the redo log has
 //!   its undo record.
-//! * UL2. A transaction that wrote undo is committed iff its `'C'` mark
+//! * UL2. A transaction that wrote undo is committed iff its commit mark
 //!   exists; the mark is logged after every change of the transaction.
 //!   After recovery, a transaction with undo records and no mark never
 //!   committed and is rolled back.
@@ -48,7 +53,12 @@ use super::undo::UndoRecord;
 /// Root slot of the undo tree.
 pub const UNDO_ROOT_SLOT: usize = 1;
 /// Format version of the commit mark and the reservation record.
-const UNDO_LOG_VERSION: u8 = 1;
+const UNDO_LOG_VERSION: u8 = 2;
+/// The format with commit marks under `'C'` keys (migrated at open).
+const UNDO_LOG_VERSION_SEPARATE_MARKS: u8 = 1;
+/// The sequence number of a transaction's commit mark (no undo record has
+/// it: sequence numbers count up from 1 per transaction).
+const MARK_SEQ: u64 = u64::MAX;
 /// Ids reserved at a time.
 pub const TRX_ID_BATCH: u64 = 1 << 16;
 
@@ -74,6 +84,11 @@ pub fn undo_key(trx: TrxId, seq: u64) -> Vec<u8> {
 }
 
 fn commit_key(trx: TrxId) -> Vec<u8> {
+    undo_key(trx, MARK_SEQ)
+}
+
+/// Where format version 1 kept `trx`'s commit mark.
+fn legacy_commit_key(trx: TrxId) -> Vec<u8> {
     let mut k = Vec::with_capacity(10);
     k.push(b'C');
     k.push(partition(trx));
@@ -99,6 +114,8 @@ pub struct PurgeItem {
     pub trx: TrxId,
     /// Its undo records, oldest first.
     pub records: Vec<(u64, UndoRecord)>,
+    /// Whether its commit mark was found.
+    pub committed: bool,
 }
 
 /// The first key of `kind` (`'U'` or `'C'`) in partition `part` at or
@@ -137,16 +154,47 @@ impl UndoLog {
             None => 0,
             Some(v) => match v.as_slice() {
                 [UNDO_LOG_VERSION, rest @ ..] if rest.len() == 8 => crate::page::get_u64(rest, 0),
-                _ => {
-                    return Err(Error::Corrupt {
-                        file: store.pool().file().path().to_path_buf(),
-                        offset: 0,
-                        reason: "undo log reservation record is malformed".into(),
-                    });
+                [UNDO_LOG_VERSION_SEPARATE_MARKS, rest @ ..] if rest.len() == 8 => {
+                    let reserved = crate::page::get_u64(rest, 0);
+                    log.migrate_marks(store)?;
+                    let lsn = log.reserve(store, reserved)?;
+                    store.commit(lsn, crate::Durability::Sync)?;
+                    reserved
                 }
+                [version, ..] => {
+                    return Err(log.malformed(
+                        store,
+                        &format!("reservation record (format version {version})"),
+                    ));
+                }
+                [] => return Err(log.malformed(store, "reservation record")),
             },
         };
         Ok((log, reserved))
+    }
+
+    /// Move format version 1's commit marks to their place after the
+    /// transaction's records (see the module docs).
+    fn migrate_marks(&self, store: &Store) -> Result<()> {
+        let lo = [b'C'];
+        let hi = [b'C' + 1];
+        let old: Vec<Vec<u8>> = self
+            .tree(store)
+            .range(
+                Bound::Included(&lo),
+                Bound::Excluded(&hi),
+                Direction::Forward,
+            )
+            .map(|item| item.map(|(k, _)| k))
+            .collect::<Result<_>>()?;
+        for k in old {
+            let Some(trx) = trx_of(&k) else {
+                return Err(self.malformed(store, "commit mark key"));
+            };
+            self.mark_committed(store, trx)?;
+            self.tree(store).delete(&legacy_commit_key(trx))?;
+        }
+        Ok(())
     }
 
     fn tree<'s>(&self, store: &'s Store) -> Tree<'s> {
@@ -189,12 +237,6 @@ impl UndoLog {
         Ok(self.tree(store).get(&commit_key(trx))?.is_some())
     }
 
-    /// Delete `trx`'s commit mark (purge, after its undo records).
-    pub fn delete_mark(&self, store: &Store, trx: TrxId) -> Result<()> {
-        self.tree(store).delete(&commit_key(trx))?;
-        Ok(())
-    }
-
     /// `trx`'s undo records with sequence numbers `>= from`, in `dir`
     /// order, as `(seq, record)`.
     pub fn records<'s>(
@@ -205,9 +247,9 @@ impl UndoLog {
         dir: Direction,
     ) -> impl Iterator<Item = Result<(u64, UndoRecord)>> + 's {
         let lo = undo_key(trx, from);
-        let hi = undo_key(trx, u64::MAX);
+        let hi = commit_key(trx);
         self.tree(store)
-            .range(Bound::Included(&lo), Bound::Included(&hi), dir)
+            .range(Bound::Included(&lo), Bound::Excluded(&hi), dir)
             .map(|item| {
                 let (k, v) = item?;
                 let seq = seq_of(&k).unwrap_or(0);
@@ -216,8 +258,9 @@ impl UndoLog {
     }
 
     /// The oldest transactions of partition `part` below `bound` that
-    /// have undo records, at most `max` of them, each with its records in
-    /// sequence order: one scan for what purge works on next.
+    /// have undo records or a commit mark, at most `max` of them, each
+    /// with its records in sequence order and whether it is marked
+    /// committed: one scan for what purge works on next.
     pub fn oldest(
         &self,
         store: &Store,
@@ -248,27 +291,36 @@ impl UndoLog {
                 out.push(PurgeItem {
                     trx,
                     records: Vec::new(),
+                    committed: false,
                 });
             }
             if let Some(last) = out.last_mut() {
-                last.records.push((seq, UndoRecord::decode(&v)?));
+                if seq == MARK_SEQ {
+                    last.committed = true;
+                } else {
+                    last.records.push((seq, UndoRecord::decode(&v)?));
+                }
             }
         }
         Ok(out)
     }
 
-    /// Delete the undo records of `done`, then their commit marks (UL3:
-    /// marks last), each run of neighbouring keys in one mini-transaction.
+    /// Delete the undo records and commit marks of `done`, in key order:
+    /// each transaction's mark after its records (UL3), each run of
+    /// neighbouring keys in one mini-transaction.
     pub fn delete_purged(&self, store: &Store, done: &[PurgeItem]) -> Result<()> {
-        let mut undo: Vec<Vec<u8>> = done
+        let mut keys: Vec<Vec<u8>> = done
             .iter()
-            .flat_map(|p| p.records.iter().map(|(seq, _)| undo_key(p.trx, *seq)))
+            .flat_map(|p| {
+                let mark = p.committed.then(|| commit_key(p.trx));
+                p.records
+                    .iter()
+                    .map(|(seq, _)| undo_key(p.trx, *seq))
+                    .chain(mark)
+            })
             .collect();
-        undo.sort_unstable();
-        self.tree(store).delete_sorted(&undo)?;
-        let mut marks: Vec<Vec<u8>> = done.iter().map(|p| commit_key(p.trx)).collect();
-        marks.sort_unstable();
-        self.tree(store).delete_sorted(&marks)?;
+        keys.sort_unstable();
+        self.tree(store).delete_sorted(&keys)?;
         Ok(())
     }
 
@@ -298,7 +350,7 @@ impl UndoLog {
     }
 
     /// The smallest transaction id `>= from` in partition `part` that has
-    /// undo records.
+    /// undo records or a commit mark.
     pub fn next_trx_with_undo(
         &self,
         store: &Store,
@@ -308,13 +360,8 @@ impl UndoLog {
         self.first_in(store, b'U', part, from)
     }
 
-    /// The smallest transaction id in partition `part` with a commit mark.
-    pub fn first_mark(&self, store: &Store, part: u8) -> Result<Option<TrxId>> {
-        self.first_in(store, b'C', part, 0)
-    }
-
-    /// Every transaction with undo records, in id order (one descent per
-    /// transaction, not a scan of every record).
+    /// Every transaction with undo records or a commit mark, in id order
+    /// (one descent per transaction, not a scan of every record).
     pub fn trxs_with_undo(&self, store: &Store) -> Result<Vec<TrxId>> {
         let mut out = Vec::new();
         for part in 0..UNDO_PARTITIONS {
@@ -344,11 +391,157 @@ impl UndoLog {
                 Bound::Excluded(&hi),
                 Direction::Forward,
             )
-            .map(|item| UndoRecord::decode(&item?.1))
+            .filter_map(|item| match item {
+                Ok((k, _)) if seq_of(&k) == Some(MARK_SEQ) => None,
+                Ok((_, v)) => Some(UndoRecord::decode(&v)),
+                Err(e) => Some(Err(e)),
+            })
     }
 
     /// Check the undo tree's structure.
     pub fn verify(&self, store: &Store) -> Result<crate::btree::TreeCheck> {
         self.tree(store).verify()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{CrashMode, SimFs};
+    use crate::store::StoreOptions;
+    use crate::txn::undo::UndoKind;
+    use std::path::Path;
+    use std::sync::Arc;
+
+    fn opts() -> StoreOptions {
+        StoreOptions {
+            page_size: 4096,
+            pool_bytes: 1 << 20,
+            log: crate::log::LogOptions {
+                file_size: 256 << 10,
+                file_count: 3,
+                buffer_size: 64 << 10,
+                ..crate::log::LogOptions::default()
+            },
+            ..StoreOptions::default()
+        }
+    }
+
+    fn rec(trx: TrxId, seq: u64) -> UndoRecord {
+        UndoRecord {
+            kind: UndoKind::Insert,
+            undo_no: seq,
+            table: 1,
+            trx,
+            prev_trx: 0,
+            prev_roll: crate::txn::RollPtr::NONE,
+            key: vec![1, 2, 3],
+            old_value: None,
+            changed: 0,
+        }
+    }
+
+    /// Marks sit after their records and are not records; purge's scan
+    /// sees both; deleting a batch leaves nothing.
+    #[test]
+    fn marks_follow_records_and_purge_removes_both() {
+        let fs = SimFs::new(1);
+        let store = Store::create(Arc::new(fs.clone()), Path::new("/db"), opts()).unwrap();
+        let (log, _) = UndoLog::open(&store).unwrap();
+        let part = partition(100);
+        for t in [100u64, 116, 132] {
+            for seq in 1..=3 {
+                log.put(&store, t, seq, &rec(t, seq)).unwrap();
+            }
+        }
+        log.mark_committed(&store, 100).unwrap();
+        log.mark_committed(&store, 116).unwrap();
+        assert!(log.is_committed(&store, 100).unwrap());
+        assert!(!log.is_committed(&store, 132).unwrap());
+        let seqs: Vec<u64> = log
+            .records(&store, 100, 1, Direction::Backward)
+            .map(|r| r.unwrap().0)
+            .collect();
+        assert_eq!(seqs, [3, 2, 1]);
+        assert_eq!(log.all_records(&store).count(), 9);
+        let items = log.oldest(&store, part, 1000, 2).unwrap();
+        let got: Vec<_> = items
+            .iter()
+            .map(|i| (i.trx, i.records.len(), i.committed))
+            .collect();
+        assert_eq!(got, [(100, 3, true), (116, 3, true)]);
+        log.delete_purged(&store, &items).unwrap();
+        assert_eq!(log.trxs_with_undo(&store).unwrap(), [132]);
+        assert!(!log.is_committed(&store, 100).unwrap());
+        // A mark whose records are gone (a crash between purge's deletes)
+        // is still found and purged.
+        log.mark_committed(&store, 148).unwrap();
+        let items = log.oldest(&store, part, 1000, 8).unwrap();
+        let got: Vec<_> = items
+            .iter()
+            .map(|i| (i.trx, i.records.len(), i.committed))
+            .collect();
+        assert_eq!(got, [(132, 3, false), (148, 0, true)]);
+    }
+
+    /// A format 1 undo log (marks under 'C') is migrated at open, across
+    /// a power loss after the migration.
+    #[test]
+    fn separate_marks_are_migrated() {
+        let fs = SimFs::new(2);
+        let store = Store::create(Arc::new(fs.clone()), Path::new("/db"), opts()).unwrap();
+        let (log, _) = UndoLog::open(&store).unwrap();
+        // Write what version 1 wrote.
+        let mut meta = vec![UNDO_LOG_VERSION_SEPARATE_MARKS];
+        meta.extend_from_slice(&5000u64.to_le_bytes());
+        log.tree(&store).put(META_KEY, &meta).unwrap();
+        for t in [7u64, 8, 9] {
+            log.put(&store, t, 1, &rec(t, 1)).unwrap();
+        }
+        for t in [7u64, 9] {
+            let lsn = log
+                .tree(&store)
+                .put(&legacy_commit_key(t), &[UNDO_LOG_VERSION_SEPARATE_MARKS])
+                .unwrap();
+            store.commit(lsn, crate::Durability::Sync).unwrap();
+        }
+        let fs2 = fs.crash(CrashMode::DropUnsynced);
+        drop(store);
+        let store = Store::open(Arc::new(fs2.clone()), Path::new("/db"), opts()).unwrap();
+        let (log, reserved) = UndoLog::open(&store).unwrap();
+        assert_eq!(reserved, 5000);
+        let marks: Vec<bool> = [7u64, 8, 9]
+            .iter()
+            .map(|&t| log.is_committed(&store, t).unwrap())
+            .collect();
+        assert_eq!(marks, [true, false, true]);
+        let legacy = log
+            .tree(&store)
+            .range(
+                Bound::Included(&[b'C'][..]),
+                Bound::Excluded(&[b'D'][..]),
+                Direction::Forward,
+            )
+            .count();
+        assert_eq!(legacy, 0);
+        // Durable: another power loss right after the open changes nothing.
+        let fs3 = fs2.crash(CrashMode::DropUnsynced);
+        drop(store);
+        let store = Store::open(Arc::new(fs3), Path::new("/db"), opts()).unwrap();
+        let (log, reserved) = UndoLog::open(&store).unwrap();
+        assert_eq!(reserved, 5000);
+        assert!(log.is_committed(&store, 9).unwrap());
+    }
+
+    /// A reservation record of an unknown format is an error, not a panic.
+    #[test]
+    fn unknown_format_is_refused() {
+        let fs = SimFs::new(3);
+        let store = Store::create(Arc::new(fs), Path::new("/db"), opts()).unwrap();
+        let (log, _) = UndoLog::open(&store).unwrap();
+        for bad in [&[9u8, 0, 0, 0, 0, 0, 0, 0, 0][..], &[2, 1, 2], &[]] {
+            log.tree(&store).put(META_KEY, bad).unwrap();
+            assert!(matches!(UndoLog::open(&store), Err(Error::Corrupt { .. })));
+        }
     }
 }

@@ -243,3 +243,39 @@ fn delete_sorted_rejects_unsorted_or_repeated_keys() {
     );
     assert_eq!(contents(&store, t.root()).len(), 8);
 }
+
+/// A tree used as a queue, as the undo log is: appends at the right end,
+/// batches deleted from the left end with `delete_sorted`. Leftmost leaves
+/// drain and merge (into their right sibling, the smaller side moving);
+/// the tree matches the model throughout and across a reopen.
+#[test]
+fn queue_appends_right_and_drains_left() {
+    let fs = SimFs::new(11);
+    let o = opts(64);
+    let mut store = create(&fs, o.clone());
+    let root = Tree::create(&store).unwrap().root();
+    let mut model = BTreeMap::new();
+    let (mut head, mut tail) = (0u64, 0u64);
+    for round in 0..60u64 {
+        let t = Tree::open(&store, root);
+        for _ in 0..(50 + round % 7 * 10) {
+            let k = tail.to_be_bytes().to_vec();
+            let v = bytes(tail, 40 + (tail % 5) as usize * 30);
+            t.put(&k, &v).unwrap();
+            model.insert(k, v);
+            tail += 1;
+        }
+        let n = (40 + round % 5 * 15).min(tail - head);
+        let keys: Vec<Vec<u8>> = (head..head + n).map(|k| k.to_be_bytes().to_vec()).collect();
+        assert_eq!(t.delete_sorted(&keys).unwrap(), n);
+        for k in &keys {
+            model.remove(k);
+        }
+        head += n;
+        if round % 20 == 19 {
+            store.close().unwrap();
+            store = open(&fs, o.clone());
+        }
+    }
+    assert_eq!(contents(&store, root), model);
+}
