@@ -14,6 +14,13 @@ use quill::bench::{self, Machine, commit, fsync};
 use quill::io::{RealFs, Vfs};
 use quill::log::{self, CommitMode, Durability};
 
+/// The binary's allocator. The library leaves the choice to the program
+/// that embeds it; the `quill` tools use mimalloc, whose per-thread heaps
+/// keep hundreds of benchmark client threads off shared allocator locks
+/// (glibc's arenas are shared once threads outnumber them).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Quill: an embedded, crash-safe, transactional storage engine.
 #[derive(Parser)]
 #[command(version, about, long_about = None)]
