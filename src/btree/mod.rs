@@ -250,19 +250,9 @@ impl<'s> Tree<'s> {
         tries: &mut u32,
     ) -> Result<Option<PageRead<'s>>> {
         let pool = self.store.pool();
-        let next = if *tries >= BUSY_CHILD_RETRIES {
-            pool.fetch_read(child)?
-        } else if let Some(p) = pool.try_fetch_read(child)? {
-            p
-        } else {
-            drop(parent);
-            *tries += 1;
-            pool.wait_for_latch(child, false);
-            return Ok(None);
-        };
-        drop(parent);
-        self.check_node(child, &next, Some(level))?;
-        Ok(Some(next))
+        self.step(parent, child, level, tries, false, |wait| {
+            pool.latch_read(child, wait)
+        })
     }
 
     /// [`Tree::step_read`] to a leaf latched exclusively.
@@ -273,18 +263,30 @@ impl<'s> Tree<'s> {
         tries: &mut u32,
     ) -> Result<Option<PageWrite<'s>>> {
         let pool = self.store.pool();
-        let next = if *tries >= BUSY_CHILD_RETRIES {
-            pool.fetch_write(child, Load::Verify)?
-        } else if let Some(p) = pool.try_fetch_write(child, Load::Verify)? {
-            p
-        } else {
+        self.step(parent, child, 0, tries, true, |wait| {
+            pool.latch_write(child, Load::Verify, wait)
+        })
+    }
+
+    /// The two steps: `latch(wait)` latches the child, waiting only after
+    /// [`BUSY_CHILD_RETRIES`] tries.
+    fn step<P: std::ops::Deref<Target = [u8]>>(
+        &self,
+        parent: PageRead<'s>,
+        child: PageId,
+        level: u8,
+        tries: &mut u32,
+        exclusive: bool,
+        latch: impl FnOnce(bool) -> Result<Option<P>>,
+    ) -> Result<Option<P>> {
+        let Some(next) = latch(*tries >= BUSY_CHILD_RETRIES)? else {
             drop(parent);
             *tries += 1;
-            pool.wait_for_latch(child, true);
+            self.store.pool().wait_for_latch(child, exclusive);
             return Ok(None);
         };
         drop(parent);
-        self.check_node(child, &next, Some(0))?;
+        self.check_node(child, &next, Some(level))?;
         Ok(Some(next))
     }
 
@@ -408,11 +410,7 @@ impl<'s> Tree<'s> {
                 // on the path: waiting for it would wait for ourselves.
                 return Err(self.corrupt(id.0, "a child pointer names a page on its own path"));
             }
-            let w = if tries >= BUSY_CHILD_RETRIES {
-                pool.fetch_write(id, Load::Verify)?
-            } else if let Some(w) = pool.try_fetch_write(id, Load::Verify)? {
-                w
-            } else {
+            let Some(w) = pool.latch_write(id, Load::Verify, tries >= BUSY_CHILD_RETRIES)? else {
                 return Ok(Descent::Busy(id)); // BT5: the mtr lets go of all
             };
             let h = mtr.adopt(w);
@@ -736,8 +734,11 @@ impl<'s> Tree<'s> {
     /// share a leaf go in one mini-transaction, so removing a run of
     /// adjacent keys (purge) costs one descent per leaf, not per key. Each
     /// mini-transaction is atomic, the batch as a whole is not.
-    pub fn delete_sorted(&self, keys: &[Vec<u8>]) -> Result<u64> {
-        if keys.windows(2).any(|w| matches!(w, [a, b] if a >= b)) {
+    pub fn delete_sorted<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<u64> {
+        if keys
+            .windows(2)
+            .any(|w| matches!(w, [a, b] if a.as_ref() >= b.as_ref()))
+        {
             return Err(Error::InvalidArgument {
                 what: "keys to delete",
                 reason: "not strictly ascending".into(),
@@ -745,7 +746,7 @@ impl<'s> Tree<'s> {
         }
         let mut deleted = 0;
         let mut rest = keys;
-        while let Some(first) = rest.first() {
+        while let Some(first) = rest.first().map(AsRef::as_ref) {
             self.check_sizes(first, None)?;
             let consumed = match self.delete_run(rest)? {
                 (0, _) => {
@@ -768,8 +769,8 @@ impl<'s> Tree<'s> {
     /// while no delete needs a merge or frees an overflow chain. Returns
     /// (keys dealt with, keys deleted); `(0, 0)` when the first key needs
     /// the pessimistic path.
-    fn delete_run(&self, keys: &[Vec<u8>]) -> Result<(usize, u64)> {
-        let Some(first) = keys.first() else {
+    fn delete_run<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<(usize, u64)> {
+        let Some(first) = keys.first().map(AsRef::as_ref) else {
             return Ok((0, 0));
         };
         let mut mtr = self.store.mtr()?;
@@ -780,7 +781,7 @@ impl<'s> Tree<'s> {
         let mut slots = Vec::new();
         let mut consumed = 0;
         for k in keys {
-            match node::search_leaf(&leaf, k).map_err(self.ne(id))? {
+            match node::search_leaf(&leaf, k.as_ref()).map_err(self.ne(id))? {
                 Ok(i) => {
                     let c = node::cell(&leaf, i).map_err(self.ne(id))?;
                     let overflow = matches!(

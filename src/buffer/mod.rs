@@ -395,25 +395,8 @@ impl BufferPool {
     /// Shared latch on page `id`, read from disk if needed (verified).
     pub fn fetch_read(&self, id: PageId) -> Result<PageRead<'_>> {
         loop {
-            if let Some(idx) = self.pin_cached(id) {
-                let f = self.frame(idx);
-                let g = f.latch.read();
-                if g.id == id && g.state == State::Valid {
-                    if !f.accessed.load(Ordering::Relaxed) {
-                        f.accessed.store(true, Ordering::Relaxed);
-                    }
-                    self.counters.hits.incr();
-                    return Ok(PageRead {
-                        g,
-                        _pin: Pin { pool: self, idx },
-                    });
-                }
-                drop(g);
-                self.unpin(idx);
-                continue;
-            }
-            if let Some(w) = self.load(id, Load::Verify)? {
-                return Ok(w.downgrade());
+            if let Some(p) = self.latch_read(id, true)? {
+                return Ok(p);
             }
         }
     }
@@ -424,10 +407,38 @@ impl BufferPool {
     /// it never queues for a busy child with the parent latched (which
     /// would stall every structure change waiting for the parent).
     pub fn try_fetch_read(&self, id: PageId) -> Result<Option<PageRead<'_>>> {
+        self.latch_read(id, false)
+    }
+
+    /// Exclusive latch on page `id` (see [`Load`] for how it is read).
+    pub fn fetch_write(&self, id: PageId, how: Load) -> Result<PageWrite<'_>> {
+        loop {
+            if let Some(p) = self.latch_write(id, how, true)? {
+                return Ok(p);
+            }
+        }
+    }
+
+    /// [`BufferPool::fetch_write`] that does not wait for a latch: `None`
+    /// when the page is cached and another thread holds it (see
+    /// [`BufferPool::try_fetch_read`]).
+    pub fn try_fetch_write(&self, id: PageId, how: Load) -> Result<Option<PageWrite<'_>>> {
+        self.latch_write(id, how, false)
+    }
+
+    /// Shared latch on `id`, waiting for it when `wait`; otherwise `None`
+    /// if the page is cached and latched exclusively by another thread.
+    /// (With `wait`, never `None`.)
+    pub(crate) fn latch_read(&self, id: PageId, wait: bool) -> Result<Option<PageRead<'_>>> {
         loop {
             if let Some(idx) = self.pin_cached(id) {
                 let f = self.frame(idx);
-                let Some(g) = f.latch.try_read() else {
+                let g = if wait {
+                    Some(f.latch.read())
+                } else {
+                    f.latch.try_read()
+                };
+                let Some(g) = g else {
                     self.unpin(idx);
                     return Ok(None);
                 };
@@ -448,14 +459,22 @@ impl BufferPool {
         }
     }
 
-    /// [`BufferPool::fetch_write`] that does not wait for a latch: `None`
-    /// when the page is cached and another thread holds it (see
-    /// [`BufferPool::try_fetch_read`]).
-    pub fn try_fetch_write(&self, id: PageId, how: Load) -> Result<Option<PageWrite<'_>>> {
+    /// [`BufferPool::latch_read`], exclusively.
+    pub(crate) fn latch_write(
+        &self,
+        id: PageId,
+        how: Load,
+        wait: bool,
+    ) -> Result<Option<PageWrite<'_>>> {
         loop {
             if let Some(idx) = self.pin_cached(id) {
                 let f = self.frame(idx);
-                let Some(g) = f.latch.try_write() else {
+                let g = if wait {
+                    Some(f.latch.write())
+                } else {
+                    f.latch.try_write()
+                };
+                let Some(g) = g else {
                     self.unpin(idx);
                     return Ok(None);
                 };
@@ -498,32 +517,6 @@ impl BufferPool {
             f.accessed.store(true, Ordering::Relaxed);
         }
         self.counters.hits.incr();
-    }
-
-    /// Exclusive latch on page `id` (see [`Load`] for how it is read).
-    pub fn fetch_write(&self, id: PageId, how: Load) -> Result<PageWrite<'_>> {
-        loop {
-            if let Some(idx) = self.pin_cached(id) {
-                let f = self.frame(idx);
-                let g = f.latch.write();
-                if g.id == id && g.state == State::Valid {
-                    if !f.accessed.load(Ordering::Relaxed) {
-                        f.accessed.store(true, Ordering::Relaxed);
-                    }
-                    self.counters.hits.incr();
-                    return Ok(PageWrite {
-                        g,
-                        pin: Pin { pool: self, idx },
-                    });
-                }
-                drop(g);
-                self.unpin(idx);
-                continue;
-            }
-            if let Some(w) = self.load(id, how)? {
-                return Ok(w);
-            }
-        }
     }
 
     /// Whether page `id` is cached (for tests and status).

@@ -290,22 +290,9 @@ impl Catalog {
 mod tests {
     use super::*;
     use crate::io::{CrashMode, SimFs};
-    use crate::store::StoreOptions;
     use std::path::Path;
 
-    fn opts() -> StoreOptions {
-        StoreOptions {
-            page_size: 4096,
-            pool_bytes: 1 << 20,
-            log: crate::log::LogOptions {
-                file_size: 256 << 10,
-                file_count: 3,
-                buffer_size: 64 << 10,
-                ..crate::log::LogOptions::default()
-            },
-            ..StoreOptions::default()
-        }
-    }
+    use crate::store::test_options as opts;
 
     fn def(name: &str) -> TableDef {
         TableDef {

@@ -107,7 +107,7 @@ pub(crate) fn help(db: &DbInner, hint: u64) -> Result<()> {
     // share leaves (one descent per leaf), and with many more threads than
     // cores a helper may be descheduled holding its partition, so each
     // hold should do more.
-    let max = usize::try_from(history / HELP_ABOVE).map_or(32, |x| (4 * x).min(32));
+    let max = usize::try_from(history / HELP_ABOVE).map_or(32, |x| x.saturating_mul(4).min(32));
     for k in 0..u64::from(UNDO_PARTITIONS) {
         let part = ((hint + k) % u64::from(UNDO_PARTITIONS)) as u8;
         if let Some(lock) = db.purge_locks.get(usize::from(part))

@@ -110,6 +110,23 @@ impl Default for StoreOptions {
     }
 }
 
+/// Options for unit tests: 4 KiB pages, a 1 MiB pool and a small log
+/// (3 x 256 KiB), so eviction, checkpoints and log reuse happen soon.
+#[cfg(test)]
+pub(crate) fn test_options() -> StoreOptions {
+    StoreOptions {
+        page_size: 4096,
+        pool_bytes: 1 << 20,
+        log: crate::log::LogOptions {
+            file_size: 256 << 10,
+            file_count: 3,
+            buffer_size: 64 << 10,
+            ..crate::log::LogOptions::default()
+        },
+        ..StoreOptions::default()
+    }
+}
+
 /// What recovery did at open.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StoreRecovery {

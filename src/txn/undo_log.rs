@@ -74,25 +74,25 @@ fn partition(trx: TrxId) -> u8 {
 }
 
 /// Key of undo record `seq` of `trx`.
-pub fn undo_key(trx: TrxId, seq: u64) -> Vec<u8> {
-    let mut k = Vec::with_capacity(18);
-    k.push(b'U');
-    k.push(partition(trx));
-    k.extend_from_slice(&trx.to_be_bytes());
-    k.extend_from_slice(&seq.to_be_bytes());
+pub fn undo_key(trx: TrxId, seq: u64) -> [u8; 18] {
+    let mut k = [0u8; 18];
+    k[0] = b'U';
+    k[1] = partition(trx);
+    k[2..10].copy_from_slice(&trx.to_be_bytes());
+    k[10..18].copy_from_slice(&seq.to_be_bytes());
     k
 }
 
-fn commit_key(trx: TrxId) -> Vec<u8> {
+fn commit_key(trx: TrxId) -> [u8; 18] {
     undo_key(trx, MARK_SEQ)
 }
 
 /// Where format version 1 kept `trx`'s commit mark.
-fn legacy_commit_key(trx: TrxId) -> Vec<u8> {
-    let mut k = Vec::with_capacity(10);
-    k.push(b'C');
-    k.push(partition(trx));
-    k.extend_from_slice(&trx.to_be_bytes());
+fn legacy_commit_key(trx: TrxId) -> [u8; 10] {
+    let mut k = [0u8; 10];
+    k[0] = b'C';
+    k[1] = partition(trx);
+    k[2..10].copy_from_slice(&trx.to_be_bytes());
     k
 }
 
@@ -118,13 +118,13 @@ pub struct PurgeItem {
     pub committed: bool,
 }
 
-/// The first key of `kind` (`'U'` or `'C'`) in partition `part` at or
-/// after transaction `from`, and the end of that partition.
-fn partition_range(kind: u8, part: u8, from: TrxId) -> (Vec<u8>, Vec<u8>) {
-    let mut lo = vec![kind, part];
-    lo.extend_from_slice(&from.to_be_bytes());
-    let hi = vec![kind, part.saturating_add(1)];
-    (lo, hi)
+/// The first key of partition `part` at or after transaction `from`.
+fn partition_key(part: u8, from: TrxId) -> [u8; 10] {
+    let mut k = [0u8; 10];
+    k[0] = b'U';
+    k[1] = part;
+    k[2..10].copy_from_slice(&from.to_be_bytes());
+    k
 }
 
 /// The undo log of a store (stateless apart from its root page).
@@ -268,8 +268,8 @@ impl UndoLog {
         bound: TrxId,
         max: usize,
     ) -> Result<Vec<PurgeItem>> {
-        let (lo, _) = partition_range(b'U', part, 0);
-        let (hi, _) = partition_range(b'U', part, bound);
+        let lo = partition_key(part, 0);
+        let hi = partition_key(part, bound);
         let mut out: Vec<PurgeItem> = Vec::new();
         let cursor = self
             .tree(store)
@@ -305,11 +305,12 @@ impl UndoLog {
         Ok(out)
     }
 
-    /// Delete the undo records and commit marks of `done`, in key order:
-    /// each transaction's mark after its records (UL3), each run of
+    /// Delete the undo records and commit marks of `done` (as
+    /// [`UndoLog::oldest`] returned them, so in key order: each
+    /// transaction's mark after its records, UL3), each run of
     /// neighbouring keys in one mini-transaction.
     pub fn delete_purged(&self, store: &Store, done: &[PurgeItem]) -> Result<()> {
-        let mut keys: Vec<Vec<u8>> = done
+        let keys: Vec<[u8; 18]> = done
             .iter()
             .flat_map(|p| {
                 let mark = p.committed.then(|| commit_key(p.trx));
@@ -319,7 +320,6 @@ impl UndoLog {
                     .chain(mark)
             })
             .collect();
-        keys.sort_unstable();
         self.tree(store).delete_sorted(&keys)?;
         Ok(())
     }
@@ -332,9 +332,16 @@ impl UndoLog {
         }
     }
 
-    /// The first key of `kind` in partition `part` at or after `from`.
-    fn first_in(&self, store: &Store, kind: u8, part: u8, from: TrxId) -> Result<Option<TrxId>> {
-        let (lo, hi) = partition_range(kind, part, from);
+    /// The smallest transaction id `>= from` in partition `part` that has
+    /// undo records or a commit mark.
+    pub fn next_trx_with_undo(
+        &self,
+        store: &Store,
+        part: u8,
+        from: TrxId,
+    ) -> Result<Option<TrxId>> {
+        let lo = partition_key(part, from);
+        let hi = [b'U', part.saturating_add(1)];
         let mut c = self
             .tree(store)
             .range(
@@ -347,17 +354,6 @@ impl UndoLog {
             None => Ok(None),
             Some(item) => Ok(trx_of(&item?.0)),
         }
-    }
-
-    /// The smallest transaction id `>= from` in partition `part` that has
-    /// undo records or a commit mark.
-    pub fn next_trx_with_undo(
-        &self,
-        store: &Store,
-        part: u8,
-        from: TrxId,
-    ) -> Result<Option<TrxId>> {
-        self.first_in(store, b'U', part, from)
     }
 
     /// Every transaction with undo records or a commit mark, in id order
@@ -408,24 +404,11 @@ impl UndoLog {
 mod tests {
     use super::*;
     use crate::io::{CrashMode, SimFs};
-    use crate::store::StoreOptions;
     use crate::txn::undo::UndoKind;
     use std::path::Path;
     use std::sync::Arc;
 
-    fn opts() -> StoreOptions {
-        StoreOptions {
-            page_size: 4096,
-            pool_bytes: 1 << 20,
-            log: crate::log::LogOptions {
-                file_size: 256 << 10,
-                file_count: 3,
-                buffer_size: 64 << 10,
-                ..crate::log::LogOptions::default()
-            },
-            ..StoreOptions::default()
-        }
-    }
+    use crate::store::test_options as opts;
 
     fn rec(trx: TrxId, seq: u64) -> UndoRecord {
         UndoRecord {

@@ -450,7 +450,18 @@ fn utc_now() -> String {
 
 /// A result file: what ran, when, at which commit, on which machine, then
 /// the benchmark's own fields.
-fn result_json(tool: &str, machine: &Machine, fields: serde_json::Value) -> serde_json::Value {
+/// Write a benchmark's results to `path` (if given) as JSON: `fields`
+/// after what identifies the run (tool, command line, date, commit,
+/// machine).
+fn save_json(
+    path: Option<&Path>,
+    tool: &str,
+    machine: &Machine,
+    fields: serde_json::Value,
+) -> Result<()> {
+    let Some(path) = path else {
+        return Ok(());
+    };
     let mut v = serde_json::json!({
         "tool": tool,
         "command": command_line(),
@@ -461,11 +472,7 @@ fn result_json(tool: &str, machine: &Machine, fields: serde_json::Value) -> serd
     if let (Some(head), serde_json::Value::Object(rest)) = (v.as_object_mut(), fields) {
         head.extend(rest);
     }
-    v
-}
-
-fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
-    let text = serde_json::to_string_pretty(value)?;
+    let text = serde_json::to_string_pretty(&v)?;
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
     eprintln!("wrote {}", path.display());
     Ok(())
@@ -495,19 +502,17 @@ fn bench_fsync(a: FsyncArgs) -> Result<()> {
     let report = fsync::run(&RealFs::new(), &cfg, &|| pb.inc(1)).context("fsync benchmark")?;
     pb.finish_and_clear();
     fsync::print_table(&report);
-    if let Some(path) = a.json {
-        let v = result_json(
-            "quill bench fsync",
-            &machine,
-            serde_json::json!({
-                "iterations": a.iterations,
-                "rounds": a.rounds,
-                "rows": report.rows,
-                "fastest": report.fastest,
-            }),
-        );
-        write_json(&path, &v)?;
-    }
+    save_json(
+        a.json.as_deref(),
+        "quill bench fsync",
+        &machine,
+        serde_json::json!({
+            "iterations": a.iterations,
+            "rounds": a.rounds,
+            "rows": report.rows,
+            "fastest": report.fastest,
+        }),
+    )?;
     Ok(())
 }
 
@@ -577,18 +582,16 @@ fn bench_commit(a: CommitArgs) -> Result<()> {
         );
         println!("{}", last.log);
     }
-    if let Some(path) = a.json {
-        let v = result_json(
-            "quill bench commit",
-            &machine,
-            serde_json::json!({
-                "config": cfg,
-                "rows": rows,
-                "summary": summary,
-            }),
-        );
-        write_json(&path, &v)?;
-    }
+    save_json(
+        a.json.as_deref(),
+        "quill bench commit",
+        &machine,
+        serde_json::json!({
+            "config": cfg,
+            "rows": rows,
+            "summary": summary,
+        }),
+    )?;
     Ok(())
 }
 
@@ -644,14 +647,12 @@ fn bench_storage(a: StorageArgs) -> Result<()> {
         "pgw/1k: data-page writes per 1000 rows (pages flushed at close included); log/dw B/row: redo log and doublewrite bytes per row; reads/row: page reads per row over the last quarter of the rows; p50/p99/max: one commit = {} puts + a durable commit; urgent: flush rounds with the log over 3/4 full",
         cfg.rows_per_commit
     );
-    if let Some(path) = a.json {
-        let v = result_json(
-            "quill bench storage",
-            &machine,
-            serde_json::json!({ "config": cfg, "rows": rows }),
-        );
-        write_json(&path, &v)?;
-    }
+    save_json(
+        a.json.as_deref(),
+        "quill bench storage",
+        &machine,
+        serde_json::json!({ "config": cfg, "rows": rows }),
+    )?;
     Ok(())
 }
 
@@ -711,14 +712,12 @@ fn bench_txn(a: TxnArgs) -> Result<()> {
     println!(
         "tps: transactions per second; fsync/c: log syncs (checkpoints included) per committed transaction; p50/p95/p99: begin to commit return; cpu us/tx and csw/tx: getrusage deltas of the whole process per transaction; history: unpurged transactions at the end of the window"
     );
-    if let Some(path) = a.json {
-        let v = result_json(
-            "quill bench txn",
-            &machine,
-            serde_json::json!({ "config": cfg, "rows": rows }),
-        );
-        write_json(&path, &v)?;
-    }
+    save_json(
+        a.json.as_deref(),
+        "quill bench txn",
+        &machine,
+        serde_json::json!({ "config": cfg, "rows": rows }),
+    )?;
     Ok(())
 }
 

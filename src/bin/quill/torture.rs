@@ -215,11 +215,18 @@ pub struct Outcome {
     pub entries: usize,
 }
 
-/// The parent: rounds of run, kill, recover, check, for `seconds`.
-pub fn run(dir: &Path, seconds: f64, seed: u64, say: &dyn Fn(String)) -> Result<Outcome> {
-    let exe: PathBuf = std::env::current_exe().context("locating the quill binary")?;
+/// A torture parent's start: the binary its children run, and `dir`
+/// emptied for the first round.
+pub fn prepare(dir: &Path) -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("locating the quill binary")?;
     RealFs::new().remove_dir_all(dir)?;
     std::fs::create_dir_all(dir)?;
+    Ok(exe)
+}
+
+/// The parent: rounds of run, kill, recover, check, for `seconds`.
+pub fn run(dir: &Path, seconds: f64, seed: u64, say: &dyn Fn(String)) -> Result<Outcome> {
+    let exe = prepare(dir)?;
     let mut rng = SmallRng::seed_from_u64(seed);
     let started = Instant::now();
     let mut model = Model::new();

@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 use std::ops::Bound::{Included, Unbounded};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
@@ -22,7 +22,6 @@ use quill::btree::Direction;
 use quill::catalog::schema::{IndexDef, TableDef};
 use quill::catalog::{Column, ColumnType, Value};
 use quill::db::{Db, Options, Table};
-use quill::io::{RealFs, Vfs};
 use rand::{RngExt, SeedableRng, rngs::SmallRng};
 
 const WRITERS: i64 = 4;
@@ -196,9 +195,7 @@ fn verify(db: &Db, acked: &HashMap<i64, i64>, round: u64) -> Result<i64> {
 
 /// The parent: rounds of run, kill, recover, check, for `seconds`.
 pub fn run(dir: &Path, seconds: f64, seed: u64, say: &dyn Fn(String)) -> Result<Outcome> {
-    let exe: PathBuf = std::env::current_exe().context("locating the quill binary")?;
-    RealFs::new().remove_dir_all(dir)?;
-    std::fs::create_dir_all(dir)?;
+    let exe = super::torture::prepare(dir)?;
     let mut rng = SmallRng::seed_from_u64(seed);
     let started = Instant::now();
     let (mut rounds, mut total_acked, mut rolled_back) = (0u64, 0u64, 0u64);
