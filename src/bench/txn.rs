@@ -10,10 +10,14 @@
 //!   (a read-only transaction: no commit record, no sync).
 //!
 //! For each workload and client count: a warm-up, then a measured window
-//! in which each client runs transactions back to back. Reported: TPS;
-//! transaction latency percentiles (begin to commit return); log syncs per
-//! committed transaction (the log's own counter, checkpoint syncs
-//! included); CPU time and context switches per transaction
+//! in which each client runs transactions back to back. The window starts
+//! and ends with no transaction in flight (clients pause briefly before it
+//! and are joined after it), so the counters read at its edges count whole
+//! transactions with all of their syncs. Reported: TPS; transaction
+//! latency percentiles (begin to commit return); log syncs per committed
+//! transaction (the log's own counters: commit syncs, write-ahead syncs of
+//! the page cleaner and syncs made for a checkpoint slot alone; data-file
+//! syncs apart); CPU time and context switches per transaction
 //! (`getrusage(RUSAGE_SELF)` deltas: every thread of the process,
 //! background ones included); the history length at the end of the
 //! window. Between runs the benchmark waits (up to 30 s) for purge to
@@ -92,13 +96,18 @@ pub struct TxnRow {
     pub transactions: u64,
     /// Transactions per second.
     pub tps: f64,
-    /// Log syncs per committed transaction (0 for reads), checkpoint
-    /// syncs included.
+    /// Log syncs per committed transaction (0 for reads): the commit
+    /// path's, the page cleaner's write-ahead syncs and the syncs made for
+    /// a checkpoint slot alone.
     pub fsyncs_per_commit: f64,
-    /// Of those, syncs made for commits (the commit path).
+    /// Of those, syncs of log data (commits and write-ahead syncs).
     pub commit_syncs_per_commit: f64,
-    /// Of those, syncs made by checkpoints.
+    /// Of those, syncs made for a checkpoint slot alone.
     pub checkpoint_syncs_per_commit: f64,
+    /// Not log syncs, reported apart: syncs of the data file and the
+    /// doublewrite file (page flushing and checkpoints) per commit.
+    #[serde(default)]
+    pub data_syncs_per_commit: f64,
     /// Latency percentiles, microseconds.
     pub p50_us: f64,
     /// 95th percentile.
@@ -203,6 +212,10 @@ fn load(db: &Db, cfg: &TxnBenchConfig, tick: &dyn Fn(&str, f64)) -> Result<Vec<T
 const WARMUP: u8 = 0;
 const MEASURE: u8 = 1;
 const STOP: u8 = 2;
+/// Clients finish the transaction in hand and wait: the counters are read
+/// with nothing in flight, so every commit counted in the window began and
+/// ended inside it, with all of its syncs.
+const PAUSE: u8 = 3;
 
 /// Run every workload at every client count; `tick(stage, fraction)`
 /// reports progress and `on_row` each result as it is measured.
@@ -234,8 +247,7 @@ pub fn run(
         store: StoreOptions {
             pool_bytes: cfg.pool_bytes,
             log: crate::log::LogOptions {
-                file_size: 512 << 20,
-                file_count: 2,
+                file_size: 1 << 30,
                 ..crate::log::LogOptions::default()
             },
             ..StoreOptions::default()
@@ -274,6 +286,7 @@ fn run_one(
     tick: &dyn Fn(&str, f64),
 ) -> Result<TxnRow> {
     let phase = AtomicU8::new(WARMUP);
+    let paused = AtomicU64::new(0);
     let retries = AtomicU64::new(0);
     let label = format!("{} x{n}", w.name());
     let opts = TxnOptions {
@@ -283,14 +296,21 @@ fn run_one(
     std::thread::scope(|s| -> Result<TxnRow> {
         let mut handles = Vec::new();
         for c in 0..n {
-            let (phase, retries) = (&phase, &retries);
+            let (phase, retries, paused) = (&phase, &retries, &paused);
             handles.push(
                 s.spawn(move || -> Result<(hdrhistogram::Histogram<u64>, u64)> {
                     let mut rng = Rng(0x1234_5678_9ABC_DEF1 ^ ((c as u64 + 1) << 20));
                     let mut hist = new_hist();
                     let mut count = 0u64;
                     loop {
-                        let p = phase.load(Ordering::Relaxed);
+                        let mut p = phase.load(Ordering::Acquire);
+                        if p == PAUSE {
+                            paused.fetch_add(1, Ordering::AcqRel);
+                            while p == PAUSE {
+                                std::thread::sleep(Duration::from_micros(200));
+                                p = phase.load(Ordering::Acquire);
+                            }
+                        }
                         if p == STOP {
                             break;
                         }
@@ -340,26 +360,29 @@ fn run_one(
         while Instant::now() < warm_until {
             std::thread::sleep(Duration::from_millis(50));
         }
+        // Start the window from a quiet point (see PAUSE); a client that
+        // failed is not waited for (its error is returned below).
+        phase.store(PAUSE, Ordering::Release);
+        let quiet_by = Instant::now() + Duration::from_secs(30);
+        while (paused.load(Ordering::Acquire) as usize) + finished(&handles) < n
+            && Instant::now() < quiet_by
+        {
+            std::thread::sleep(Duration::from_micros(200));
+        }
         let start_usage = usage();
         let start_log = db.store().log().stats();
+        let start_data_syncs = data_syncs(db);
         let start_commits = db.stats().commits;
         let start_purged = db.stats().purged_transactions;
         let started = Instant::now();
-        phase.store(MEASURE, Ordering::SeqCst);
+        phase.store(MEASURE, Ordering::Release);
         let total = Duration::from_secs_f64(cfg.seconds);
         while started.elapsed() < total {
             std::thread::sleep(Duration::from_millis(100));
             tick(&label, started.elapsed().as_secs_f64() / cfg.seconds);
         }
-        phase.store(STOP, Ordering::SeqCst);
-        let elapsed = started.elapsed();
-        let end_usage = usage();
-        let end_log = db.store().log().stats();
-        let end_commits = db.stats().commits;
-        let purged = db.stats().purged_transactions.saturating_sub(start_purged);
-        if let Some(e) = db.stats().purge_error {
-            tracing::error!(error = %e, "purge stopped");
-        }
+        // End it once every client has finished its last transaction.
+        phase.store(STOP, Ordering::Release);
         let mut hist = new_hist();
         let mut count = 0;
         for h in handles {
@@ -369,6 +392,15 @@ fn run_one(
             })??;
             let _ = hist.add(&hh);
             count += c;
+        }
+        let elapsed = started.elapsed();
+        let end_usage = usage();
+        let end_log = db.store().log().stats();
+        let end_data_syncs = data_syncs(db);
+        let end_commits = db.stats().commits;
+        let purged = db.stats().purged_transactions.saturating_sub(start_purged);
+        if let Some(e) = db.stats().purge_error {
+            tracing::error!(error = %e, "purge stopped");
         }
         let secs = elapsed.as_secs_f64();
         let txns = count.max(1) as f64;
@@ -382,7 +414,9 @@ fn run_one(
             }
         };
         let log_syncs = end_log.syncs.saturating_sub(start_log.syncs);
-        let checkpoints = end_log.checkpoints.saturating_sub(start_log.checkpoints);
+        let checkpoints = end_log
+            .checkpoint_syncs
+            .saturating_sub(start_log.checkpoint_syncs);
         Ok(TxnRow {
             workload: w.name().to_string(),
             threads: n,
@@ -392,6 +426,7 @@ fn run_one(
             fsyncs_per_commit: per_commit(log_syncs + checkpoints),
             commit_syncs_per_commit: per_commit(log_syncs),
             checkpoint_syncs_per_commit: per_commit(checkpoints),
+            data_syncs_per_commit: per_commit(end_data_syncs.saturating_sub(start_data_syncs)),
             p50_us: hist.value_at_quantile(0.50) as f64,
             p95_us: hist.value_at_quantile(0.95) as f64,
             p99_us: hist.value_at_quantile(0.99) as f64,
@@ -403,6 +438,17 @@ fn run_one(
             purged,
         })
     })
+}
+
+/// Client threads that have ended.
+fn finished<T>(handles: &[std::thread::ScopedJoinHandle<'_, T>]) -> usize {
+    handles.iter().filter(|h| h.is_finished()).count()
+}
+
+/// Syncs of the data and doublewrite files so far.
+fn data_syncs(db: &Db) -> u64 {
+    let pool = db.store().stats().pool;
+    pool.data_io.syncs + pool.doublewrite_io.map_or(0, |d| d.syncs)
 }
 
 /// Column headings for [`table_line`].

@@ -24,7 +24,10 @@
 //! * B1. A frame is evicted only with zero pins, checked under its hash
 //!   shard's lock (pins are taken under that lock), and only when clean.
 //! * B2. Write-ahead rule: before a page image is written, the log is
-//!   durable up to the page's LSN.
+//!   durable up to the page's LSN. A flush either syncs the log that far
+//!   itself ([`WalRule::Sync`]) or skips pages the log has not made
+//!   durable yet ([`WalRule::DurableOnly`]: routine background flushing,
+//!   which must not add log syncs of its own).
 //! * B3. A page is marked clean only if its LSN still equals the LSN of
 //!   the image that was written (checked under a shared latch, which
 //!   excludes changes).
@@ -61,7 +64,7 @@ pub use doublewrite::{DOUBLEWRITE_FILE, Doublewrite};
 use lru::{Lru, NIL};
 
 use crate::io::AlignedBuf;
-use crate::log::{Durability, Log, Lsn};
+use crate::log::{Log, Lsn};
 use crate::page::space::{DataFile, IoStats};
 use crate::page::{self, PageCheck, PageId};
 use crate::stats::Counter;
@@ -74,6 +77,19 @@ const LRU_FLUSH_BATCH: usize = 32;
 
 /// One shard of the page hash: page id -> frame index.
 type Shard = Mutex<HashMap<u64, u32>>;
+
+/// How a flush keeps the write-ahead rule (B2) for a page whose changes
+/// the log has not yet made durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WalRule {
+    /// Sync the log up to the page's LSN, then write the page (evictions,
+    /// urgent flushing, `flush_all`).
+    Sync,
+    /// Leave such a page dirty for a later round: the flush adds no log
+    /// sync (routine background flushing; the next commit's sync makes the
+    /// page writable).
+    DurableOnly,
+}
 
 /// How [`BufferPool::fetch_write`] treats the page's on-disk bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,6 +139,7 @@ struct PoolCounters {
     lru_flushes: Counter,
     flushed: Counter,
     busy_waits: Counter,
+    flushes_deferred: Counter,
 }
 
 /// A snapshot of the buffer pool's state and counters.
@@ -149,6 +166,10 @@ pub struct PoolStats {
     /// go of what it held and waited for the page (B+tree BT5).
     #[serde(default)]
     pub busy_waits: u64,
+    /// Pages a routine flush left dirty because the log had not yet made
+    /// their changes durable ([`WalRule::DurableOnly`]).
+    #[serde(default)]
+    pub flushes_deferred: u64,
     /// Data-page file I/O.
     pub data_io: IoStats,
     /// Doublewrite I/O (none when it is off).
@@ -658,7 +679,7 @@ impl BufferPool {
                 // No clean victim: write a batch of dirty pages from the
                 // cold end (one doublewrite round for all).
                 self.counters.lru_flushes.add(dirty.len() as u64);
-                if self.flush_frames(&dirty)? > 0 {
+                if self.flush_frames(&dirty, WalRule::Sync)? > 0 {
                     stuck_since = None;
                     continue;
                 }
@@ -728,8 +749,13 @@ impl BufferPool {
     /// A page latched exclusively is skipped (B7), and one whose latch is
     /// taken again before it can be marked clean stays dirty; a later
     /// round writes it.
-    fn flush_frames(&self, idxs: &[u32]) -> Result<usize> {
+    fn flush_frames(&self, idxs: &[u32], wal: WalRule) -> Result<usize> {
         let mut batch: Vec<(u32, PageId, u64, AlignedBuf)> = Vec::with_capacity(idxs.len());
+        // B2 without a sync: pages changed past this are left for later.
+        let durable = match (wal, self.wal.get()) {
+            (WalRule::DurableOnly, Some(log)) => log.durable_lsn().0,
+            _ => u64::MAX,
+        };
         for &idx in idxs {
             let Some(id) = self.pin_frame(idx) else {
                 continue;
@@ -754,6 +780,13 @@ impl BufferPool {
                     None
                 }
             };
+            let copy = copy.filter(|c| {
+                let keep = page::lsn(c) <= durable;
+                if !keep {
+                    self.counters.flushes_deferred.incr();
+                }
+                keep
+            });
             if let Some(mut copy) = copy {
                 let lsn = page::lsn(&copy);
                 page::seal(&mut copy);
@@ -804,7 +837,7 @@ impl BufferPool {
         // B2: the log first.
         let max_lsn = batch.iter().map(|b| b.2).max().unwrap_or(0);
         if let Some(log) = self.wal.get() {
-            log.commit(Lsn(max_lsn), Durability::Sync)?;
+            log.make_durable(Lsn(max_lsn))?;
         }
         let pages: Vec<(PageId, &[u8])> = batch.iter().map(|b| (b.1, &b.3[..])).collect();
         match &self.doublewrite {
@@ -819,8 +852,9 @@ impl BufferPool {
     }
 
     /// Write up to `max` of the oldest dirty pages whose oldest change is
-    /// below `below` (all when `u64::MAX`). Returns pages written.
-    pub fn flush_oldest(&self, max: usize, below: u64) -> Result<usize> {
+    /// below `below` (all when `u64::MAX`), following `wal` (B2). Returns
+    /// pages written.
+    pub fn flush_oldest(&self, max: usize, below: u64, wal: WalRule) -> Result<usize> {
         let ids: Vec<u64> = {
             let fl = self.flush_list.lock();
             fl.iter()
@@ -833,13 +867,13 @@ impl BufferPool {
             .iter()
             .filter_map(|&id| self.shard(id).lock().get(&id).copied())
             .collect();
-        self.flush_frames(&idxs)
+        self.flush_frames(&idxs, wal)
     }
 
     /// Write up to `max` dirty pages from the cold end of the LRU (the
-    /// cleaner calls this so evictions find clean victims). Returns pages
-    /// written.
-    pub fn flush_lru_tail(&self, max: usize) -> Result<usize> {
+    /// cleaner calls this so evictions find clean victims), following `wal`
+    /// (B2). Returns pages written.
+    pub fn flush_lru_tail(&self, max: usize, wal: WalRule) -> Result<usize> {
         let mut dirty = Vec::new();
         {
             let lru = self.lru.lock();
@@ -858,7 +892,7 @@ impl BufferPool {
             return Ok(0);
         }
         self.counters.lru_flushes.add(dirty.len() as u64);
-        self.flush_frames(&dirty)
+        self.flush_frames(&dirty, wal)
     }
 
     /// Write every dirty page (in batches).
@@ -868,7 +902,7 @@ impl BufferPool {
             if before == 0 {
                 return Ok(());
             }
-            self.flush_oldest(64, u64::MAX)?;
+            self.flush_oldest(64, u64::MAX, WalRule::Sync)?;
             if self.dirty_pages() >= before {
                 // Pages kept changing under us; a later call finishes.
                 std::thread::yield_now();
@@ -903,6 +937,7 @@ impl BufferPool {
             lru_flushes: self.counters.lru_flushes.get(),
             pages_flushed: self.counters.flushed.get(),
             busy_waits: self.counters.busy_waits.get(),
+            flushes_deferred: self.counters.flushes_deferred.get(),
             data_io: self.file.counters.snapshot(),
             doublewrite_io: self.doublewrite.as_ref().map(|d| d.counters.snapshot()),
         }

@@ -10,13 +10,16 @@
 //! | `durable`        | all bytes below are synced               | any syncer, `fetch_max` (group I1) |
 //! | `durable_boundary` | last record end at or below `durable`  | with `durable` (writer I4)       |
 //! | `ring_limit`     | appenders may copy below this LSN        | writer-lock holder, after zeroing|
-//! | `capacity_limit` | appenders may reserve below this LSN     | `checkpoint`                     |
+//! | `capacity_limit` | appenders may reserve below this LSN     | `checkpoint`, a slot's sync      |
+//! | `pending_slot`   | sequence of a slot not yet durable (0: none) | `checkpoint`, a slot's sync  |
 //!
 //! Invariants (cited by assertions as "core In"):
 //! 1. `durable <= written <= filled <= reserved`, and each only grows.
 //! 2. `ring_limit <= block_floor(written) + ring size`.
-//! 3. `capacity_limit = block_floor(checkpoint) + capacity`: no write can
-//!    overwrite log bytes at or after the checkpoint.
+//! 3. `capacity_limit = block_floor(checkpoint) + capacity`, where
+//!    `checkpoint` is the newest *durable* slot's: no write can overwrite
+//!    log bytes at or after the checkpoint recovery would use. A slot
+//!    written but not yet synced moves nothing.
 //! 4. Once `failed` is set it stays set; nothing is acknowledged after it,
 //!    every waiter is woken with the failure, and only reopening clears it.
 //!
@@ -48,10 +51,13 @@ use super::ring::Ring;
 use super::writer::Writer;
 use crate::{Error, Result};
 
-/// State of the checkpoint slots.
+/// State of the checkpoint slots (see "Checkpoint slots" in `mod.rs`).
 #[derive(Debug)]
 pub(crate) struct CheckpointState {
+    /// The newest durable slot: the one recovery would use.
     pub(crate) slot: CheckpointSlot,
+    /// A newer slot written into file `.1` but not yet synced (at most one).
+    pub(crate) pending: Option<(CheckpointSlot, usize)>,
 }
 
 /// The background flush thread's doorbell.
@@ -95,6 +101,10 @@ pub(crate) struct Core {
     pub(crate) durable_boundary: CachePadded<AtomicU64>,
     pub(crate) ring_limit: CachePadded<AtomicU64>,
     pub(crate) capacity_limit: CachePadded<AtomicU64>,
+    /// Sequence number of the pending checkpoint slot, 0 if none: read
+    /// before every sync (a sync of its file makes it durable) and by the
+    /// writer (no `RWF_DSYNC` while a slot waits, writer I3).
+    pub(crate) pending_slot: CachePadded<AtomicU64>,
     /// Highest LSN committed with `Write` or `Lazy`, for the timed syncer.
     pub(crate) lazy_lsn: CachePadded<AtomicU64>,
 
@@ -168,6 +178,7 @@ impl Core {
             capacity_limit: CachePadded::new(AtomicU64::new(
                 format::block_floor(slot.checkpoint_lsn.0) + capacity,
             )),
+            pending_slot: CachePadded::new(AtomicU64::new(0)),
             lazy_lsn: CachePadded::new(AtomicU64::new(0)),
             failed: CachePadded::new(AtomicBool::new(false)),
             failure: Mutex::new(None),
@@ -177,7 +188,10 @@ impl Core {
             group: Mutex::new(GroupState::default()),
             write_group: Mutex::new(GroupState::default()),
             naive: Mutex::new(()),
-            checkpoint: Mutex::new(CheckpointState { slot }),
+            checkpoint: Mutex::new(CheckpointState {
+                slot,
+                pending: None,
+            }),
             checkpoint_cv: Condvar::new(),
             metrics: LogMetrics::default(),
             flusher: Doorbell::default(),

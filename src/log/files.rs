@@ -4,8 +4,9 @@
 //!
 //! Lifecycle of the set of files:
 //! `create` (write every file full-size with zeros, headers, sync each file,
-//! write checkpoint slot A, sync, sync the directory) -> in use (overwritten
-//! in a circle; never grown, renamed or re-zeroed) -> `open` (validate).
+//! write the first checkpoint slot into file 0, sync, sync the directory)
+//! -> in use (overwritten in a circle; never grown, renamed or re-zeroed)
+//! -> `open` (validate; a writer upgrades version 1 headers).
 //! A log whose creation was cut short has no valid checkpoint slot and is
 //! rejected at open with a clear error.
 //!
@@ -25,7 +26,7 @@ pub(crate) fn file_name(index: u32) -> String {
     format!("log.{index:03}")
 }
 
-/// Byte offset in file 0 of checkpoint slot 0 or 1.
+/// Byte offset in a file of checkpoint slot 0 or 1.
 fn slot_offset(slot: u64) -> u64 {
     BLOCK * (1 + slot)
 }
@@ -79,6 +80,7 @@ impl LogFiles {
                 at += n as u64;
             }
             let h = FileHeader {
+                version: format::FORMAT_VERSION,
                 log_id,
                 file_index: index,
                 file_count,
@@ -111,7 +113,8 @@ impl LogFiles {
             epoch: 1,
             durable_lsn: format::INITIAL_LSN,
         };
-        lf.write_slot(&slot)?;
+        lf.write_slot(&slot, 0)?;
+        lf.sync(0)?;
         vfs.sync_dir(dir)?;
         Ok((lf, slot))
     }
@@ -274,47 +277,77 @@ impl LogFiles {
         Ok(self.file(index)?.sync_data()?)
     }
 
-    /// Write a checkpoint slot (slot `seq % 2`) and sync file 0.
-    pub(crate) fn write_slot(&self, slot: &CheckpointSlot) -> Result<()> {
+    /// Write a checkpoint slot (slot `seq % 2`) into file `index`, without
+    /// syncing: the caller makes it durable with [`LogFiles::sync`] of the
+    /// same file.
+    pub(crate) fn write_slot(&self, slot: &CheckpointSlot, index: usize) -> Result<()> {
         let mut block = AlignedBuf::new(BLOCK as usize);
         block.copy_from_slice(&slot.encode());
-        let f0 = self.file(0)?;
-        f0.write_all_at(&block, slot_offset(slot.seq % 2))?;
-        f0.sync_data()?;
+        self.file(index)?
+            .write_all_at(&block, slot_offset(slot.seq % 2))?;
         Ok(())
     }
 
+    /// Rewrite every file header of a version 1 log with the current
+    /// version, each synced, so that slots may be written into any file
+    /// (format.rs). Idempotent; a crash part-way leaves some files upgraded,
+    /// which this build reads and the next writer finishes.
+    pub(crate) fn upgrade(&mut self) -> Result<()> {
+        if self.header.version == format::FORMAT_VERSION {
+            return Ok(());
+        }
+        for (index, f) in self.files.iter().enumerate() {
+            let h = FileHeader {
+                version: format::FORMAT_VERSION,
+                file_index: index as u32,
+                ..self.header
+            };
+            let mut block = AlignedBuf::new(BLOCK as usize);
+            block.copy_from_slice(&h.encode());
+            f.write_all_at(&block, 0)?;
+            f.sync_data()?;
+        }
+        self.header.version = format::FORMAT_VERSION;
+        Ok(())
+    }
+
+    /// The valid slot with the highest sequence number over every file
+    /// (a torn or lost newest slot falls back to the one before it, which
+    /// is durable: see `Core::checkpoint`).
     fn read_newest_slot(&self) -> Result<CheckpointSlot> {
-        let f0 = self.file(0)?;
         let mut best: Option<CheckpointSlot> = None;
         let mut reasons = Vec::new();
-        for index in 0..2 {
-            let mut block = AlignedBuf::new(BLOCK as usize);
-            f0.read_exact_at(&mut block, slot_offset(index))?;
-            match CheckpointSlot::decode(&block) {
-                Ok(s) if s.log_id != self.header.log_id => {
-                    reasons.push(format!("slot {index}: belongs to another log"));
-                }
-                Ok(s) if s.seq % 2 != index => {
-                    reasons.push(format!(
-                        "slot {index}: sequence {} in the wrong slot",
-                        s.seq
-                    ));
-                }
-                Ok(slot) => {
-                    if best.is_none_or(|b| slot.seq > b.seq) {
-                        best = Some(slot);
+        for (fi, f) in self.files.iter().enumerate() {
+            for index in 0..2 {
+                let mut block = AlignedBuf::new(BLOCK as usize);
+                f.read_exact_at(&mut block, slot_offset(index))?;
+                match CheckpointSlot::decode(&block) {
+                    Ok(s) if s.log_id != self.header.log_id => {
+                        reasons.push(format!("file {fi} slot {index}: belongs to another log"));
                     }
+                    Ok(s) if s.seq % 2 != index => {
+                        reasons.push(format!(
+                            "file {fi} slot {index}: sequence {} in the wrong slot",
+                            s.seq
+                        ));
+                    }
+                    Ok(slot) => {
+                        if best.is_none_or(|b| slot.seq > b.seq) {
+                            best = Some(slot);
+                        }
+                    }
+                    // Never written: normal outside file 0.
+                    Err(DecodeError::Magic(m)) if m.iter().all(|&b| b == 0) => {}
+                    Err(e) => reasons.push(format!("file {fi} slot {index}: {e}")),
                 }
-                Err(DecodeError::Magic(m)) if m.iter().all(|&b| b == 0) => {
-                    reasons.push(format!("slot {index}: never written"));
-                }
-                Err(e) => reasons.push(format!("slot {index}: {e}")),
             }
+        }
+        if reasons.is_empty() {
+            reasons.push("no slot was ever written".into());
         }
         best.ok_or_else(|| {
             Error::corrupt(
-                f0.path(),
+                self.dir.join(file_name(0)),
                 slot_offset(0),
                 format!(
                     "no valid checkpoint slot ({}); the log was never completely created or is damaged",

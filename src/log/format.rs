@@ -1,6 +1,7 @@
 //! On-disk layout of the redo log: file header, checkpoint slots, records.
 //! Pure functions over byte slices; no I/O. The same tables are in
-//! `docs/log-format.md`. Every field below was introduced in format version 1.
+//! `docs/log-format.md`. Every field below was introduced in format version 1;
+//! version 2 changed only where checkpoint slots may live (see below).
 //!
 //! # Files
 //! The log is `file_count` files `log.000`, `log.001`, ... of `file_size`
@@ -11,9 +12,18 @@
 //! | block | meaning                                                   |
 //! |-------|-----------------------------------------------------------|
 //! | 0     | file header ([`FileHeader`])                              |
-//! | 1     | checkpoint slot A ([`CheckpointSlot`]; file 0 only)       |
-//! | 2     | checkpoint slot B (file 0 only)                           |
+//! | 1     | checkpoint slot A ([`CheckpointSlot`], even sequence)     |
+//! | 2     | checkpoint slot B (odd sequence)                          |
 //! | 3     | reserved, zero                                            |
+//!
+//! In format version 1 only file 0 held checkpoint slots. From version 2 a
+//! slot may be written into any file (the one the log is appending to, so
+//! that the sync of a commit's write also makes the slot durable), and
+//! open takes the valid slot with the highest sequence number over every
+//! file. A version 1 log is upgraded when it is opened for writing: every
+//! file header is rewritten with version 2 and synced before any slot is
+//! written outside file 0, so a build that reads only version 1 refuses
+//! the log instead of missing its newest checkpoint.
 //!
 //! Log data fills the rest. LSNs are byte positions in one endless stream;
 //! with `cap = file_size - HEADER_AREA`, byte `lsn` lives in file
@@ -61,8 +71,10 @@ pub const HEADER_AREA: u64 = 4 * BLOCK;
 pub const RECORD_HEADER: usize = 24;
 /// Largest payload of one fragment the format allows.
 pub const MAX_FRAGMENT_PAYLOAD: u32 = 1 << 20;
-/// Current format version.
-pub const FORMAT_VERSION: u32 = 1;
+/// Current format version: what this build writes.
+pub const FORMAT_VERSION: u32 = 2;
+/// Oldest format version this build reads (and upgrades when it writes).
+pub const MIN_FORMAT_VERSION: u32 = 1;
 /// First LSN of a new log. Nonzero so that a zeroed word never looks like a
 /// published record (see `ring.rs`).
 pub const INITIAL_LSN: Lsn = Lsn(BLOCK);
@@ -182,6 +194,9 @@ impl std::fmt::Display for DecodeError {
 /// | 60     | 4    | CRC-32C of bytes 0..60               |
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileHeader {
+    /// Format version of this file ([`MIN_FORMAT_VERSION`] to
+    /// [`FORMAT_VERSION`]); new files get [`FORMAT_VERSION`].
+    pub version: u32,
     /// Random identity shared by all files of one log.
     pub log_id: u128,
     /// Index of this file in the circle.
@@ -199,7 +214,7 @@ impl FileHeader {
     pub fn encode(&self) -> [u8; BLOCK as usize] {
         let mut b = [0u8; BLOCK as usize];
         put(&mut b, 0, &FILE_MAGIC);
-        put(&mut b, 8, &FORMAT_VERSION.to_le_bytes());
+        put(&mut b, 8, &self.version.to_le_bytes());
         put(&mut b, 12, &(FILE_HEADER_LEN as u32).to_le_bytes());
         put(&mut b, 16, &self.log_id.to_le_bytes());
         put(&mut b, 32, &self.file_index.to_le_bytes());
@@ -219,7 +234,7 @@ impl FileHeader {
             return Err(DecodeError::Magic(magic.to_vec()));
         }
         let version = get_u32(b, 8);
-        if version != FORMAT_VERSION {
+        if !(MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(DecodeError::Version(version));
         }
         if get_u32(b, 12) as usize != FILE_HEADER_LEN {
@@ -234,6 +249,7 @@ impl FileHeader {
             return Err(DecodeError::Field("block size"));
         }
         let h = FileHeader {
+            version,
             log_id: get_u128(b, 16),
             file_index: get_u32(b, 32),
             file_count: get_u32(b, 36),
@@ -250,8 +266,10 @@ impl FileHeader {
     }
 }
 
-/// A checkpoint slot (blocks 1 and 2 of file 0; written alternately, the
-/// valid one with the higher sequence number wins).
+/// A checkpoint slot (block 1 or 2 of a file, by the parity of its sequence
+/// number; the valid slot with the highest sequence number in any file
+/// wins). Slots are always written with [`FORMAT_VERSION`]; version 1 slots
+/// are read.
 ///
 /// | offset | size | field                                         |
 /// |--------|------|-----------------------------------------------|
@@ -302,7 +320,7 @@ impl CheckpointSlot {
             return Err(DecodeError::Magic(magic.to_vec()));
         }
         let version = get_u32(b, 8);
-        if version != FORMAT_VERSION {
+        if !(MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(DecodeError::Version(version));
         }
         let stored = get_u32(b, CHECKPOINT_LEN);
@@ -461,6 +479,7 @@ mod tests {
     #[test]
     fn file_header_round_trip() {
         let h = FileHeader {
+            version: FORMAT_VERSION,
             log_id: 0x1234_5678_9abc_def0_1122_3344_5566_7788,
             file_index: 2,
             file_count: 4,
@@ -468,6 +487,9 @@ mod tests {
             created_unix: 1_700_000_000,
         };
         assert_eq!(FileHeader::decode(&h.encode()).unwrap(), h);
+        // Version 1 headers are still read (and upgraded by a writer).
+        let old = FileHeader { version: 1, ..h };
+        assert_eq!(FileHeader::decode(&old.encode()).unwrap(), old);
     }
 
     #[test]
@@ -494,6 +516,7 @@ mod tests {
         b[..8].copy_from_slice(b"SQLite f");
         assert!(matches!(FileHeader::decode(&b), Err(DecodeError::Magic(_))));
         let h = FileHeader {
+            version: FORMAT_VERSION,
             log_id: 1,
             file_index: 0,
             file_count: 1,
@@ -503,6 +526,8 @@ mod tests {
         let mut b = h.encode();
         b[8] = 99;
         assert_eq!(FileHeader::decode(&b), Err(DecodeError::Version(99)));
+        b[8] = 0;
+        assert_eq!(FileHeader::decode(&b), Err(DecodeError::Version(0)));
     }
 
     #[test]

@@ -275,7 +275,7 @@ impl Core {
         r
     }
 
-    fn check_lsn(&self, lsn: u64) -> Result<()> {
+    pub(crate) fn check_lsn(&self, lsn: u64) -> Result<()> {
         let reserved = self.reserved.load(Ordering::Acquire);
         if lsn > reserved {
             return Err(Error::InvalidArgument {
@@ -391,9 +391,14 @@ impl Core {
         let from = self.durable.load(Ordering::Acquire);
         let w = self.write_to(lsn, true)?;
         if !w.synced {
-            // Always sync at least the commit's own last byte: this mode is
-            // the one-sync-per-commit baseline, so it never skips.
-            self.sync_range(from.min(lsn.saturating_sub(1)), w.written)?;
+            // This mode is the one-sync-per-commit baseline, so it never
+            // skips: a commit another one already made durable syncs the
+            // file holding its own last byte (that file alone).
+            if from >= lsn {
+                self.sync_range(lsn.saturating_sub(1), lsn)?;
+            } else {
+                self.sync_range(from, w.written)?;
+            }
         }
         self.mark_durable(&w);
         self.metrics.group_size.record(1);

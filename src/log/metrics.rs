@@ -39,6 +39,8 @@ pub(crate) struct LogMetrics {
     pub space_waits: Counter,
     pub log_full_waits: Counter,
     pub checkpoints: Counter,
+    pub checkpoint_syncs: Counter,
+    pub slots_absorbed: Counter,
 }
 
 /// A snapshot of a log's metrics, as `quill status` prints it and the
@@ -98,9 +100,15 @@ pub struct LogStats {
     pub space_waits: u64,
     /// Appends that waited for a checkpoint to free log space.
     pub log_full_waits: u64,
-    /// Checkpoints written (each one slot write and one sync).
+    /// Checkpoint slots written.
     pub checkpoints: u64,
-    /// Syncs per commit, all durability levels (checkpoints included).
+    /// Syncs made for a checkpoint slot alone: a slot that no sync of log
+    /// data made durable first (urgent checkpoints, an idle log).
+    pub checkpoint_syncs: u64,
+    /// Slots made durable by a sync of log data (a commit's) at no cost.
+    pub slots_absorbed: u64,
+    /// Log syncs per commit, all durability levels: `syncs` plus
+    /// `checkpoint_syncs`, over commits.
     pub fsyncs_per_commit: f64,
     /// Log bytes written per commit.
     pub write_bytes_per_commit: f64,
@@ -124,7 +132,7 @@ impl LogMetrics {
         let commits_lazy = self.commits_lazy.get();
         let commits = (commits_sync + commits_write + commits_lazy).max(1) as f64;
         let syncs = self.syncs.get();
-        let checkpoints = self.checkpoints.get();
+        let checkpoint_syncs = self.checkpoint_syncs.get();
         let write_bytes = self.write_bytes.get();
         LogStats {
             appends: self.appends.get(),
@@ -151,8 +159,10 @@ impl LogMetrics {
             hole_waits: self.hole_waits.get(),
             space_waits: self.space_waits.get(),
             log_full_waits: self.log_full_waits.get(),
-            checkpoints,
-            fsyncs_per_commit: (syncs + checkpoints) as f64 / commits,
+            checkpoints: self.checkpoints.get(),
+            checkpoint_syncs,
+            slots_absorbed: self.slots_absorbed.get(),
+            fsyncs_per_commit: (syncs + checkpoint_syncs) as f64 / commits,
             write_bytes_per_commit: write_bytes as f64 / commits,
             ..LogStats::default()
         }
@@ -222,15 +232,20 @@ impl std::fmt::Display for LogStats {
         )?;
         writeln!(
             f,
-            "  log writes {} ({} bytes, {:.0} bytes/commit); durable I/Os {} ({} RWF_DSYNC writes + {} fdatasync), {:.4} per commit incl. {} checkpoints",
+            "  log writes {} ({} bytes, {:.0} bytes/commit); durable I/Os {} ({} RWF_DSYNC writes + {} fdatasync) + {} checkpoint syncs = {:.4} per commit",
             self.writes,
             self.write_bytes,
             self.write_bytes_per_commit,
             self.syncs,
             self.dsync_writes,
             self.syncs.saturating_sub(self.dsync_writes),
+            self.checkpoint_syncs,
             self.fsyncs_per_commit,
-            self.checkpoints
+        )?;
+        writeln!(
+            f,
+            "  checkpoint slots {} ({} made durable by a commit's sync, {} synced on their own)",
+            self.checkpoints, self.slots_absorbed, self.checkpoint_syncs
         )?;
         hist_line(f, "plain write latency", &self.write_latency, true)?;
         hist_line(f, "durable I/O latency", &self.sync_latency, true)?;

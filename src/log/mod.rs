@@ -55,7 +55,7 @@ pub use group::CommitFuture;
 pub use metrics::LogStats;
 pub use recovery::{RecoveredRecord, StopReason};
 
-use self::core::Core;
+use self::core::{CheckpointState, Core};
 use self::files::LogFiles;
 use self::format::{BLOCK, CheckpointSlot, HEADER_AREA};
 use crate::io::{AlignedBuf, OpenOptions, Vfs};
@@ -137,9 +137,12 @@ name_enum!(CommitMode, "commit mode", Leader => "leader", Flusher => "flusher", 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogOptions {
     /// Bytes per log file (header area included); used at creation only,
-    /// an existing log keeps its own. Default 64 MiB.
+    /// an existing log keeps its own. Default 256 MiB.
     pub file_size: u64,
-    /// Files in the circle; creation only. Default 4.
+    /// Files in the circle; creation only. Default 1: a commit whose bytes
+    /// cross from one file into the next needs a sync of each, so more
+    /// files only add syncs (MariaDB moved to one log file for the same
+    /// reason); the circle's wrap inside one file is one sync.
     pub file_count: u32,
     /// Bytes of in-memory log buffer: a power of two, at least 16 KiB and at
     /// most the log capacity. Default 16 MiB.
@@ -154,8 +157,8 @@ pub struct LogOptions {
 impl Default for LogOptions {
     fn default() -> Self {
         LogOptions {
-            file_size: 64 << 20,
-            file_count: 4,
+            file_size: 256 << 20,
+            file_count: 1,
             buffer_size: 16 << 20,
             mode: CommitMode::Leader,
             direct_io: true,
@@ -272,7 +275,7 @@ impl Log {
         mut on_record: impl FnMut(&RecoveredRecord<'_>) -> Result<()>,
     ) -> Result<(Log, RecoveryReport)> {
         let started = Instant::now();
-        let (files, slot) = LogFiles::open(vfs.as_ref(), dir, opts.direct_io, true)?;
+        let (mut files, slot) = LogFiles::open(vfs.as_ref(), dir, opts.direct_io, true)?;
         let mut opts = opts;
         let capacity = files.capacity();
         if opts.validate_buffer(capacity).is_err() {
@@ -306,8 +309,12 @@ impl Log {
             durable_lsn: Lsn(outcome.end),
             ..slot
         };
+        // Before any slot goes outside file 0 (format.rs).
+        files.upgrade()?;
         // Recovery I3: the new epoch is durable before any record carries it.
-        files.write_slot(&new_slot)?;
+        let (slot_file, _) = files.locate(outcome.end);
+        files.write_slot(&new_slot, slot_file)?;
+        files.sync(slot_file)?;
         let report = RecoveryReport {
             checkpoint_lsn: slot.checkpoint_lsn,
             end_lsn: Lsn(outcome.end),
@@ -348,19 +355,43 @@ impl Log {
         self.core.commit(lsn.0, durability)
     }
 
+    /// Make the log durable up to `lsn` for the caller's own needs (the
+    /// write-ahead rule before a page write, a checkpoint), through the same
+    /// group commit as a `Sync` commit, but not counted as a commit: the
+    /// syncs it causes show in [`LogStats::syncs`] without a commit to
+    /// share them with.
+    pub fn make_durable(&self, lsn: Lsn) -> Result<()> {
+        self.core.check_failed()?;
+        self.core.check_lsn(lsn.0)?;
+        self.core.sync_to(lsn.0, false)
+    }
+
     /// Like [`Log::commit`], as a future that never blocks the polling
     /// thread on a sync: usable from async executors such as tokio.
     pub fn commit_async(&self, lsn: Lsn, durability: Durability) -> CommitFuture {
         CommitFuture::new(self.core.clone(), lsn.0, durability)
     }
 
-    /// Write a checkpoint: recovery will start scanning at `lsn`, and log
-    /// space before it may be reused. `lsn` must be a record boundary (a
-    /// value returned by [`Log::append`] or [`Log::durable_lsn`]) that is
-    /// already durable: a checkpoint never waits for group commit, because
-    /// appenders waiting for log space may be what group commit waits for.
+    /// Write a checkpoint and make it durable before returning: recovery
+    /// will start scanning at `lsn`, and log space before it may be reused.
+    /// `lsn` must be a record boundary (a value returned by [`Log::append`]
+    /// or [`Log::durable_lsn`]) that is already durable: a checkpoint never
+    /// waits for group commit, because appenders waiting for log space may be
+    /// what group commit waits for. Costs one sync of its own (counted in
+    /// [`LogStats::checkpoint_syncs`]).
     pub fn checkpoint(&self, lsn: Lsn) -> Result<()> {
-        self.core.checkpoint(lsn.0)
+        self.core.checkpoint(lsn.0, false)
+    }
+
+    /// Like [`Log::checkpoint`], but the slot is only written, not synced:
+    /// the next sync of log data (a commit's) makes it durable at no extra
+    /// cost, and only then does it take effect ([`Log::checkpoint_lsn`]
+    /// moves and log space is freed). A slot still waiting when the next
+    /// checkpoint call comes, or at close, is synced then. Use it for
+    /// routine checkpoints; use [`Log::checkpoint`] when appenders wait for
+    /// space.
+    pub fn checkpoint_deferred(&self, lsn: Lsn) -> Result<()> {
+        self.core.checkpoint(lsn.0, true)
     }
 
     /// The end of the log: the LSN the next append will start at.
@@ -392,7 +423,7 @@ impl Log {
         c.reserved.load(Ordering::Acquire).saturating_sub(floor)
     }
 
-    /// The LSN of the last checkpoint.
+    /// The LSN of the last durable checkpoint (where recovery would start).
     pub fn checkpoint_lsn(&self) -> Lsn {
         self.core.checkpoint.lock().slot.checkpoint_lsn
     }
@@ -445,6 +476,11 @@ impl Log {
                 .max(c.pending_waiter_lsn());
             if pending > c.durable.load(Ordering::Acquire) {
                 result = c.sync_to(pending, false);
+            }
+            // A clean close leaves its newest checkpoint durable.
+            let slot = c.sync_pending_slot();
+            if result.is_ok() {
+                result = slot;
             }
         }
         c.stop_threads();
@@ -582,8 +618,24 @@ impl Core {
         self.start_lsn
     }
 
-    /// Write a checkpoint slot for `lsn` (see [`Log::checkpoint`]).
-    pub(crate) fn checkpoint(&self, lsn: u64) -> Result<()> {
+    /// Write a checkpoint slot for `lsn` (see [`Log::checkpoint`]); with
+    /// `defer`, leave it pending for the next sync of log data.
+    ///
+    /// Checkpoint slots (invariants C1-C3, which recovery relies on):
+    /// 1. At most one slot is pending. A new slot is written only once the
+    ///    previous one is durable, so the newest durable slot is never
+    ///    overwritten (the two alternate by sequence parity) and a torn or
+    ///    lost pending slot falls back to it at open.
+    /// 2. A pending slot changes nothing in memory: `capacity_limit` and
+    ///    `checkpoint_lsn` move only when it is durable (core I3), so the
+    ///    log it would let go of is still intact if a crash loses it.
+    /// 3. A pending slot is durable after an `fdatasync` of its file that
+    ///    started after the slot's write returned; `pending_slot` is set
+    ///    after the write and read before each sync (`sync_range`). An
+    ///    `RWF_DSYNC` write never counts (writer I3). The slot goes into
+    ///    the file holding the durable LSN, which the next commit's sync
+    ///    covers.
+    pub(crate) fn checkpoint(&self, lsn: u64, defer: bool) -> Result<()> {
         self.check_failed()?;
         let end = self.reserved.load(Ordering::Acquire);
         if !lsn.is_multiple_of(8) || lsn > end {
@@ -602,6 +654,10 @@ impl Core {
             });
         }
         let mut ck = self.checkpoint.lock();
+        // C1: settle the pending slot first.
+        if let Some((_, fi)) = ck.pending {
+            ck = self.sync_slot_file(ck, fi)?;
+        }
         if lsn <= ck.slot.checkpoint_lsn.0 {
             return Ok(());
         }
@@ -616,16 +672,73 @@ impl Core {
             durable_lsn: Lsn(durable),
             log_id: ck.slot.log_id,
         };
-        if let Err(e) = self.files.write_slot(&slot) {
+        let (fi, _) = self.files.locate(durable);
+        if let Err(e) = self.files.write_slot(&slot, fi) {
             // `fail` takes the checkpoint lock to wake log-full waiters.
             drop(ck);
             return Err(self.fail(e));
         }
         self.metrics.checkpoints.incr();
+        ck.pending = Some((slot, fi));
+        self.pending_slot.store(slot.seq, Ordering::Release);
+        if !defer {
+            drop(self.sync_slot_file(ck, fi)?);
+        }
+        Ok(())
+    }
+
+    /// Sync file `fi` for the pending slot alone (a checkpoint sync) and
+    /// make the slot take effect.
+    fn sync_slot_file<'a>(
+        &'a self,
+        mut ck: parking_lot::MutexGuard<'a, CheckpointState>,
+        fi: usize,
+    ) -> Result<parking_lot::MutexGuard<'a, CheckpointState>> {
+        let t0 = Instant::now();
+        if let Err(e) = self.files.sync(fi) {
+            drop(ck);
+            return Err(self.fail(e));
+        }
+        self.metrics.sync_latency.record_duration(t0.elapsed());
+        self.metrics.checkpoint_syncs.incr();
+        self.promote_slot(&mut ck);
+        Ok(ck)
+    }
+
+    /// C2: the pending slot is durable; let it take effect.
+    fn promote_slot(&self, ck: &mut CheckpointState) {
+        let Some((slot, _)) = ck.pending.take() else {
+            return;
+        };
+        self.pending_slot.store(0, Ordering::Release);
         ck.slot = slot;
-        self.capacity_limit
-            .store(format::block_floor(lsn) + self.capacity, Ordering::Release);
+        self.capacity_limit.store(
+            format::block_floor(slot.checkpoint_lsn.0) + self.capacity,
+            Ordering::Release,
+        );
         self.checkpoint_cv.notify_all();
+    }
+
+    /// C3: a sync of file `fi` that began after `pending_slot` read `seq`
+    /// has completed; if that slot is still the pending one and lives in
+    /// `fi`, it is durable now.
+    pub(crate) fn slot_synced(&self, seq: u64, fi: usize) {
+        let mut ck = self.checkpoint.lock();
+        if ck
+            .pending
+            .is_some_and(|(slot, file)| slot.seq == seq && file == fi)
+        {
+            self.metrics.slots_absorbed.incr();
+            self.promote_slot(&mut ck);
+        }
+    }
+
+    /// Sync the pending slot's file if a slot is pending (close).
+    pub(crate) fn sync_pending_slot(&self) -> Result<()> {
+        let ck = self.checkpoint.lock();
+        if let Some((_, fi)) = ck.pending {
+            drop(self.sync_slot_file(ck, fi)?);
+        }
         Ok(())
     }
 

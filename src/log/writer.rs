@@ -24,8 +24,9 @@
 //! 2. `block_floor(written)` onwards is still in the ring (the tail block);
 //!    every ring block wholly below it has been zeroed (ring I2).
 //! 3. An `RWF_DSYNC` write is issued only when `durable >= written` before
-//!    it: such a write (FUA) makes only its own bytes durable, so it must
-//!    not be trusted for earlier plain writes still in a device cache.
+//!    it and no checkpoint slot is pending: such a write (FUA) makes only
+//!    its own bytes durable, so it must not be trusted for earlier plain
+//!    writes still in a device cache, nor for a slot (checkpoint C3).
 //! 4. `boundary` is the end of the last complete logical record (a `Full` or
 //!    `Last` fragment) at or below `filled`. `written`, `filled` and
 //!    `durable` move a fragment (or a write chunk) at a time and may stop in
@@ -103,6 +104,18 @@ impl Writer {
         p
     }
 
+    /// Whether writing up to `filled` takes one write call: one staging
+    /// buffer, one file. Only then is `RWF_DSYNC` used (writer I3): two
+    /// durable writes would be two syncs where a plain write per piece and
+    /// one `fdatasync` per file is never more, and is one at the wrap of a
+    /// single-file log.
+    fn one_write(&self, core: &Core, filled: u64) -> bool {
+        let from = format::block_floor(self.written);
+        let to = format::block_ceil(filled);
+        let max = (self.staging.len() - format::BLOCK as usize) as u64;
+        to - from <= max && from / core.files.cap == (to - 1) / core.files.cap
+    }
+
     /// Write every byte below `filled` (the caller's fresh `scan`) not yet
     /// written; with `dsync`, each write is durable on return (`RWF_DSYNC`).
     fn write_available(&mut self, core: &Core, filled: u64, dsync: bool) -> Result<()> {
@@ -174,7 +187,9 @@ impl Core {
             let dsync = sync
                 && filled >= need
                 && filled > w.written
-                && self.durable.load(Ordering::Acquire) >= w.written;
+                && self.durable.load(Ordering::Acquire) >= w.written
+                && self.pending_slot.load(Ordering::Acquire) == 0
+                && w.one_write(self, filled);
             if let Err(e) = w.write_available(self, filled, dsync) {
                 drop(w);
                 return Err(self.fail(e));
@@ -247,11 +262,17 @@ impl Core {
     }
 
     /// Sync the files holding `[from, to)`; timed and counted as log syncs.
+    /// A pending checkpoint slot in one of them becomes durable with it
+    /// (checkpoint C3).
     pub(crate) fn sync_range(&self, from: u64, to: u64) -> Result<()> {
         for fi in self.files.files_between(from, to) {
+            let slot = self.pending_slot.load(Ordering::Acquire);
             let t0 = Instant::now();
             if let Err(e) = self.files.sync(fi) {
                 return Err(self.fail(e));
+            }
+            if slot != 0 {
+                self.slot_synced(slot, fi);
             }
             let d = t0.elapsed();
             self.metrics.sync_latency.record_duration(d);

@@ -11,13 +11,22 @@
 //!    clean state and recovery stays short;
 //! 5. writes a checkpoint (store T2) at most once a second, or at once
 //!    after urgent flushing.
+//!
+//! Routine rounds add no log sync of their own, so that a database under
+//! `Sync` commits makes at most one log sync per commit, even with one
+//! client: they write only pages whose changes are durable already (no
+//! write-ahead sync, buffer B2), and their checkpoint slot is made durable
+//! by the next commit's sync (`Log::checkpoint_deferred`). Urgent rounds
+//! (log space running out, or a throttled writer doing the cleaner's work)
+//! sync whatever they need.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::Shared;
 use crate::Result;
-use crate::log::{Durability, Lsn};
+use crate::buffer::WalRule;
+use crate::log::Lsn;
 
 const BATCH: usize = 64;
 
@@ -45,7 +54,7 @@ pub(super) fn run(s: &Shared) {
             }
         };
         if urgent || last_checkpoint.elapsed() >= Duration::from_secs(1) {
-            if let Err(e) = checkpoint(s) {
+            if let Err(e) = checkpoint(s, urgent) {
                 tracing::error!(error = %e, "page cleaner: checkpoint failed");
             }
             last_checkpoint = Instant::now();
@@ -70,9 +79,15 @@ pub(super) fn flush_round(s: &Shared, force: bool) -> Result<bool> {
     } else {
         end.saturating_sub(cap / 2)
     };
+    // Routine rounds write only pages already durable in the log.
+    let wal = if urgent {
+        WalRule::Sync
+    } else {
+        WalRule::DurableOnly
+    };
     let mut flushed = 0;
     while s.pool.oldest_dirty_lsn().is_some_and(|o| o < below) {
-        let n = s.pool.flush_oldest(BATCH, below)?;
+        let n = s.pool.flush_oldest(BATCH, below, wal)?;
         flushed += n;
         if n == 0 {
             break;
@@ -80,7 +95,7 @@ pub(super) fn flush_round(s: &Shared, force: bool) -> Result<bool> {
     }
     // 2. The cold end of the LRU: keep clean victims for evictions.
     for _ in 0..8 {
-        let n = s.pool.flush_lru_tail(BATCH)?;
+        let n = s.pool.flush_lru_tail(BATCH, wal)?;
         flushed += n;
         if n < BATCH / 2 {
             break;
@@ -88,24 +103,27 @@ pub(super) fn flush_round(s: &Shared, force: bool) -> Result<bool> {
     }
     // 3. Dirty ratio, 4. trickle.
     if s.pool.dirty_pages() > s.pool.frames() / 2 {
-        s.pool.flush_oldest(BATCH * 4, u64::MAX)?;
+        s.pool.flush_oldest(BATCH * 4, u64::MAX, wal)?;
     } else if flushed == 0 && s.pool.dirty_pages() > 0 {
-        s.pool.flush_oldest(BATCH / 4, u64::MAX)?;
+        s.pool.flush_oldest(BATCH / 4, u64::MAX, wal)?;
     }
     if force {
-        checkpoint(s)?;
+        checkpoint(s, true)?;
     }
     Ok(urgent)
 }
 
-/// Write a checkpoint (store T2). Returns the checkpoint LSN.
-pub(super) fn checkpoint(s: &Shared) -> Result<Lsn> {
+/// Write a checkpoint (store T2). Returns the LSN it will start recovery
+/// at once durable. With `now`, the checkpoint is durable on return and
+/// first makes everything written durable (so a database written only with
+/// `Write`/`Lazy` commits, or by one long transaction, moves its checkpoint
+/// at once); otherwise the slot waits for the next commit's sync, and
+/// `Write`/`Lazy` commits become durable through the log's timer.
+pub(super) fn checkpoint(s: &Shared, now: bool) -> Result<Lsn> {
     let _one = s.checkpoint_lock.lock();
-    // Make what is written durable, so a database written only with
-    // `Write`/`Lazy` commits still moves its checkpoint.
     let written = s.log.written_lsn();
-    if s.log.durable_lsn() < written {
-        s.log.commit(written, Durability::Sync)?;
+    if now && s.log.durable_lsn() < written {
+        s.log.make_durable(written)?;
     }
     let durable = s.log.durable_lsn().0;
     let cp = match s.pool.oldest_dirty_lsn() {
@@ -117,7 +135,11 @@ pub(super) fn checkpoint(s: &Shared) -> Result<Lsn> {
         return Ok(current);
     }
     s.pool.file().sync()?;
-    s.log.checkpoint(Lsn(cp))?;
+    if now {
+        s.log.checkpoint(Lsn(cp))?;
+    } else {
+        s.log.checkpoint_deferred(Lsn(cp))?;
+    }
     s.counters.checkpoints.incr();
     Ok(Lsn(cp))
 }

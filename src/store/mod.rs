@@ -458,15 +458,15 @@ impl Store {
         Ok(())
     }
 
-    /// Write a fuzzy checkpoint now (T2). Returns its LSN.
+    /// Write a fuzzy checkpoint now (T2), durable on return. Returns its LSN.
     pub fn checkpoint(&self) -> Result<Lsn> {
-        cleaner::checkpoint(&self.shared)
+        cleaner::checkpoint(&self.shared, true)
     }
 
-    /// Write every dirty page, then checkpoint.
+    /// Write every dirty page, then checkpoint (durable on return).
     pub fn flush_all(&self) -> Result<Lsn> {
         self.shared.pool.flush_all()?;
-        cleaner::checkpoint(&self.shared)
+        cleaner::checkpoint(&self.shared, true)
     }
 
     /// Read every page of the tablespace from disk (bypassing the pool)
@@ -591,7 +591,7 @@ impl std::fmt::Display for StoreStats {
         let p = &self.pool;
         writeln!(
             f,
-            "  buffer pool: {} frames of {} bytes ({:.1} MiB); hit ratio {:.2}% ({} hits, {} misses); {} dirty; {} evictions; {} pages written by LRU flushing, {} in all; {} descents waited for a busy page",
+            "  buffer pool: {} frames of {} bytes ({:.1} MiB); hit ratio {:.2}% ({} hits, {} misses); {} dirty; {} evictions; {} pages written by LRU flushing, {} in all ({} left for the log to catch up); {} descents waited for a busy page",
             p.frames,
             p.page_size,
             (p.frames * p.page_size) as f64 / 1048576.0,
@@ -602,6 +602,7 @@ impl std::fmt::Display for StoreStats {
             p.evictions,
             p.lru_flushes,
             p.pages_flushed,
+            p.flushes_deferred,
             p.busy_waits
         )?;
         writeln!(

@@ -1,6 +1,6 @@
 //! Power-loss property tests: random records (some larger than the log
 //! buffer), random commit points and durability levels, checkpoints that
-//! wrap the circle, crashes that drop, keep or tear unsynced writes, and
+//! wrap the circle (durable at once or deferred to the next sync), crashes that drop, keep or tear unsynced writes, and
 //! byte flips in the unacknowledged tail, over several crash/reopen cycles.
 //! After every recovery the records found must be exactly a prefix of those
 //! appended since the checkpoint, and include every acknowledged commit.
@@ -18,6 +18,7 @@ enum Op {
     CommitSync,
     CommitWrite,
     Checkpoint,
+    CheckpointDeferred,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -27,6 +28,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => Just(Op::CommitSync),
         2 => Just(Op::CommitWrite),
         1 => Just(Op::Checkpoint),
+        1 => Just(Op::CheckpointDeferred),
     ]
 }
 
@@ -148,6 +150,10 @@ fn run_cycles(seed: u64, gens: Vec<Generation>) -> Result<(), TestCaseError> {
                 }
                 Op::Checkpoint => {
                     log.checkpoint(log.durable_lsn())
+                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                }
+                Op::CheckpointDeferred => {
+                    log.checkpoint_deferred(log.durable_lsn())
                         .map_err(|e| TestCaseError::fail(e.to_string()))?;
                 }
             }

@@ -2,6 +2,7 @@
 //! file system where noted). Seeds are printed by proptest on failure; a
 //! failing seed becomes a named regression test.
 
+mod checkpoint;
 mod common;
 mod concurrency;
 mod crash;

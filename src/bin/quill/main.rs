@@ -710,7 +710,7 @@ fn bench_txn(a: TxnArgs) -> Result<()> {
     let rows = bench::txn::run(&cfg, &tick, &mut on_row).context("txn benchmark")?;
     pb.finish_and_clear();
     println!(
-        "tps: transactions per second; fsync/c: log syncs (checkpoints included) per committed transaction; p50/p95/p99: begin to commit return; cpu us/tx and csw/tx: getrusage deltas of the whole process per transaction; history: unpurged transactions at the end of the window"
+        "tps: transactions per second; fsync/c: log syncs per committed transaction (commits, write-ahead syncs, checkpoint slots; data-file syncs are in the JSON as data_syncs_per_commit); p50/p95/p99: begin to commit return; cpu us/tx and csw/tx: getrusage deltas of the whole process per transaction; history: unpurged transactions at the end of the window"
     );
     save_json(
         a.json.as_deref(),
