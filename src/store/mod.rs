@@ -463,6 +463,14 @@ impl Store {
         cleaner::checkpoint(&self.shared, true)
     }
 
+    /// Write a fuzzy checkpoint (T2) as the page cleaner does every
+    /// second: its slot becomes durable with the next commit's sync (no
+    /// sync of its own) and takes effect only then. Returns the LSN recovery
+    /// will start at once it is durable.
+    pub fn checkpoint_deferred(&self) -> Result<Lsn> {
+        cleaner::checkpoint(&self.shared, false)
+    }
+
     /// Write every dirty page, then checkpoint (durable on return).
     pub fn flush_all(&self) -> Result<Lsn> {
         self.shared.pool.flush_all()?;

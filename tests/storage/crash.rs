@@ -93,6 +93,10 @@ fn run(seed: u64, mode: CrashMode, doublewrite: bool, frames: u64, cycles: usize
             if rng.random_bool(0.02) {
                 s.checkpoint().unwrap();
             }
+            if rng.random_bool(0.02) {
+                // Durable only with a later commit's sync, if any.
+                s.checkpoint_deferred().unwrap();
+            }
         }
         assert_eq!(contents(&s, root), state, "seed {seed}: before the crash");
         let crashed = fs.crash(mode);
