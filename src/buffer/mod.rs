@@ -22,7 +22,8 @@
 //!
 //! Invariants:
 //! * B1. A frame is evicted only with zero pins, checked under its hash
-//!   shard's lock (pins are taken under that lock), and only when clean.
+//!   shard's lock held exclusively (pins are taken under the same lock,
+//!   shared), and only when clean.
 //! * B2. Write-ahead rule: before a page image is written, the log is
 //!   durable up to the page's LSN. A flush either syncs the log that far
 //!   itself ([`WalRule::Sync`]) or skips pages the log has not made
@@ -76,7 +77,11 @@ const NO_PAGE: u64 = u64::MAX;
 const LRU_FLUSH_BATCH: usize = 32;
 
 /// One shard of the page hash: page id -> frame index.
-type Shard = Mutex<HashMap<u64, u32>>;
+/// A read-write lock: lookups (every page access, the root's shard on
+/// every descent) share it, so a lookup never waits for another lookup,
+/// not even one whose thread was preempted holding it; only inserts and
+/// evictions take it exclusively.
+type Shard = RwLock<HashMap<u64, u32>>;
 
 /// How a flush keeps the write-ahead rule (B2) for a page whose changes
 /// the log has not yet made durable.
@@ -339,7 +344,7 @@ impl BufferPool {
             page_size,
             frames: frame_vec.into_boxed_slice(),
             shards: (0..nshards)
-                .map(|_| CachePadded::new(Mutex::new(HashMap::new())))
+                .map(|_| CachePadded::new(RwLock::new(HashMap::new())))
                 .collect(),
             lru: Mutex::new(Lru::new(frames)),
             flush_list: Mutex::new(BTreeSet::new()),
@@ -403,7 +408,7 @@ impl BufferPool {
 
     /// Pin the cached frame of `id`, if any.
     fn pin_cached(&self, id: PageId) -> Option<u32> {
-        let map = self.shard(id.0).lock();
+        let map = self.shard(id.0).read();
         let idx = *map.get(&id.0)?;
         self.frame(idx).pins.fetch_add(1, Ordering::AcqRel);
         Some(idx)
@@ -542,7 +547,7 @@ impl BufferPool {
 
     /// Whether page `id` is cached (for tests and status).
     pub fn is_cached(&self, id: PageId) -> bool {
-        self.shard(id.0).lock().contains_key(&id.0)
+        self.shard(id.0).read().contains_key(&id.0)
     }
 
     /// Bring `id` into a frame and return it exclusively latched; `None`
@@ -558,7 +563,7 @@ impl BufferPool {
             });
         };
         {
-            let mut map = self.shard(id.0).lock();
+            let mut map = self.shard(id.0).write();
             if map.contains_key(&id.0) {
                 drop(map);
                 drop(g);
@@ -598,7 +603,7 @@ impl BufferPool {
                 g.state = State::Failed;
                 g.id = PageId(NO_PAGE);
                 drop(g);
-                self.shard(id.0).lock().remove(&id.0);
+                self.shard(id.0).write().remove(&id.0);
                 f.page.store(NO_PAGE, Ordering::Release);
                 f.pins.fetch_sub(1, Ordering::AcqRel);
                 Err(e)
@@ -708,7 +713,7 @@ impl BufferPool {
             // A frame whose load failed: free once nobody holds it.
             return f.pins.load(Ordering::Acquire) == 0 && f.latch.try_write().is_some();
         }
-        let mut map = self.shard(id).lock();
+        let mut map = self.shard(id).write();
         if map.get(&id) != Some(&idx)
             || f.pins.load(Ordering::Acquire) != 0
             || f.oldest.load(Ordering::Acquire) != 0
@@ -733,7 +738,7 @@ impl BufferPool {
         if id == NO_PAGE {
             return None;
         }
-        let map = self.shard(id).lock();
+        let map = self.shard(id).read();
         if map.get(&id) != Some(&idx) {
             return None;
         }
@@ -865,7 +870,7 @@ impl BufferPool {
         };
         let idxs: Vec<u32> = ids
             .iter()
-            .filter_map(|&id| self.shard(id).lock().get(&id).copied())
+            .filter_map(|&id| self.shard(id).read().get(&id).copied())
             .collect();
         self.flush_frames(&idxs, wal)
     }

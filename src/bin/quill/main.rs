@@ -277,11 +277,12 @@ struct CommitArgs {
     /// medians.
     #[arg(long, default_value_t = 1)]
     repeat: usize,
-    /// Log file size (accepts K/M/G suffixes).
-    #[arg(long, default_value = "64M", value_parser = parse_size)]
+    /// Log file size (accepts K/M/G suffixes); the default is the
+    /// engine's.
+    #[arg(long, default_value = "256M", value_parser = parse_size)]
     log_file_size: u64,
-    /// Number of log files.
-    #[arg(long, default_value_t = 4)]
+    /// Number of log files; the default is the engine's.
+    #[arg(long, default_value_t = 1)]
     log_files: u32,
     /// Log buffer size, a power of two (accepts K/M/G suffixes).
     #[arg(long, default_value = "16M", value_parser = parse_size)]
