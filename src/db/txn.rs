@@ -51,6 +51,9 @@ pub struct Txn<'db> {
     live: u64,
     locks: Vec<Vec<u8>>,
     done: bool,
+    /// `Write`/`Lazy` only: the highest commit LSN of a not yet durable
+    /// `Sync` commit this transaction built on (registry R7); 0: none.
+    after: u64,
 }
 
 /// Which rows a scan covers: bounds on a key prefix. `Included(p)` as a
@@ -107,6 +110,7 @@ impl<'db> Txn<'db> {
             live: 0,
             locks: Vec::new(),
             done: false,
+            after: 0,
         })
     }
 
@@ -199,13 +203,21 @@ impl<'db> Txn<'db> {
         Ok(())
     }
 
-    /// Under REPEATABLE READ, the newest version must be one the view sees.
-    fn check_serializable(&self, rec: &Rec) -> Result<()> {
+    /// A write or locking read builds on `rec`, the row's newest version:
+    /// under REPEATABLE READ it must be one the view sees; a `Write`/`Lazy`
+    /// transaction notes the commit of a `Sync` transaction that made it
+    /// and is not durable yet (registry R7).
+    fn builds_on(&mut self, rec: &Rec) -> Result<()> {
         if self.opts.isolation == Isolation::RepeatableRead
             && let Some(v) = &self.view
             && !v.sees(rec.0.trx)
         {
             return Err(Error::Serialization { trx: self.id });
+        }
+        if self.opts.durability != Durability::Sync && rec.0.trx != self.id {
+            let durable = self.db.store.log().durable_lsn().0;
+            let lsn = self.db.registry.undurable_commit(rec.0.trx, durable);
+            self.after = self.after.max(lsn);
         }
         Ok(())
     }
@@ -368,7 +380,7 @@ impl<'db> Txn<'db> {
             }
             // Over a delete-marked record: an update of it.
             Some(rec) => {
-                self.check_serializable(rec)?;
+                self.builds_on(rec)?;
                 Some(table::decode(schema, &rec.1)?)
             }
             None => None,
@@ -459,10 +471,10 @@ impl<'db> Txn<'db> {
             return Ok(false);
         };
         if cur.0.deleted {
-            self.check_serializable(&cur)?;
+            self.builds_on(&cur)?;
             return Ok(false);
         }
-        self.check_serializable(&cur)?;
+        self.builds_on(&cur)?;
         let old_values = table::decode(schema, &cur.1)?;
         let mut values = old_values.clone();
         for (c, v) in changes {
@@ -507,7 +519,7 @@ impl<'db> Txn<'db> {
         let Some(cur) = table::read_rec(store, schema, &pk)? else {
             return Ok(false);
         };
-        self.check_serializable(&cur)?;
+        self.builds_on(&cur)?;
         if cur.0.deleted {
             return Ok(false);
         }
@@ -571,7 +583,7 @@ impl<'db> Txn<'db> {
             let Some(cur) = table::read_rec(&tx.db.store, &schema, &pk)? else {
                 return Ok(None);
             };
-            tx.check_serializable(&cur)?;
+            tx.builds_on(&cur)?;
             if cur.0.deleted {
                 return Ok(None);
             }
@@ -710,10 +722,23 @@ impl<'db> Txn<'db> {
         let lsn = if self.live > 0 {
             match self.db.undo.mark_committed(&self.db.store, self.id) {
                 Ok(l) => {
+                    let immediate = self.opts.durability != Durability::Sync;
+                    if immediate
+                        && self.after > 0
+                        && let Err(e) = self.db.store.log().make_durable(crate::Lsn(self.after))
+                    {
+                        // R7 could not be kept because the log failed: like
+                        // a failed `Sync` commit, never made visible.
+                        if let Some(s) = self.slot.take() {
+                            std::mem::forget(s);
+                        }
+                        self.finish_locks();
+                        return Err(e);
+                    }
                     // Before the locks go (registry R5): whoever builds on
                     // this commit commits later and is never visible first.
                     if let Some(s) = &self.slot {
-                        s.set_committed(l.0, self.opts.durability != Durability::Sync);
+                        s.set_committed(l.0, immediate);
                     }
                     Some(l)
                 }

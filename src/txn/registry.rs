@@ -6,7 +6,8 @@
 //! the slot when its changes may become visible to transactions that start
 //! later: for a `Sync` commit only once the commit is **durable** (a reader
 //! never sees a commit that a crash could still take away), for `Write`
-//! and `Lazy` commits and for rollbacks at once. A read view takes the
+//! and `Lazy` commits (once any `Sync` commit they built on is durable,
+//! R7) and for rollbacks at once. A read view takes the
 //! counter's value as its upper limit and collects the ids found in the
 //! slots, with no lock: there is no transaction list under a global mutex,
 //! neither for begin, nor for commit, nor for read-view creation.
@@ -19,6 +20,13 @@
 //!   leaving its slot), so a view that sees a later commit sees every
 //!   earlier one it may depend on. The commit LSN is published in the
 //!   slot before the row locks are released.
+//! * R7. A `Write` or `Lazy` commit is visible at once, but never before
+//!   a `Sync` commit it built on (R5 for the other direction): a write or
+//!   locking read of a row whose newest version a `Sync` commit made that
+//!   is not durable yet notes that commit's LSN
+//!   ([`TrxRegistry::undurable_commit`]), and the `Write`/`Lazy` commit
+//!   waits until the log is durable to it before it publishes its own
+//!   commit. Only such transactions pay (a scan of the slots per write).
 //! * R6. A view's snapshot is atomic with respect to visibility changes
 //!   (a slot released, an immediate commit published): they happen inside
 //!   a seqlock (a global epoch, odd while changing), and a snapshot that
@@ -276,6 +284,26 @@ impl TrxRegistry {
             .take(hw)
             .filter(|s| s.load(Ordering::Relaxed) != FREE)
             .count()
+    }
+
+    /// The commit LSN of transaction `trx` if it is a `Sync` commit not yet
+    /// durable (its LSN above `durable`) and still in its slot, else 0
+    /// (R7). Scans the slots; for `Write`/`Lazy` transactions only.
+    pub fn undurable_commit(&self, trx: TrxId, durable: u64) -> u64 {
+        let hw = self.high_water.load(Ordering::SeqCst);
+        for (i, slot) in self.slots.iter().take(hw).enumerate() {
+            if slot.load(Ordering::SeqCst) != trx {
+                continue;
+            }
+            let c = self.commits.get(i).map_or(0, |c| c.load(Ordering::SeqCst));
+            // Read the id again: the slot may have been left and reused
+            // between the two loads.
+            if slot.load(Ordering::SeqCst) == trx && c & IMMEDIATE == 0 && c > durable {
+                return c;
+            }
+            return 0;
+        }
+        0
     }
 
     /// The snapshot inputs of a read view: the id limit (ids at or above it

@@ -396,6 +396,78 @@ fn sync_commits_visible_only_when_durable_with_early_lock_release() {
     fs.set_sync_latency(Duration::ZERO);
 }
 
+/// Registry R7: a `Write` or `Lazy` commit that changed a row whose newest
+/// version comes from a `Sync` commit not yet durable is not visible
+/// before that commit is durable (its row version carries the `Sync`
+/// commit's change); unrelated `Lazy` commits stay visible at once.
+#[test]
+fn lazy_commits_built_on_a_pending_sync_commit_wait_for_it() {
+    for durability in [Durability::Write, Durability::Lazy] {
+        let fs = SimFs::new(17);
+        let db = open(&fs, opts(200));
+        let t = setup(&db, 4, 10);
+        fs.set_sync_latency(Duration::from_millis(300));
+        let log = db.store().log();
+        let before = log.end_lsn();
+        let lazy = TxnOptions {
+            durability,
+            ..Default::default()
+        };
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut tx = db.begin().unwrap();
+                tx.update(&t, &[Value::Int64(1)], &[(2, Value::Int64(111))])
+                    .unwrap();
+                tx.commit().unwrap();
+            });
+            while log.end_lsn() == before {
+                std::thread::yield_now();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+            if durability == Durability::Lazy {
+                // Unrelated: visible at once although the sync is pending.
+                // (A `Write` commit writes, so it queues behind the
+                // durable write in flight.)
+                let mut u = db.begin_with(lazy).unwrap();
+                u.update(&t, &[Value::Int64(3)], &[(1, Value::Text("u".into()))])
+                    .unwrap();
+                u.commit().unwrap();
+                let mut r = db.begin().unwrap();
+                let row = r.get(&t, &[Value::Int64(3)]).unwrap().unwrap();
+                r.commit().unwrap();
+                assert_eq!(row[1], Value::Text("u".into()));
+                assert!(
+                    log.durable_lsn() <= before,
+                    "the first sync is still pending"
+                );
+            }
+            // Dependent: another column of the row the pending commit changed.
+            s.spawn(|| {
+                let mut w = db.begin_with(lazy).unwrap();
+                w.update(&t, &[Value::Int64(1)], &[(1, Value::Text("w".into()))])
+                    .unwrap();
+                w.commit().unwrap();
+            });
+            let mut seen = false;
+            while !seen {
+                let mut r = db.begin().unwrap();
+                let row = r.get(&t, &[Value::Int64(1)]).unwrap().unwrap();
+                r.commit().unwrap();
+                if row[1] == Value::Text("w".into()) {
+                    assert!(
+                        log.durable_lsn() > before,
+                        "{durability:?}: saw a change built on a Sync commit before it was durable"
+                    );
+                    assert_eq!(int(&row[2]), 111);
+                    seen = true;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        fs.set_sync_latency(Duration::ZERO);
+    }
+}
+
 /// A Sync commit whose sync fails is never visible.
 #[test]
 fn failed_sync_commit_is_never_visible() {
