@@ -204,9 +204,8 @@ impl<'db> Txn<'db> {
     }
 
     /// A write or locking read builds on `rec`, the row's newest version:
-    /// under REPEATABLE READ it must be one the view sees; a `Write`/`Lazy`
-    /// transaction notes the commit of a `Sync` transaction that made it
-    /// and is not durable yet (registry R7).
+    /// under REPEATABLE READ it must be one the view sees; and see
+    /// [`Txn::note_dependency`].
     fn builds_on(&mut self, rec: &Rec) -> Result<()> {
         if self.opts.isolation == Isolation::RepeatableRead
             && let Some(v) = &self.view
@@ -214,12 +213,28 @@ impl<'db> Txn<'db> {
         {
             return Err(Error::Serialization { trx: self.id });
         }
+        self.note_dependency(rec);
+        Ok(())
+    }
+
+    /// A `Write`/`Lazy` transaction notes the commit of a `Sync`
+    /// transaction that made `rec` and is not durable yet (registry R7).
+    fn note_dependency(&mut self, rec: &Rec) {
         if self.opts.durability != Durability::Sync && rec.0.trx != self.id {
-            let durable = self.db.store.log().durable_lsn().0;
-            let lsn = self.db.registry.undurable_commit(rec.0.trx, durable);
+            let lsn = self.undurable_commit(rec);
             self.after = self.after.max(lsn);
         }
-        Ok(())
+    }
+
+    /// The commit LSN of the `Sync` commit that made `rec`, if it is not
+    /// durable yet, else 0 (scans the registry's slots, so only for rows
+    /// written recently: below the purge bound every commit is durable).
+    fn undurable_commit(&self, rec: &Rec) -> u64 {
+        if rec.0.trx < self.db.registry.purged_upto() {
+            return 0;
+        }
+        let durable = self.db.store.log().durable_lsn().0;
+        self.db.registry.undurable_commit(rec.0.trx, durable)
     }
 
     /// Write the change's undo record (logged first, UL1: `kind`, the
@@ -293,7 +308,12 @@ impl<'db> Txn<'db> {
             // Wait for a writer of that row to finish, then look at its
             // newest version.
             self.lock(table::row_lock(schema.id, &other), LockMode::Shared)?;
-            if let Some((h, row)) = table::read_rec(&self.db.store, schema, &other)?
+            let rec = table::read_rec(&self.db.store, schema, &other)?;
+            if let Some(rec) = &rec {
+                // The key is free only as of that version (R7).
+                self.note_dependency(rec);
+            }
+            if let Some((h, row)) = rec
                 && !h.deleted
                 && table::sec_key_of(schema, i, &table::decode(schema, &row)?) == sec
             {
@@ -584,6 +604,14 @@ impl<'db> Txn<'db> {
                 return Ok(None);
             };
             tx.builds_on(&cur)?;
+            // A read never returns a `Sync` commit a crash could take away
+            // (registry R5): wait for the newest version's commit to be
+            // durable (at most one group commit; only for rows whose
+            // commit is still in flight).
+            let pending = tx.undurable_commit(&cur);
+            if pending > 0 {
+                tx.db.store.log().make_durable(crate::Lsn(pending))?;
+            }
             if cur.0.deleted {
                 return Ok(None);
             }
@@ -715,16 +743,27 @@ impl<'db> Txn<'db> {
     }
 
     /// Write the commit mark and release the locks; the commit LSN if the
-    /// transaction changed anything.
-    fn commit_start(&mut self) -> Result<Option<crate::Lsn>> {
+    /// transaction changed anything, and whether its visibility waits for
+    /// durability like a `Sync` commit's.
+    ///
+    /// A `Write`/`Lazy` transaction that built on a `Sync` commit not yet
+    /// durable (registry R7) waits here for it when `block` is set
+    /// (`commit`); otherwise (`commit_async`, which must not block) it is
+    /// published as a `Sync` commit is, visible once its own commit is
+    /// durable, and the caller keeps its slot until then.
+    fn commit_start(&mut self, block: bool) -> Result<(Option<crate::Lsn>, bool)> {
         self.check_open()?;
         self.done = true;
+        let mut late = false;
         let lsn = if self.live > 0 {
             match self.db.undo.mark_committed(&self.db.store, self.id) {
                 Ok(l) => {
-                    let immediate = self.opts.durability != Durability::Sync;
-                    if immediate
-                        && self.after > 0
+                    let mut immediate = self.opts.durability != Durability::Sync;
+                    let pending = immediate && self.after > self.db.store.log().durable_lsn().0;
+                    if pending && !block {
+                        immediate = false;
+                        late = true;
+                    } else if pending
                         && let Err(e) = self.db.store.log().make_durable(crate::Lsn(self.after))
                     {
                         // R7 could not be kept because the log failed: like
@@ -758,13 +797,13 @@ impl<'db> Txn<'db> {
                 .history
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        Ok(lsn)
+        Ok((lsn, late))
     }
 
     /// Commit; with `Sync` durability (the default) the commit is durable
     /// when this returns, and only then visible to other transactions.
     pub fn commit(mut self) -> Result<()> {
-        let lsn = self.commit_start()?;
+        let (lsn, _) = self.commit_start(true)?;
         let slot = self.slot.take();
         match lsn {
             None => Ok(()),
@@ -793,23 +832,29 @@ impl<'db> Txn<'db> {
     /// Commit without blocking on the sync: the commit mark is written
     /// and the locks released now; the returned future resolves when the
     /// commit is as durable as the transaction's durability asks (and, for
-    /// `Sync`, makes it visible then). Nothing is spent on it unless it is
-    /// called.
+    /// `Sync`, makes it visible then). A `Write`/`Lazy` transaction that
+    /// built on a `Sync` commit not yet durable resolves, and becomes
+    /// visible, once durable (registry R7). Nothing is spent on it unless
+    /// it is called.
     pub fn commit_async(mut self) -> impl Future<Output = Result<()>> + 'db {
-        let started = self.commit_start();
+        let started = self.commit_start(false);
         let slot = self.slot.take();
         let db = self.db;
         let durability = self.opts.durability;
         async move {
-            let Some(lsn) = started? else {
+            let (lsn, late) = started?;
+            let Some(lsn) = lsn else {
                 drop(slot);
                 return Ok(());
             };
-            let slot = if durability == Durability::Sync {
-                slot
+            // A commit made visible only once durable keeps its slot until
+            // then (a `Write`/`Lazy` one too when it built on a pending
+            // `Sync` commit, registry R7).
+            let (slot, durability) = if durability == Durability::Sync || late {
+                (slot, Durability::Sync)
             } else {
                 drop(slot);
-                None
+                (None, durability)
             };
             match db.store.log().commit_async(lsn, durability).await {
                 Ok(()) => {

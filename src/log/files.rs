@@ -39,6 +39,8 @@ pub(crate) struct LogFiles {
     pub(crate) header: FileHeader,
     /// Data bytes per file.
     pub(crate) cap: u64,
+    /// Some file's header is older than [`format::FORMAT_VERSION`].
+    old_headers: bool,
 }
 
 impl LogFiles {
@@ -105,6 +107,7 @@ impl LogFiles {
             files,
             header,
             cap: file_size - HEADER_AREA,
+            old_headers: false,
         };
         let slot = CheckpointSlot {
             log_id,
@@ -138,6 +141,7 @@ impl LogFiles {
         };
         let f0 = vfs.open(&first, opts)?;
         let h0 = read_header(f0.as_ref())?;
+        let mut old_headers = h0.version < format::FORMAT_VERSION;
         let mut files = vec![f0];
         for index in 1..h0.file_count {
             let path = dir.join(file_name(index));
@@ -150,6 +154,7 @@ impl LogFiles {
             }
             let f = vfs.open(&path, opts)?;
             let h = read_header(f.as_ref())?;
+            old_headers |= h.version < format::FORMAT_VERSION;
             if h.log_id != h0.log_id {
                 return Err(Error::corrupt(
                     &path,
@@ -185,6 +190,7 @@ impl LogFiles {
             files,
             header: h0,
             cap: h0.file_size - HEADER_AREA,
+            old_headers,
         };
         let slot = lf.read_newest_slot()?;
         Ok((lf, slot))
@@ -290,10 +296,13 @@ impl LogFiles {
 
     /// Rewrite every file header of a version 1 log with the current
     /// version, each synced, so that slots may be written into any file
-    /// (format.rs). Idempotent; a crash part-way leaves some files upgraded,
-    /// which this build reads and the next writer finishes.
+    /// (format.rs). File 0 goes first, so a build that reads only version
+    /// 1 refuses the log from the first write on; a crash part-way leaves
+    /// later files at version 1, which this build reads and the next open
+    /// rewrites. (Like creation, this overwrites headers in place: a torn
+    /// header write makes the log unopenable, a risk taken once per log.)
     pub(crate) fn upgrade(&mut self) -> Result<()> {
-        if self.header.version == format::FORMAT_VERSION {
+        if !self.old_headers {
             return Ok(());
         }
         for (index, f) in self.files.iter().enumerate() {
@@ -308,6 +317,7 @@ impl LogFiles {
             f.sync_data()?;
         }
         self.header.version = format::FORMAT_VERSION;
+        self.old_headers = false;
         Ok(())
     }
 

@@ -392,12 +392,13 @@ impl Core {
         let w = self.write_to(lsn, true)?;
         if !w.synced {
             // This mode is the one-sync-per-commit baseline, so it never
-            // skips: a commit another one already made durable syncs the
-            // file holding its own last byte (that file alone).
-            if from >= lsn {
-                self.sync_range(lsn.saturating_sub(1), lsn)?;
-            } else {
+            // skips: with nothing new written (another commit made this
+            // one durable), it syncs the file of its own last byte alone;
+            // otherwise everything written since `durable`.
+            if w.written > from {
                 self.sync_range(from, w.written)?;
+            } else {
+                self.sync_range(lsn.saturating_sub(1), lsn)?;
             }
         }
         self.mark_durable(&w);

@@ -271,13 +271,13 @@ impl Core {
             if let Err(e) = self.files.sync(fi) {
                 return Err(self.fail(e));
             }
-            if slot != 0 {
-                self.slot_synced(slot, fi);
-            }
             let d = t0.elapsed();
             self.metrics.sync_latency.record_duration(d);
             self.metrics.sync_ewma.update(d);
             self.metrics.syncs.incr();
+            if slot != 0 {
+                self.slot_synced(slot, fi);
+            }
         }
         Ok(())
     }

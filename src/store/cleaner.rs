@@ -16,7 +16,11 @@
 //! `Sync` commits makes at most one log sync per commit, even with one
 //! client: they write only pages whose changes are durable already (no
 //! write-ahead sync, buffer B2), and their checkpoint slot is made durable
-//! by the next commit's sync (`Log::checkpoint_deferred`). Urgent rounds
+//! by the next commit's sync (`Log::checkpoint_deferred`). When every one
+//! of the oldest pages is hot (changed again after the durable LSN), a
+//! round waits up to 20 ms for commits' syncs to cover them, and syncs the
+//! log itself only if none does (counted as `hot_page_syncs`), so hot
+//! pages cannot hold the checkpoint back until writers are throttled. Urgent rounds
 //! (log space running out, or a throttled writer doing the cleaner's work)
 //! sync whatever they need.
 
@@ -29,6 +33,9 @@ use crate::buffer::WalRule;
 use crate::log::Lsn;
 
 const BATCH: usize = 64;
+/// How long a routine round waits for commits to make hot old pages
+/// durable before it syncs the log for them itself.
+const HOT_PAGE_WAIT: Duration = Duration::from_millis(20);
 
 pub(super) fn run(s: &Shared) {
     let mut last_checkpoint = Instant::now();
@@ -86,11 +93,21 @@ pub(super) fn flush_round(s: &Shared, force: bool) -> Result<bool> {
         WalRule::DurableOnly
     };
     let mut flushed = 0;
+    let mut waited = false;
     while s.pool.oldest_dirty_lsn().is_some_and(|o| o < below) {
         let n = s.pool.flush_oldest(BATCH, below, wal)?;
         flushed += n;
         if n == 0 {
-            break;
+            if waited || wal == WalRule::Sync {
+                break;
+            }
+            // The oldest pages were all changed after the durable LSN (hot
+            // pages): left alone they would hold the checkpoint back until
+            // the log is 3/4 full. Let the commits' syncs cover them,
+            // briefly, and sync the log only if none comes (an idle log,
+            // or `Write`/`Lazy` commits).
+            waited = true;
+            wait_durable(s, s.log.end_lsn())?;
         }
     }
     // 2. The cold end of the LRU: keep clean victims for evictions.
@@ -111,6 +128,20 @@ pub(super) fn flush_round(s: &Shared, force: bool) -> Result<bool> {
         checkpoint(s, true)?;
     }
     Ok(urgent)
+}
+
+/// Wait up to [`HOT_PAGE_WAIT`] for the log to be durable to `lsn`
+/// without asking for a sync; then make it durable.
+fn wait_durable(s: &Shared, lsn: Lsn) -> Result<()> {
+    let until = Instant::now() + HOT_PAGE_WAIT;
+    while s.log.durable_lsn() < lsn {
+        if Instant::now() >= until {
+            s.counters.hot_page_syncs.incr();
+            return s.log.make_durable(lsn);
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    Ok(())
 }
 
 /// Write a checkpoint (store T2). Returns the LSN it will start recovery

@@ -148,6 +148,7 @@ struct StoreCounters {
     throttled: Counter,
     throttle_wait_ns: Counter,
     urgent_flushes: Counter,
+    hot_page_syncs: Counter,
 }
 
 /// A snapshot of the store's state and counters.
@@ -169,6 +170,10 @@ pub struct StoreStats {
     pub throttle_wait_ns: u64,
     /// Cleaner rounds that flushed urgently (age over 3/4 of capacity).
     pub urgent_flushes: u64,
+    /// Log syncs a routine cleaner round made because its oldest pages
+    /// stayed hot and no commit's sync covered them within 20 ms.
+    #[serde(default)]
+    pub hot_page_syncs: u64,
     /// What recovery did at the last open, if this process opened it.
     pub recovery: Option<StoreRecovery>,
 }
@@ -515,6 +520,7 @@ impl Store {
             throttled: s.counters.throttled.get(),
             throttle_wait_ns: s.counters.throttle_wait_ns.get(),
             urgent_flushes: s.counters.urgent_flushes.get(),
+            hot_page_syncs: s.counters.hot_page_syncs.get(),
             recovery: self.recovery.clone(),
         }
     }
@@ -615,12 +621,13 @@ impl std::fmt::Display for StoreStats {
         )?;
         writeln!(
             f,
-            "  checkpoint age: {} bytes of {} bytes of log ({:.1}%); {} checkpoints; {} urgent flush rounds; {} writers throttled ({:.1} ms waiting)",
+            "  checkpoint age: {} bytes of {} bytes of log ({:.1}%); {} checkpoints; {} urgent flush rounds; {} log syncs for hot pages; {} writers throttled ({:.1} ms waiting)",
             self.checkpoint_age,
             self.log_capacity,
             self.checkpoint_age as f64 * 100.0 / self.log_capacity.max(1) as f64,
             self.checkpoints,
             self.urgent_flushes,
+            self.hot_page_syncs,
             self.throttled,
             self.throttle_wait_ns as f64 / 1e6
         )?;

@@ -364,13 +364,22 @@ fn sync_commits_visible_only_when_durable_with_early_lock_release() {
             })
             .unwrap();
         // The lock is free while the first commit waits for its sync.
-        let row = w.get_for_update(&t, &[Value::Int64(1)]).unwrap().unwrap();
+        assert!(
+            w.update(&t, &[Value::Int64(1)], &[(1, Value::Text("w".into()))])
+                .unwrap()
+        );
         assert!(
             !committed.load(Ordering::SeqCst),
             "lock was held across the sync"
         );
-        assert_eq!(int(&row[2]), 111, "locking reads see the newest version");
         assert!(t0.elapsed() < Duration::from_millis(250));
+        // A locking read returns the newest version, but only once its
+        // commit is durable (a read never sees a commit a crash could
+        // take away).
+        let mut l = db.begin().unwrap();
+        let row = l.get_for_update(&t, &[Value::Int64(0)]).unwrap().unwrap();
+        assert_eq!(int(&row[2]), 10);
+        l.commit().unwrap();
         while !committed.load(Ordering::SeqCst) {
             let mut r = db.begin().unwrap();
             let v = int(&r.get(&t, &[Value::Int64(1)]).unwrap().unwrap()[2]);
@@ -385,6 +394,30 @@ fn sync_commits_visible_only_when_durable_with_early_lock_release() {
         w.update(&t, &[Value::Int64(2)], &[(2, Value::Int64(222))])
             .unwrap();
         w.commit().unwrap();
+    });
+    // A locking read of a row whose newest version is a Sync commit still
+    // waiting for its sync returns only once that commit is durable.
+    let before = log.end_lsn();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut tx = db.begin().unwrap();
+            tx.update(&t, &[Value::Int64(3)], &[(2, Value::Int64(333))])
+                .unwrap();
+            tx.commit().unwrap();
+        });
+        while log.end_lsn() == before {
+            std::thread::yield_now();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        let mut l = db.begin().unwrap();
+        let row = l.get_for_update(&t, &[Value::Int64(3)]).unwrap().unwrap();
+        if int(&row[2]) == 333 {
+            assert!(
+                log.durable_lsn() > before,
+                "a locking read returned a Sync commit before it was durable"
+            );
+        }
+        l.commit().unwrap();
     });
     // Write durability: visible at once, before any sync.
     let mut r = db.begin().unwrap();
