@@ -9,8 +9,11 @@
 //!   sync delay.
 //! * [`storage`]: the storage layer over the B+tree API.
 //! * [`txn`]: transactions through the embedded API in sysbench's shapes.
+//! * [`engine`]: the engine interface the workload benchmarks drive, and
+//!   Quill's implementation of it.
 
 pub mod commit;
+pub mod engine;
 pub mod fsync;
 pub mod storage;
 pub mod txn;

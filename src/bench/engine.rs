@@ -1,0 +1,420 @@
+//! The engine interface the workload benchmarks drive (issue 5: the Insert
+//! Benchmark and sysbench's OLTP shapes), and Quill's implementation of
+//! it. Peer engines (SQLite, RocksDB) implement the same traits behind the
+//! `peers` cargo feature.
+//!
+//! The shape follows what both workloads need and what every engine can
+//! do the same way:
+//! * tables are described once with Quill's own [`TableDef`] (typed
+//!   columns, a primary key, secondary indexes), so every engine stores the
+//!   same rows and maintains the same indexes;
+//! * each benchmark client opens its own [`Session`] (SQLite: one
+//!   connection per client);
+//! * a transaction is a closure run by [`Session::transaction`] over
+//!   [`Ops`], committed durably when it returns `Ok`, and run again from the
+//!   start when the engine reports a retryable conflict (deadlock,
+//!   serialization failure), so workloads never handle engine-specific
+//!   retry rules.
+//!
+//! Invariants:
+//! * E1. `Session::transaction` commits all of the closure's changes or
+//!   none; after `Ok` they are durable (each engine's own notion of a
+//!   durable commit: a synced log write).
+//! * E2. [`Engine::log_syncs`] counts the syncs the engine's commit path
+//!   made since it was opened, or is `None` when the engine cannot count
+//!   them honestly (then reports say "n/a" with [`Engine::syncs_note`]).
+
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::path::Path;
+
+use parking_lot::RwLock;
+
+use crate::btree::Direction;
+use crate::catalog::Value;
+use crate::catalog::schema::{IndexDef, TableDef};
+use crate::db::{Db, Options, Table};
+use crate::{Error, Result};
+
+/// One engine under test, shared by all clients.
+pub trait Engine: Send + Sync {
+    /// Short name for reports (`quill`, `sqlite`, `rocksdb`).
+    fn name(&self) -> &'static str;
+    /// Create a table (with its secondary indexes).
+    fn create_table(&self, def: &TableDef) -> Result<()>;
+    /// Add a secondary index to a populated table (the Insert Benchmark's
+    /// `l.x` step).
+    fn create_index(&self, table: &str, index: &IndexDef) -> Result<()>;
+    /// A new session for one client.
+    fn session(&self) -> Result<Box<dyn Session + '_>>;
+    /// Log syncs made since open (E2), if the engine can count them.
+    fn log_syncs(&self) -> Option<u64>;
+    /// Why [`Engine::log_syncs`] is `None`, or how it is counted.
+    fn syncs_note(&self) -> &'static str;
+}
+
+/// One client's connection to an engine.
+pub trait Session {
+    /// Run `f` as one durable transaction (E1), again from the start after
+    /// a retryable conflict. Returns how many attempts were rolled back.
+    fn transaction(&mut self, f: &mut dyn FnMut(&mut dyn Ops) -> Result<()>) -> Result<u64>;
+}
+
+/// The operations a workload transaction performs, by table name and
+/// column position (as in the table's [`TableDef`]).
+pub trait Ops {
+    /// Insert a row (values in column order; a NULL single int64 primary
+    /// key gets the next automatic value). Returns the primary key.
+    fn insert(&mut self, table: &str, row: &[Value]) -> Result<Vec<Value>>;
+    /// The row with primary key `pk`.
+    fn get(&mut self, table: &str, pk: &[Value]) -> Result<Option<Vec<Value>>>;
+    /// Set columns of the row with primary key `pk`; whether it existed.
+    fn update(&mut self, table: &str, pk: &[Value], changes: &[(usize, Value)]) -> Result<bool>;
+    /// Delete the row with primary key `pk`; whether it existed.
+    fn delete(&mut self, table: &str, pk: &[Value]) -> Result<bool>;
+    /// Read up to `limit` rows in the order of secondary index `index`
+    /// (by name), starting at index key prefix `from`. Returns rows read.
+    fn index_range(
+        &mut self,
+        table: &str,
+        index: &str,
+        from: &[Value],
+        limit: usize,
+    ) -> Result<usize>;
+    /// Read up to `limit` rows in primary key order from `from` (a key
+    /// prefix). Returns rows read.
+    fn pk_range(&mut self, table: &str, from: &[Value], limit: usize) -> Result<usize>;
+    /// Delete the `n` rows with the smallest primary keys (the Insert
+    /// Benchmark's queue deletes). Returns rows deleted.
+    fn delete_first(&mut self, table: &str, n: usize) -> Result<usize>;
+}
+
+/// Quill through its embedded API.
+pub struct QuillEngine {
+    db: Db,
+    tables: RwLock<HashMap<String, Table>>,
+}
+
+impl QuillEngine {
+    /// Open (or create) a Quill database in `dir`.
+    pub fn open(dir: &Path, opts: Options) -> Result<QuillEngine> {
+        let db = Db::open(dir, opts)?;
+        let tables = db
+            .tables()
+            .iter()
+            .map(|s| db.table(&s.def.name).map(|t| (s.def.name.clone(), t)))
+            .collect::<Result<HashMap<_, _>>>()?;
+        Ok(QuillEngine {
+            db,
+            tables: RwLock::new(tables),
+        })
+    }
+
+    /// The database underneath (statistics, close).
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// Close the database cleanly.
+    pub fn close(self) -> Result<()> {
+        self.db.close()
+    }
+
+    fn table(&self, name: &str) -> Result<Table> {
+        self.tables
+            .read()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::InvalidArgument {
+                what: "table",
+                reason: format!("no table named {name}"),
+            })
+    }
+}
+
+impl Engine for QuillEngine {
+    fn name(&self) -> &'static str {
+        "quill"
+    }
+
+    fn create_table(&self, def: &TableDef) -> Result<()> {
+        let t = self.db.create_table(def.clone())?;
+        self.tables.write().insert(def.name.clone(), t);
+        Ok(())
+    }
+
+    fn create_index(&self, table: &str, index: &IndexDef) -> Result<()> {
+        self.db.create_index(table, index.clone())?;
+        // The handle sees the new index; refresh it anyway in case the
+        // catalog handed out a new one.
+        let t = self.db.table(table)?;
+        self.tables.write().insert(table.to_string(), t);
+        Ok(())
+    }
+
+    fn session(&self) -> Result<Box<dyn Session + '_>> {
+        Ok(Box::new(QuillSession { engine: self }))
+    }
+
+    fn log_syncs(&self) -> Option<u64> {
+        let s = self.db.store().log().stats();
+        Some(s.syncs + s.checkpoint_syncs)
+    }
+
+    fn syncs_note(&self) -> &'static str {
+        "the redo log's own counters: commit syncs, write-ahead syncs and checkpoint-slot syncs"
+    }
+}
+
+struct QuillSession<'e> {
+    engine: &'e QuillEngine,
+}
+
+impl Session for QuillSession<'_> {
+    fn transaction(&mut self, f: &mut dyn FnMut(&mut dyn Ops) -> Result<()>) -> Result<u64> {
+        let mut retries = 0;
+        loop {
+            let mut ops = QuillOps {
+                engine: self.engine,
+                tx: self.engine.db.begin()?,
+            };
+            let r = f(&mut ops);
+            let r = r.and_then(|()| ops.tx.commit());
+            match r {
+                Ok(()) => return Ok(retries),
+                Err(e) if e.is_retryable() => retries += 1,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+struct QuillOps<'e> {
+    engine: &'e QuillEngine,
+    tx: crate::Txn<'e>,
+}
+
+impl Ops for QuillOps<'_> {
+    fn insert(&mut self, table: &str, row: &[Value]) -> Result<Vec<Value>> {
+        let t = self.engine.table(table)?;
+        self.tx.insert(&t, row)
+    }
+
+    fn get(&mut self, table: &str, pk: &[Value]) -> Result<Option<Vec<Value>>> {
+        let t = self.engine.table(table)?;
+        self.tx.get(&t, pk)
+    }
+
+    fn update(&mut self, table: &str, pk: &[Value], changes: &[(usize, Value)]) -> Result<bool> {
+        let t = self.engine.table(table)?;
+        self.tx.update(&t, pk, changes)
+    }
+
+    fn delete(&mut self, table: &str, pk: &[Value]) -> Result<bool> {
+        let t = self.engine.table(table)?;
+        self.tx.delete(&t, pk)
+    }
+
+    fn index_range(
+        &mut self,
+        table: &str,
+        index: &str,
+        from: &[Value],
+        limit: usize,
+    ) -> Result<usize> {
+        let t = self.engine.table(table)?;
+        let rows = self.tx.index_scan(
+            &t,
+            index,
+            Bound::Included(from),
+            Bound::Unbounded,
+            Direction::Forward,
+        )?;
+        let mut n = 0;
+        for row in rows.take(limit) {
+            std::hint::black_box(row?);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn pk_range(&mut self, table: &str, from: &[Value], limit: usize) -> Result<usize> {
+        let t = self.engine.table(table)?;
+        let rows = self.tx.scan(
+            &t,
+            Bound::Included(from),
+            Bound::Unbounded,
+            Direction::Forward,
+        )?;
+        let mut n = 0;
+        for row in rows.take(limit) {
+            std::hint::black_box(row?);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn delete_first(&mut self, table: &str, n: usize) -> Result<usize> {
+        let t = self.engine.table(table)?;
+        let pk_cols = t.schema().def.primary_key.clone();
+        if pk_cols.is_empty() {
+            return Err(Error::InvalidArgument {
+                what: "delete_first",
+                reason: format!("table {table} has no primary key columns"),
+            });
+        }
+        let rows = self
+            .tx
+            .scan(&t, Bound::Unbounded, Bound::Unbounded, Direction::Forward)?;
+        let mut keys = Vec::with_capacity(n);
+        for row in rows.take(n) {
+            let row = row?;
+            let key: Vec<Value> = pk_cols
+                .iter()
+                .filter_map(|&c| row.get(c).cloned())
+                .collect();
+            keys.push(key);
+        }
+        let mut deleted = 0;
+        for k in keys {
+            if self.tx.delete(&t, &k)? {
+                deleted += 1;
+            }
+        }
+        Ok(deleted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{Column, ColumnType};
+
+    fn def() -> TableDef {
+        TableDef {
+            name: "t".into(),
+            columns: vec![
+                Column::new("id", ColumnType::Int64, false),
+                Column::new("k", ColumnType::Int32, false),
+                Column::new("c", ColumnType::Text { max_len: 32 }, false),
+            ],
+            primary_key: vec![0],
+            indexes: vec![IndexDef {
+                name: "by_k".into(),
+                columns: vec![1],
+                unique: false,
+            }],
+        }
+    }
+
+    fn engine(dir: &Path) -> QuillEngine {
+        let opts = Options {
+            store: crate::store::test_options(),
+            ..Options::default()
+        };
+        QuillEngine::open(dir, opts).unwrap()
+    }
+
+    #[test]
+    fn every_operation_the_workloads_use() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = engine(tmp.path());
+        e.create_table(&def()).unwrap();
+        let mut s = e.session().unwrap();
+        let syncs = e.log_syncs().unwrap();
+        s.transaction(&mut |ops| {
+            for i in 0..100 {
+                let pk = ops.insert(
+                    "t",
+                    &[
+                        Value::Null,
+                        Value::Int32(i % 10),
+                        Value::Text(format!("r{i}")),
+                    ],
+                )?;
+                assert_eq!(pk, vec![Value::Int64(i64::from(i) + 1)], "automatic ids");
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert!(e.log_syncs().unwrap() > syncs, "a durable commit syncs");
+        s.transaction(&mut |ops| {
+            assert_eq!(
+                ops.get("t", &[Value::Int64(5)])?.map(|r| r[2].clone()),
+                Some(Value::Text("r4".into()))
+            );
+            assert!(ops.update("t", &[Value::Int64(5)], &[(2, Value::Text("x".into()))])?);
+            assert!(!ops.update("t", &[Value::Int64(500)], &[(2, Value::Text("x".into()))])?);
+            assert_eq!(ops.index_range("t", "by_k", &[Value::Int32(3)], 15)?, 15);
+            assert_eq!(ops.index_range("t", "by_k", &[Value::Int32(9)], 15)?, 10);
+            assert_eq!(ops.pk_range("t", &[Value::Int64(95)], 10)?, 6);
+            assert_eq!(ops.delete_first("t", 10)?, 10);
+            assert!(ops.delete("t", &[Value::Int64(50)])?);
+            Ok(())
+        })
+        .unwrap();
+        s.transaction(&mut |ops| {
+            assert_eq!(ops.get("t", &[Value::Int64(10)])?, None);
+            assert_eq!(ops.pk_range("t", &[], 1000)?, 89);
+            Ok(())
+        })
+        .unwrap();
+        // A populated table gets a new index.
+        e.create_index(
+            "t",
+            &IndexDef {
+                name: "by_c".into(),
+                columns: vec![2],
+                unique: false,
+            },
+        )
+        .unwrap();
+        s.transaction(&mut |ops| {
+            assert_eq!(ops.index_range("t", "by_c", &[], 1000)?, 89);
+            Ok(())
+        })
+        .unwrap();
+        drop(s);
+        e.close().unwrap();
+    }
+
+    #[test]
+    fn conflicts_are_retried_and_failures_change_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = engine(tmp.path());
+        e.create_table(&def()).unwrap();
+        let mut s = e.session().unwrap();
+        let mut attempts = 0;
+        let retries = s
+            .transaction(&mut |ops| {
+                attempts += 1;
+                ops.insert(
+                    "t",
+                    &[Value::Null, Value::Int32(1), Value::Text("a".into())],
+                )?;
+                if attempts == 1 {
+                    return Err(Error::Deadlock { trx: 0 });
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!((retries, attempts), (1, 2));
+        let r = s.transaction(&mut |ops| {
+            ops.insert(
+                "t",
+                &[Value::Null, Value::Int32(2), Value::Text("b".into())],
+            )?;
+            Err(Error::InvalidArgument {
+                what: "test",
+                reason: "fails".into(),
+            })
+        });
+        assert!(r.is_err());
+        s.transaction(&mut |ops| {
+            assert_eq!(ops.pk_range("t", &[], 10)?, 1, "only the committed row");
+            assert!(ops.delete_first("nope", 1).is_err());
+            Ok(())
+        })
+        .unwrap();
+    }
+}
