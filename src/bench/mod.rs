@@ -11,10 +11,12 @@
 //! * [`txn`]: transactions through the embedded API in sysbench's shapes.
 //! * [`engine`]: the engine interface the workload benchmarks drive, and
 //!   Quill's implementation of it.
+//! * [`oltp`]: sysbench's OLTP shapes over that interface.
 
 pub mod commit;
 pub mod engine;
 pub mod fsync;
+pub mod oltp;
 pub mod storage;
 pub mod txn;
 

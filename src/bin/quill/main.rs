@@ -124,6 +124,46 @@ enum BenchCmd {
     /// (update-non-index, point-select) on 8 tables of 100k rows, at each
     /// client count, durable commits.
     Txn(TxnArgs),
+    /// sysbench's OLTP shapes (point-select, read-only, read-write,
+    /// write-only, update-index, update-non-index, insert, delete) through
+    /// the engine interface the peer comparisons use, on `sbtestN` tables,
+    /// at each thread count, durable commits.
+    Oltp(OltpArgs),
+}
+
+#[derive(Args)]
+struct OltpArgs {
+    /// Database directory (emptied first).
+    #[arg(long, default_value = "quill-data/bench-oltp")]
+    dir: PathBuf,
+    /// Tables `sbtestN`.
+    #[arg(long, default_value_t = 8)]
+    tables: usize,
+    /// Rows per table.
+    #[arg(long, default_value_t = 100_000)]
+    table_size: u64,
+    /// Client thread counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
+    threads: Vec<usize>,
+    /// Shapes, comma-separated (default: all eight).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "point-select,read-only,read-write,write-only,update-index,update-non-index,insert,delete"
+    )]
+    shapes: Vec<bench::oltp::Shape>,
+    /// Measured seconds per run.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// Warm-up seconds per run.
+    #[arg(long, default_value_t = 2.0)]
+    warmup: f64,
+    /// Buffer pool.
+    #[arg(long, default_value = "1G", value_parser = parse_size)]
+    pool: u64,
+    /// Write results as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -338,6 +378,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Bench(BenchCmd::Commit(a)) => bench_commit(a),
         Cmd::Bench(BenchCmd::Storage(a)) => bench_storage(a),
         Cmd::Bench(BenchCmd::Txn(a)) => bench_txn(a),
+        Cmd::Bench(BenchCmd::Oltp(a)) => bench_oltp(a),
         Cmd::Check { dir, json } => check(&dir, json),
         Cmd::Status { dir, json } => status(&dir, json),
         Cmd::Dump { dir, limit } => dump(&dir, limit),
@@ -716,6 +757,77 @@ fn bench_txn(a: TxnArgs) -> Result<()> {
     save_json(
         a.json.as_deref(),
         "quill bench txn",
+        &machine,
+        serde_json::json!({ "config": cfg, "rows": rows }),
+    )?;
+    Ok(())
+}
+
+fn bench_oltp(a: OltpArgs) -> Result<()> {
+    let cfg = bench::oltp::OltpConfig {
+        tables: a.tables,
+        table_size: a.table_size,
+        threads: a.threads,
+        shapes: a.shapes,
+        seconds: a.seconds,
+        warmup: a.warmup,
+    };
+    if a.dir.exists() {
+        std::fs::remove_dir_all(&a.dir).with_context(|| format!("emptying {}", a.dir.display()))?;
+    }
+    if let Some(parent) = a.dir.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    let machine = Machine::describe(a.dir.parent().unwrap_or(Path::new(".")));
+    println!(
+        "quill bench oltp: {:?} at {:?} threads; {} tables x {} rows; durable commits; {:.0} s measured after {:.0} s warm-up; in {} ({}; {} cores; kernel {})",
+        cfg.shapes.iter().map(|w| w.name()).collect::<Vec<_>>(),
+        cfg.threads,
+        cfg.tables,
+        cfg.table_size,
+        cfg.seconds,
+        cfg.warmup,
+        a.dir.display(),
+        machine.filesystem,
+        machine.nproc,
+        machine.kernel
+    );
+    let opts = quill::Options {
+        store: quill::store::StoreOptions {
+            pool_bytes: a.pool,
+            log: quill::LogOptions {
+                file_size: 1 << 30,
+                ..quill::LogOptions::default()
+            },
+            ..quill::store::StoreOptions::default()
+        },
+        max_transactions: cfg.threads.iter().copied().max().unwrap_or(1) * 2 + 64,
+        ..quill::Options::default()
+    };
+    let engine = bench::engine::QuillEngine::open(&a.dir, opts).context("opening Quill")?;
+    let pb = progress(1000, "permille");
+    let current = std::cell::RefCell::new(String::new());
+    let tick = |stage: &str, f: f64| {
+        if *current.borrow() != stage {
+            pb.set_position(0);
+            pb.set_message(stage.to_string());
+            *current.borrow_mut() = stage.to_string();
+        }
+        pb.set_position((f.clamp(0.0, 1.0) * 1000.0) as u64);
+    };
+    bench::oltp::prepare(&engine, &cfg, &tick).context("loading the tables")?;
+    say(&pb, bench::oltp::table_header());
+    let mut on_row = |r: &bench::oltp::OltpRow| say(&pb, bench::oltp::table_line(r));
+    let rows = bench::oltp::run(&engine, &cfg, &tick, &mut on_row).context("oltp benchmark")?;
+    pb.finish_and_clear();
+    println!(
+        "tps/qps: transactions/statements per second; fsync/c: the engine's log syncs per transaction; p50/p95/p99: whole transaction; cpu us/tx and csw/tx: getrusage deltas of the process; wbytes/tx: bytes the process wrote to storage (/proc/self/io)"
+    );
+    engine.close().context("closing Quill")?;
+    save_json(
+        a.json.as_deref(),
+        "quill bench oltp",
         &machine,
         serde_json::json!({ "config": cfg, "rows": rows }),
     )?;

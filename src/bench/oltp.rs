@@ -1,0 +1,588 @@
+//! `quill bench oltp`: sysbench's OLTP shapes over the [`Engine`]
+//! interface, so every engine runs the same transactions.
+//!
+//! Tables `sbtestN(id int64 primary key, k int32, c text(120), pad
+//! text(60))` with a secondary index `k_N` on `k`, `table_size` rows each,
+//! ids 1..=table_size chosen uniformly. One transaction per event:
+//!
+//! | shape | transaction |
+//! | --- | --- |
+//! | `point-select` | 1 `SELECT c WHERE id = ?` |
+//! | `read-only` | 10 point selects, then 4 range reads of 100 rows by id (sysbench's simple, sum, order and distinct ranges: the sorting and aggregation are SQL work, so each is a read of the 100 rows) |
+//! | `read-write` | `read-only`, then the 4 writes of `write-only` |
+//! | `write-only` | `UPDATE SET k = k + 1`, `UPDATE SET c = ?`, `DELETE` and `INSERT` of the same id |
+//! | `update-index` | 1 `UPDATE SET k = k + 1 WHERE id = ?` (reads the row, then writes it and its index entry) |
+//! | `update-non-index` | 1 `UPDATE SET c = ? WHERE id = ?` |
+//! | `insert` | 1 `INSERT` with the next automatic id |
+//! | `delete` | 1 `DELETE WHERE id = ?` and the `INSERT` of the same row, so the table keeps its size (sysbench's `oltp_delete` deletes only; without the insert, later events would find nothing) |
+//!
+//! Every transaction commits durably. The window starts and ends with no
+//! transaction in flight (as in [`super::txn`]), so the counters read at
+//! its edges cover whole transactions. Reported per shape and thread
+//! count: transactions and queries per second; latency percentiles of the
+//! whole transaction; log syncs per commit (the engine's own count, or
+//! "n/a"); CPU microseconds and context switches per transaction
+//! (`getrusage`); bytes the process wrote to storage per transaction
+//! (`/proc/self/io` `write_bytes`, the same measure for every engine).
+
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::commit::{new_hist, usage};
+use super::engine::{Engine, Ops};
+use crate::catalog::schema::{IndexDef, TableDef};
+use crate::catalog::{Column, ColumnType, Value};
+use crate::{Error, Result};
+
+/// One of sysbench's OLTP shapes (see the module table).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Shape {
+    /// One point select.
+    PointSelect,
+    /// Ten point selects and four range reads.
+    ReadOnly,
+    /// `ReadOnly` plus `WriteOnly`.
+    ReadWrite,
+    /// Two updates, a delete and an insert.
+    WriteOnly,
+    /// One update of the indexed column.
+    UpdateIndex,
+    /// One update of a column without an index.
+    UpdateNonIndex,
+    /// One insert.
+    Insert,
+    /// One delete (and the insert that puts the row back).
+    Delete,
+}
+
+impl Shape {
+    /// Every shape, in sysbench's order.
+    pub const ALL: &'static [Shape] = &[
+        Shape::PointSelect,
+        Shape::ReadOnly,
+        Shape::ReadWrite,
+        Shape::WriteOnly,
+        Shape::UpdateIndex,
+        Shape::UpdateNonIndex,
+        Shape::Insert,
+        Shape::Delete,
+    ];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Shape::PointSelect => "point-select",
+            Shape::ReadOnly => "read-only",
+            Shape::ReadWrite => "read-write",
+            Shape::WriteOnly => "write-only",
+            Shape::UpdateIndex => "update-index",
+            Shape::UpdateNonIndex => "update-non-index",
+            Shape::Insert => "insert",
+            Shape::Delete => "delete",
+        }
+    }
+
+    /// Statements per transaction (for queries per second).
+    pub fn queries(self) -> u64 {
+        match self {
+            Shape::ReadOnly => 14,
+            Shape::ReadWrite => 18,
+            Shape::WriteOnly => 4,
+            Shape::Delete => 2,
+            _ => 1,
+        }
+    }
+}
+
+impl std::str::FromStr for Shape {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Shape> {
+        Shape::ALL
+            .iter()
+            .copied()
+            .find(|w| w.name() == s)
+            .ok_or_else(|| Error::InvalidArgument {
+                what: "oltp shape",
+                reason: format!(
+                    "unknown shape {s:?}; expected one of: {}",
+                    Shape::ALL
+                        .iter()
+                        .map(|w| w.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            })
+    }
+}
+
+/// What to run.
+#[derive(Clone, Debug, Serialize)]
+pub struct OltpConfig {
+    /// Tables `sbtest1..=tables`.
+    pub tables: usize,
+    /// Rows per table.
+    pub table_size: u64,
+    /// Client thread counts.
+    pub threads: Vec<usize>,
+    /// Shapes, each at every thread count.
+    pub shapes: Vec<Shape>,
+    /// Measured seconds per run.
+    pub seconds: f64,
+    /// Warm-up seconds per run.
+    pub warmup: f64,
+}
+
+/// One measured run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct OltpRow {
+    /// Engine name.
+    pub engine: String,
+    /// Shape name.
+    pub shape: String,
+    /// Client threads.
+    pub threads: usize,
+    /// Measured seconds.
+    pub seconds: f64,
+    /// Transactions committed.
+    pub transactions: u64,
+    /// Transactions per second.
+    pub tps: f64,
+    /// Statements per second.
+    pub qps: f64,
+    /// Latency of a whole transaction, microseconds: median.
+    pub p50_us: f64,
+    /// 95th percentile.
+    pub p95_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// Maximum.
+    pub max_us: f64,
+    /// Log syncs per transaction, if the engine counts them.
+    pub fsyncs_per_commit: Option<f64>,
+    /// Process CPU microseconds per transaction.
+    pub cpu_us_per_txn: f64,
+    /// Context switches per transaction.
+    pub switches_per_txn: f64,
+    /// Bytes written to storage per transaction (`/proc/self/io`).
+    pub write_bytes_per_txn: Option<f64>,
+    /// Transactions run again after a retryable conflict.
+    pub retries: u64,
+}
+
+/// The `sbtestN` table definition.
+pub fn sbtest(n: usize) -> TableDef {
+    TableDef {
+        name: format!("sbtest{n}"),
+        columns: vec![
+            Column::new("id", ColumnType::Int64, false),
+            Column::new("k", ColumnType::Int32, false),
+            Column::new("c", ColumnType::Text { max_len: 120 }, false),
+            Column::new("pad", ColumnType::Text { max_len: 60 }, false),
+        ],
+        primary_key: vec![0],
+        indexes: vec![IndexDef {
+            name: format!("k_{n}"),
+            columns: vec![1],
+            unique: false,
+        }],
+    }
+}
+
+/// A small xorshift generator: no allocation, reproducible per client.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    /// sysbench's `c`/`pad` filler: groups of digits joined by dashes.
+    fn text(&mut self, len: usize) -> String {
+        let mut s = String::with_capacity(len);
+        while s.len() < len {
+            if !s.is_empty() && s.len() % 12 == 11 {
+                s.push('-');
+            } else {
+                s.push(char::from(b'0' + (self.below(10) as u8)));
+            }
+        }
+        s
+    }
+}
+
+fn row(rng: &mut Rng, id: Value, size: u64) -> Vec<Value> {
+    vec![
+        id,
+        Value::Int32(rng.below(size) as i32),
+        Value::Text(rng.text(119)),
+        Value::Text(rng.text(59)),
+    ]
+}
+
+/// Create and fill the tables (1,000 rows per transaction).
+pub fn prepare(engine: &dyn Engine, cfg: &OltpConfig, tick: &dyn Fn(&str, f64)) -> Result<()> {
+    let mut s = engine.session()?;
+    let mut rng = Rng(0x5EED_0001);
+    let total = (cfg.tables as u64 * cfg.table_size).max(1);
+    let mut done = 0u64;
+    for n in 1..=cfg.tables {
+        let def = sbtest(n);
+        engine.create_table(&def)?;
+        let mut id = 1u64;
+        while id <= cfg.table_size {
+            let end = (id + 1000).min(cfg.table_size + 1);
+            s.transaction(&mut |ops| {
+                for i in id..end {
+                    ops.insert(
+                        &def.name,
+                        &row(&mut rng, Value::Int64(i as i64), cfg.table_size),
+                    )?;
+                }
+                Ok(())
+            })?;
+            done += end - id;
+            id = end;
+            tick("prepare", done as f64 / total as f64);
+        }
+    }
+    Ok(())
+}
+
+fn int(v: Option<&Value>) -> i64 {
+    match v {
+        Some(Value::Int32(x)) => i64::from(*x),
+        Some(Value::Int64(x)) => *x,
+        _ => 0,
+    }
+}
+
+/// One transaction's statements (the closure body for `shape`).
+fn event(
+    ops: &mut dyn Ops,
+    shape: Shape,
+    table: &str,
+    id: i64,
+    rng: &mut Rng,
+    size: u64,
+) -> Result<()> {
+    let key = [Value::Int64(id)];
+    let reads = |ops: &mut dyn Ops, rng: &mut Rng| -> Result<()> {
+        for _ in 0..10 {
+            let id = rng.below(size) as i64 + 1;
+            std::hint::black_box(ops.get(table, &[Value::Int64(id)])?);
+        }
+        for _ in 0..4 {
+            let from = rng.below(size.saturating_sub(99).max(1)) as i64 + 1;
+            std::hint::black_box(ops.pk_range(table, &[Value::Int64(from)], 100)?);
+        }
+        Ok(())
+    };
+    let writes = |ops: &mut dyn Ops, rng: &mut Rng| -> Result<()> {
+        let w = [Value::Int64(rng.below(size) as i64 + 1)];
+        if let Some(r) = ops.get(table, &w)? {
+            ops.update(table, &w, &[(1, Value::Int32((int(r.get(1)) + 1) as i32))])?;
+        }
+        let w = [Value::Int64(rng.below(size) as i64 + 1)];
+        ops.update(table, &w, &[(2, Value::Text(rng.text(119)))])?;
+        let w = Value::Int64(rng.below(size) as i64 + 1);
+        ops.delete(table, std::slice::from_ref(&w))?;
+        ops.insert(table, &row(rng, w, size))?;
+        Ok(())
+    };
+    match shape {
+        Shape::PointSelect => {
+            std::hint::black_box(ops.get(table, &key)?);
+        }
+        Shape::ReadOnly => reads(ops, rng)?,
+        Shape::ReadWrite => {
+            reads(ops, rng)?;
+            writes(ops, rng)?;
+        }
+        Shape::WriteOnly => writes(ops, rng)?,
+        Shape::UpdateIndex => {
+            if let Some(r) = ops.get(table, &key)? {
+                ops.update(
+                    table,
+                    &key,
+                    &[(1, Value::Int32((int(r.get(1)) + 1) as i32))],
+                )?;
+            }
+        }
+        Shape::UpdateNonIndex => {
+            ops.update(table, &key, &[(2, Value::Text(rng.text(119)))])?;
+        }
+        Shape::Insert => {
+            ops.insert(table, &row(rng, Value::Null, size))?;
+        }
+        Shape::Delete => {
+            if ops.delete(table, &key)? {
+                ops.insert(table, &row(rng, Value::Int64(id), size))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+const WARMUP: u8 = 0;
+const MEASURE: u8 = 1;
+const STOP: u8 = 2;
+const PAUSE: u8 = 3;
+
+/// Bytes this process caused to be written to storage, if the kernel
+/// reports it.
+fn write_bytes() -> Option<u64> {
+    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    io.lines()
+        .find_map(|l| l.strip_prefix("write_bytes:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Run every shape at every thread count on a prepared engine;
+/// `on_row` sees each result as it is measured.
+pub fn run(
+    engine: &dyn Engine,
+    cfg: &OltpConfig,
+    tick: &dyn Fn(&str, f64),
+    on_row: &mut dyn FnMut(&OltpRow),
+) -> Result<Vec<OltpRow>> {
+    if cfg.tables == 0 || cfg.table_size == 0 || cfg.threads.contains(&0) {
+        return Err(Error::InvalidArgument {
+            what: "oltp benchmark",
+            reason: "needs at least one table, one row and one client per run".into(),
+        });
+    }
+    let mut rows = Vec::new();
+    for &shape in &cfg.shapes {
+        for &n in &cfg.threads {
+            let r = run_one(engine, cfg, shape, n, tick)?;
+            on_row(&r);
+            rows.push(r);
+        }
+    }
+    Ok(rows)
+}
+
+fn run_one(
+    engine: &dyn Engine,
+    cfg: &OltpConfig,
+    shape: Shape,
+    n: usize,
+    tick: &dyn Fn(&str, f64),
+) -> Result<OltpRow> {
+    let phase = AtomicU8::new(WARMUP);
+    let paused = AtomicU64::new(0);
+    let retries = AtomicU64::new(0);
+    let label = format!("{} {} x{n}", engine.name(), shape.name());
+    let tables: Vec<String> = (1..=cfg.tables).map(|i| format!("sbtest{i}")).collect();
+    std::thread::scope(|s| -> Result<OltpRow> {
+        let mut handles = Vec::new();
+        for c in 0..n {
+            let (phase, paused, retries, tables) = (&phase, &paused, &retries, &tables);
+            handles.push(
+                s.spawn(move || -> Result<(hdrhistogram::Histogram<u64>, u64)> {
+                    let mut session = engine.session()?;
+                    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ ((c as u64 + 1) << 17));
+                    let mut hist = new_hist();
+                    let mut count = 0u64;
+                    loop {
+                        let mut p = phase.load(Ordering::Acquire);
+                        if p == PAUSE {
+                            paused.fetch_add(1, Ordering::AcqRel);
+                            while p == PAUSE {
+                                std::thread::sleep(Duration::from_micros(200));
+                                p = phase.load(Ordering::Acquire);
+                            }
+                        }
+                        if p == STOP {
+                            break;
+                        }
+                        let table = tables
+                            .get(rng.below(tables.len() as u64) as usize)
+                            .ok_or_else(|| Error::InvalidArgument {
+                                what: "table",
+                                reason: "none".into(),
+                            })?;
+                        let id = rng.below(cfg.table_size) as i64 + 1;
+                        let started = Instant::now();
+                        let r = session.transaction(&mut |ops| {
+                            event(ops, shape, table, id, &mut rng, cfg.table_size)
+                        })?;
+                        retries.fetch_add(r, Ordering::Relaxed);
+                        if p == MEASURE {
+                            let _ = hist.record(started.elapsed().as_micros().max(1) as u64);
+                            count += 1;
+                        }
+                    }
+                    Ok((hist, count))
+                }),
+            );
+        }
+        let warm_until = Instant::now() + Duration::from_secs_f64(cfg.warmup);
+        while Instant::now() < warm_until {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        phase.store(PAUSE, Ordering::Release);
+        let quiet_by = Instant::now() + Duration::from_secs(30);
+        while (paused.load(Ordering::Acquire) as usize)
+            + handles.iter().filter(|h| h.is_finished()).count()
+            < n
+            && Instant::now() < quiet_by
+        {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let (u0, s0, w0) = (usage(), engine.log_syncs(), write_bytes());
+        let r0 = retries.load(Ordering::Relaxed);
+        let started = Instant::now();
+        phase.store(MEASURE, Ordering::Release);
+        let total = Duration::from_secs_f64(cfg.seconds);
+        while started.elapsed() < total {
+            std::thread::sleep(Duration::from_millis(100));
+            tick(&label, started.elapsed().as_secs_f64() / cfg.seconds);
+        }
+        phase.store(STOP, Ordering::Release);
+        let mut hist = new_hist();
+        let mut count = 0u64;
+        for h in handles {
+            let (hh, c) = h.join().map_err(|_| Error::InvalidArgument {
+                what: "benchmark client",
+                reason: "panicked".into(),
+            })??;
+            let _ = hist.add(&hh);
+            count += c;
+        }
+        let secs = started.elapsed().as_secs_f64();
+        let (u1, s1, w1) = (usage(), engine.log_syncs(), write_bytes());
+        let txns = count.max(1) as f64;
+        Ok(OltpRow {
+            engine: engine.name().to_string(),
+            shape: shape.name().to_string(),
+            threads: n,
+            seconds: secs,
+            transactions: count,
+            tps: count as f64 / secs,
+            qps: (count * shape.queries()) as f64 / secs,
+            p50_us: hist.value_at_quantile(0.50) as f64,
+            p95_us: hist.value_at_quantile(0.95) as f64,
+            p99_us: hist.value_at_quantile(0.99) as f64,
+            max_us: hist.max() as f64,
+            fsyncs_per_commit: s0.zip(s1).map(|(a, b)| b.saturating_sub(a) as f64 / txns),
+            cpu_us_per_txn: (u1.cpu_us - u0.cpu_us) / txns,
+            switches_per_txn: (u1.switches - u0.switches) / txns,
+            write_bytes_per_txn: w0.zip(w1).map(|(a, b)| b.saturating_sub(a) as f64 / txns),
+            retries: retries.load(Ordering::Relaxed).saturating_sub(r0),
+        })
+    })
+}
+
+/// Column headings for [`table_line`].
+pub fn table_header() -> String {
+    format!(
+        "{:<7} {:<17} {:>7} {:>10} {:>10} {:>9} {:>8} {:>8} {:>8} {:>9} {:>7} {:>9}",
+        "engine",
+        "shape",
+        "threads",
+        "tps",
+        "qps",
+        "fsync/c",
+        "p50 us",
+        "p95 us",
+        "p99 us",
+        "cpu us/tx",
+        "csw/tx",
+        "wbytes/tx"
+    )
+}
+
+/// One result as a table line.
+pub fn table_line(r: &OltpRow) -> String {
+    format!(
+        "{:<7} {:<17} {:>7} {:>10.0} {:>10.0} {:>9} {:>8.0} {:>8.0} {:>8.0} {:>9.1} {:>7.2} {:>9}",
+        r.engine,
+        r.shape,
+        r.threads,
+        r.tps,
+        r.qps,
+        r.fsyncs_per_commit
+            .map_or("n/a".to_string(), |f| format!("{f:.4}")),
+        r.p50_us,
+        r.p95_us,
+        r.p99_us,
+        r.cpu_us_per_txn,
+        r.switches_per_txn,
+        r.write_bytes_per_txn
+            .map_or("n/a".to_string(), |b| format!("{b:.0}")),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::engine::QuillEngine;
+    use crate::db::Options;
+
+    #[test]
+    fn every_shape_runs_and_keeps_the_tables_whole() {
+        let tmp = tempfile::tempdir().unwrap();
+        let opts = Options {
+            store: crate::store::test_options(),
+            ..Options::default()
+        };
+        let e = QuillEngine::open(tmp.path(), opts).unwrap();
+        let cfg = OltpConfig {
+            tables: 2,
+            table_size: 300,
+            threads: vec![1, 3],
+            shapes: Shape::ALL.to_vec(),
+            seconds: 0.15,
+            warmup: 0.05,
+        };
+        prepare(&e, &cfg, &|_, _| {}).unwrap();
+        let mut seen = 0;
+        let rows = run(&e, &cfg, &|_, _| {}, &mut |_| seen += 1).unwrap();
+        assert_eq!(rows.len(), Shape::ALL.len() * 2);
+        assert_eq!(seen, rows.len());
+        for r in &rows {
+            assert!(r.transactions > 0, "{} x{} ran nothing", r.shape, r.threads);
+            let f = r.fsyncs_per_commit.unwrap();
+            if r.shape == "point-select" || r.shape == "read-only" {
+                assert_eq!(f, 0.0, "{}: reads do not sync", r.shape);
+            } else {
+                // The tiny test pool and log make evictions and urgent
+                // flushes sync too: no bound of 1 here (that is a benchmark
+                // figure, not a unit test's).
+                assert!(f > 0.0, "{} x{}: writes made no sync", r.shape, r.threads);
+            }
+        }
+        // Deletes put their rows back; inserts only add.
+        let mut s = e.session().unwrap();
+        s.transaction(&mut |ops| {
+            for t in ["sbtest1", "sbtest2"] {
+                assert!(ops.pk_range(t, &[], 100_000)? >= 300, "{t} lost rows");
+            }
+            Ok(())
+        })
+        .unwrap();
+        drop(s);
+        e.db().check().unwrap();
+    }
+
+    #[test]
+    fn shape_names_round_trip_and_bad_ones_are_errors() {
+        for s in Shape::ALL {
+            assert_eq!(s.name().parse::<Shape>().unwrap(), *s);
+        }
+        assert!("update".parse::<Shape>().is_err());
+    }
+}
