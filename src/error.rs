@@ -131,6 +131,16 @@ pub enum Error {
         waited_ms: u64,
     },
 
+    /// A peer engine under benchmark (SQLite, RocksDB) reported an error.
+    #[error("{engine}: {reason}")]
+    Peer {
+        /// Which engine.
+        engine: &'static str,
+        /// Its message.
+        reason: String,
+        /// The engine said retrying may succeed (busy, conflict).
+        retryable: bool,
+    },
     /// A caller passed a value that cannot be used.
     #[error("invalid {what}: {reason}")]
     InvalidArgument {
@@ -174,7 +184,13 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            Error::Deadlock { .. } | Error::LockTimeout { .. } | Error::Serialization { .. }
+            Error::Deadlock { .. }
+                | Error::LockTimeout { .. }
+                | Error::Serialization { .. }
+                | Error::Peer {
+                    retryable: true,
+                    ..
+                }
         )
     }
 

@@ -12,11 +12,14 @@
 //! * [`engine`]: the engine interface the workload benchmarks drive, and
 //!   Quill's implementation of it.
 //! * [`oltp`]: sysbench's OLTP shapes over that interface.
+//! * `sqlite` (cargo feature `peers`): SQLite as a peer engine.
 
 pub mod commit;
 pub mod engine;
 pub mod fsync;
 pub mod oltp;
+#[cfg(feature = "peers")]
+pub mod sqlite;
 pub mod storage;
 pub mod txn;
 

@@ -161,6 +161,10 @@ struct OltpArgs {
     /// Buffer pool.
     #[arg(long, default_value = "1G", value_parser = parse_size)]
     pool: u64,
+    /// Engines, comma-separated: quill, and sqlite when built with
+    /// `--features peers`. Each gets its own subdirectory of --dir.
+    #[arg(long, value_delimiter = ',', default_value = "quill")]
+    engines: Vec<String>,
     /// Write results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -781,8 +785,9 @@ fn bench_oltp(a: OltpArgs) -> Result<()> {
     }
     let machine = Machine::describe(a.dir.parent().unwrap_or(Path::new(".")));
     println!(
-        "quill bench oltp: {:?} at {:?} threads; {} tables x {} rows; durable commits; {:.0} s measured after {:.0} s warm-up; in {} ({}; {} cores; kernel {})",
+        "quill bench oltp: {:?} on {:?} at {:?} threads; {} tables x {} rows; durable commits; {:.0} s measured after {:.0} s warm-up; in {} ({}; {} cores; kernel {})",
         cfg.shapes.iter().map(|w| w.name()).collect::<Vec<_>>(),
+        a.engines,
         cfg.threads,
         cfg.tables,
         cfg.table_size,
@@ -793,19 +798,6 @@ fn bench_oltp(a: OltpArgs) -> Result<()> {
         machine.nproc,
         machine.kernel
     );
-    let opts = quill::Options {
-        store: quill::store::StoreOptions {
-            pool_bytes: a.pool,
-            log: quill::LogOptions {
-                file_size: 1 << 30,
-                ..quill::LogOptions::default()
-            },
-            ..quill::store::StoreOptions::default()
-        },
-        max_transactions: cfg.threads.iter().copied().max().unwrap_or(1) * 2 + 64,
-        ..quill::Options::default()
-    };
-    let engine = bench::engine::QuillEngine::open(&a.dir, opts).context("opening Quill")?;
     let pb = progress(1000, "permille");
     let current = std::cell::RefCell::new(String::new());
     let tick = |stage: &str, f: f64| {
@@ -816,15 +808,48 @@ fn bench_oltp(a: OltpArgs) -> Result<()> {
         }
         pb.set_position((f.clamp(0.0, 1.0) * 1000.0) as u64);
     };
-    bench::oltp::prepare(&engine, &cfg, &tick).context("loading the tables")?;
     say(&pb, bench::oltp::table_header());
-    let mut on_row = |r: &bench::oltp::OltpRow| say(&pb, bench::oltp::table_line(r));
-    let rows = bench::oltp::run(&engine, &cfg, &tick, &mut on_row).context("oltp benchmark")?;
+    let mut rows = Vec::new();
+    for name in &a.engines {
+        let dir = a.dir.join(name);
+        let mut on_row = |r: &bench::oltp::OltpRow| say(&pb, bench::oltp::table_line(r));
+        match name.as_str() {
+            "quill" => {
+                let opts = quill::Options {
+                    store: quill::store::StoreOptions {
+                        pool_bytes: a.pool,
+                        log: quill::LogOptions {
+                            file_size: 1 << 30,
+                            ..quill::LogOptions::default()
+                        },
+                        ..quill::store::StoreOptions::default()
+                    },
+                    max_transactions: cfg.threads.iter().copied().max().unwrap_or(1) * 2 + 64,
+                    ..quill::Options::default()
+                };
+                let engine =
+                    bench::engine::QuillEngine::open(&dir, opts).context("opening Quill")?;
+                bench::oltp::prepare(&engine, &cfg, &tick).context("loading the tables")?;
+                rows.extend(bench::oltp::run(&engine, &cfg, &tick, &mut on_row).context("quill")?);
+                engine.close().context("closing Quill")?;
+            }
+            #[cfg(feature = "peers")]
+            "sqlite" => {
+                let engine = bench::sqlite::SqliteEngine::open(&dir).context("opening SQLite")?;
+                bench::oltp::prepare(&engine, &cfg, &tick).context("loading the tables")?;
+                rows.extend(bench::oltp::run(&engine, &cfg, &tick, &mut on_row).context("sqlite")?);
+            }
+            #[cfg(not(feature = "peers"))]
+            "sqlite" => anyhow::bail!(
+                "this quill was built without peer engines: build with `cargo build --release --features peers`"
+            ),
+            other => anyhow::bail!("--engines: unknown engine {other:?} (quill, sqlite)"),
+        }
+    }
     pb.finish_and_clear();
     println!(
-        "tps/qps: transactions/statements per second; fsync/c: the engine's log syncs per transaction; p50/p95/p99: whole transaction; cpu us/tx and csw/tx: getrusage deltas of the process; wbytes/tx: bytes the process wrote to storage (/proc/self/io)"
+        "tps/qps: transactions/statements per second; fsync/c: the engine's log syncs per transaction (n/a: the engine cannot count them; SQLite syncs through its VFS); p50/p95/p99: whole transaction; cpu us/tx and csw/tx: getrusage deltas of the process; wbytes/tx: bytes the process wrote to storage (/proc/self/io)"
     );
-    engine.close().context("closing Quill")?;
     save_json(
         a.json.as_deref(),
         "quill bench oltp",
