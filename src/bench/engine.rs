@@ -89,6 +89,18 @@ pub trait Ops {
     fn delete_first(&mut self, table: &str, n: usize) -> Result<usize>;
 }
 
+/// The entry for table `name` in an engine's own table map.
+pub(crate) fn lookup<T: Clone>(tables: &RwLock<HashMap<String, T>>, name: &str) -> Result<T> {
+    tables
+        .read()
+        .get(name)
+        .cloned()
+        .ok_or_else(|| Error::InvalidArgument {
+            what: "table",
+            reason: format!("no table named {name}"),
+        })
+}
+
 /// Quill through its embedded API.
 pub struct QuillEngine {
     db: Db,
@@ -121,14 +133,7 @@ impl QuillEngine {
     }
 
     fn table(&self, name: &str) -> Result<Table> {
-        self.tables
-            .read()
-            .get(name)
-            .cloned()
-            .ok_or_else(|| Error::InvalidArgument {
-                what: "table",
-                reason: format!("no table named {name}"),
-            })
+        lookup(&self.tables, name)
     }
 }
 
@@ -189,6 +194,16 @@ impl Session for QuillSession<'_> {
     }
 }
 
+/// Read (and decode) up to `limit` rows; how many there were.
+fn read_rows(rows: crate::db::Rows<'_>, limit: usize) -> Result<usize> {
+    let mut n = 0;
+    for row in rows.take(limit) {
+        std::hint::black_box(row?);
+        n += 1;
+    }
+    Ok(n)
+}
+
 struct QuillOps<'e> {
     engine: &'e QuillEngine,
     tx: crate::Txn<'e>,
@@ -230,12 +245,7 @@ impl Ops for QuillOps<'_> {
             Bound::Unbounded,
             Direction::Forward,
         )?;
-        let mut n = 0;
-        for row in rows.take(limit) {
-            std::hint::black_box(row?);
-            n += 1;
-        }
-        Ok(n)
+        read_rows(rows, limit)
     }
 
     fn pk_range(&mut self, table: &str, from: &[Value], limit: usize) -> Result<usize> {
@@ -246,12 +256,7 @@ impl Ops for QuillOps<'_> {
             Bound::Unbounded,
             Direction::Forward,
         )?;
-        let mut n = 0;
-        for row in rows.take(limit) {
-            std::hint::black_box(row?);
-            n += 1;
-        }
-        Ok(n)
+        read_rows(rows, limit)
     }
 
     fn delete_first(&mut self, table: &str, n: usize) -> Result<usize> {

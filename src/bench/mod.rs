@@ -13,6 +13,8 @@
 //!   Quill's implementation of it.
 //! * [`oltp`]: sysbench's OLTP shapes over that interface.
 //! * `sqlite` (cargo feature `peers`): SQLite as a peer engine.
+//! * [`window`]: the measured window, table and filler both client
+//!   benchmarks share.
 
 pub mod commit;
 pub mod engine;
@@ -22,6 +24,7 @@ pub mod oltp;
 pub mod sqlite;
 pub mod storage;
 pub mod txn;
+pub mod window;
 
 use serde::Serialize;
 

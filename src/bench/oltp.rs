@@ -1,7 +1,7 @@
 //! `quill bench oltp`: sysbench's OLTP shapes over the [`Engine`]
 //! interface, so every engine runs the same transactions.
 //!
-//! Tables `sbtestN(id int64 primary key, k int32, c text(120), pad
+//! Tables [`sbtest`]`N(id int64 primary key, k int32, c text(120), pad
 //! text(60))` with a secondary index `k_N` on `k`, `table_size` rows each,
 //! ids 1..=table_size chosen uniformly. One transaction per event:
 //!
@@ -17,23 +17,22 @@
 //! | `delete` | 1 `DELETE WHERE id = ?` and the `INSERT` of the same row, so the table keeps its size (sysbench's `oltp_delete` deletes only; without the insert, later events would find nothing) |
 //!
 //! Every transaction commits durably. The window starts and ends with no
-//! transaction in flight (as in [`super::txn`]), so the counters read at
-//! its edges cover whole transactions. Reported per shape and thread
+//! transaction in flight ([`super::window`]), so the counters read at its
+//! edges cover whole transactions. Reported per shape and thread
 //! count: transactions and queries per second; latency percentiles of the
 //! whole transaction; log syncs per commit (the engine's own count, or
 //! "n/a"); CPU microseconds and context switches per transaction
 //! (`getrusage`); bytes the process wrote to storage per transaction
 //! (`/proc/self/io` `write_bytes`, the same measure for every engine).
 
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use super::commit::{new_hist, usage};
+use super::commit::usage;
 use super::engine::{Engine, Ops};
-use crate::catalog::schema::{IndexDef, TableDef};
-use crate::catalog::{Column, ColumnType, Value};
+use super::window::{self, Plan, Rng, sbtest};
+use crate::catalog::Value;
 use crate::{Error, Result};
 
 /// One of sysbench's OLTP shapes (see the module table).
@@ -172,56 +171,6 @@ pub struct OltpRow {
     pub retries: u64,
 }
 
-/// The `sbtestN` table definition.
-pub fn sbtest(n: usize) -> TableDef {
-    TableDef {
-        name: format!("sbtest{n}"),
-        columns: vec![
-            Column::new("id", ColumnType::Int64, false),
-            Column::new("k", ColumnType::Int32, false),
-            Column::new("c", ColumnType::Text { max_len: 120 }, false),
-            Column::new("pad", ColumnType::Text { max_len: 60 }, false),
-        ],
-        primary_key: vec![0],
-        indexes: vec![IndexDef {
-            name: format!("k_{n}"),
-            columns: vec![1],
-            unique: false,
-        }],
-    }
-}
-
-/// A small xorshift generator: no allocation, reproducible per client.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    /// sysbench's `c`/`pad` filler: groups of digits joined by dashes.
-    fn text(&mut self, len: usize) -> String {
-        let mut s = String::with_capacity(len);
-        while s.len() < len {
-            if !s.is_empty() && s.len() % 12 == 11 {
-                s.push('-');
-            } else {
-                s.push(char::from(b'0' + (self.below(10) as u8)));
-            }
-        }
-        s
-    }
-}
-
 fn row(rng: &mut Rng, id: Value, size: u64) -> Vec<Value> {
     vec![
         id,
@@ -335,11 +284,6 @@ fn event(
     Ok(())
 }
 
-const WARMUP: u8 = 0;
-const MEASURE: u8 = 1;
-const STOP: u8 = 2;
-const PAUSE: u8 = 3;
-
 /// Bytes this process caused to be written to storage, if the kernel
 /// reports it.
 fn write_bytes() -> Option<u64> {
@@ -381,108 +325,62 @@ fn run_one(
     n: usize,
     tick: &dyn Fn(&str, f64),
 ) -> Result<OltpRow> {
-    let phase = AtomicU8::new(WARMUP);
-    let paused = AtomicU64::new(0);
     let retries = AtomicU64::new(0);
     let label = format!("{} {} x{n}", engine.name(), shape.name());
     let tables: Vec<String> = (1..=cfg.tables).map(|i| format!("sbtest{i}")).collect();
-    std::thread::scope(|s| -> Result<OltpRow> {
-        let mut handles = Vec::new();
-        for c in 0..n {
-            let (phase, paused, retries, tables) = (&phase, &paused, &retries, &tables);
-            handles.push(
-                s.spawn(move || -> Result<(hdrhistogram::Histogram<u64>, u64)> {
-                    let mut session = engine.session()?;
-                    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ ((c as u64 + 1) << 17));
-                    let mut hist = new_hist();
-                    let mut count = 0u64;
-                    loop {
-                        let mut p = phase.load(Ordering::Acquire);
-                        if p == PAUSE {
-                            paused.fetch_add(1, Ordering::AcqRel);
-                            while p == PAUSE {
-                                std::thread::sleep(Duration::from_micros(200));
-                                p = phase.load(Ordering::Acquire);
-                            }
-                        }
-                        if p == STOP {
-                            break;
-                        }
-                        let table = tables
-                            .get(rng.below(tables.len() as u64) as usize)
-                            .ok_or_else(|| Error::InvalidArgument {
-                                what: "table",
-                                reason: "none".into(),
-                            })?;
-                        let id = rng.below(cfg.table_size) as i64 + 1;
-                        let started = Instant::now();
-                        let r = session.transaction(&mut |ops| {
-                            event(ops, shape, table, id, &mut rng, cfg.table_size)
-                        })?;
-                        retries.fetch_add(r, Ordering::Relaxed);
-                        if p == MEASURE {
-                            let _ = hist.record(started.elapsed().as_micros().max(1) as u64);
-                            count += 1;
-                        }
-                    }
-                    Ok((hist, count))
-                }),
-            );
-        }
-        let warm_until = Instant::now() + Duration::from_secs_f64(cfg.warmup);
-        while Instant::now() < warm_until {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        phase.store(PAUSE, Ordering::Release);
-        let quiet_by = Instant::now() + Duration::from_secs(30);
-        while (paused.load(Ordering::Acquire) as usize)
-            + handles.iter().filter(|h| h.is_finished()).count()
-            < n
-            && Instant::now() < quiet_by
-        {
-            std::thread::sleep(Duration::from_micros(200));
-        }
-        let (u0, s0, w0) = (usage(), engine.log_syncs(), write_bytes());
-        let r0 = retries.load(Ordering::Relaxed);
-        let started = Instant::now();
-        phase.store(MEASURE, Ordering::Release);
-        let total = Duration::from_secs_f64(cfg.seconds);
-        while started.elapsed() < total {
-            std::thread::sleep(Duration::from_millis(100));
-            tick(&label, started.elapsed().as_secs_f64() / cfg.seconds);
-        }
-        phase.store(STOP, Ordering::Release);
-        let mut hist = new_hist();
-        let mut count = 0u64;
-        for h in handles {
-            let (hh, c) = h.join().map_err(|_| Error::InvalidArgument {
-                what: "benchmark client",
-                reason: "panicked".into(),
-            })??;
-            let _ = hist.add(&hh);
-            count += c;
-        }
-        let secs = started.elapsed().as_secs_f64();
-        let (u1, s1, w1) = (usage(), engine.log_syncs(), write_bytes());
-        let txns = count.max(1) as f64;
-        Ok(OltpRow {
-            engine: engine.name().to_string(),
-            shape: shape.name().to_string(),
-            threads: n,
-            seconds: secs,
-            transactions: count,
-            tps: count as f64 / secs,
-            qps: (count * shape.queries()) as f64 / secs,
-            p50_us: hist.value_at_quantile(0.50) as f64,
-            p95_us: hist.value_at_quantile(0.95) as f64,
-            p99_us: hist.value_at_quantile(0.99) as f64,
-            max_us: hist.max() as f64,
-            fsyncs_per_commit: s0.zip(s1).map(|(a, b)| b.saturating_sub(a) as f64 / txns),
-            cpu_us_per_txn: (u1.cpu_us - u0.cpu_us) / txns,
-            switches_per_txn: (u1.switches - u0.switches) / txns,
-            write_bytes_per_txn: w0.zip(w1).map(|(a, b)| b.saturating_sub(a) as f64 / txns),
-            retries: retries.load(Ordering::Relaxed).saturating_sub(r0),
+    let client = |c: usize| -> Result<_> {
+        let mut session = engine.session()?;
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ ((c as u64 + 1) << 17));
+        let (retries, tables) = (&retries, &tables);
+        Ok(move || -> Result<bool> {
+            let table = tables
+                .get(rng.below(tables.len() as u64) as usize)
+                .ok_or_else(|| Error::InvalidArgument {
+                    what: "table",
+                    reason: "none".into(),
+                })?;
+            let id = rng.below(cfg.table_size) as i64 + 1;
+            let r = session
+                .transaction(&mut |ops| event(ops, shape, table, id, &mut rng, cfg.table_size))?;
+            retries.fetch_add(r, Ordering::Relaxed);
+            Ok(true)
         })
+    };
+    let plan = Plan {
+        clients: n,
+        warmup: cfg.warmup,
+        seconds: cfg.seconds,
+        label: &label,
+    };
+    let m = window::run(&plan, tick, &client, || {
+        (
+            usage(),
+            engine.log_syncs(),
+            write_bytes(),
+            retries.load(Ordering::Relaxed),
+        )
+    })?;
+    let (u0, s0, w0, r0) = m.start;
+    let (u1, s1, w1) = (usage(), engine.log_syncs(), write_bytes());
+    let (count, secs) = (m.count, m.seconds);
+    let txns = count.max(1) as f64;
+    Ok(OltpRow {
+        engine: engine.name().to_string(),
+        shape: shape.name().to_string(),
+        threads: n,
+        seconds: secs,
+        transactions: count,
+        tps: count as f64 / secs,
+        qps: (count * shape.queries()) as f64 / secs,
+        p50_us: m.hist.value_at_quantile(0.50) as f64,
+        p95_us: m.hist.value_at_quantile(0.95) as f64,
+        p99_us: m.hist.value_at_quantile(0.99) as f64,
+        max_us: m.hist.max() as f64,
+        fsyncs_per_commit: s0.zip(s1).map(|(a, b)| b.saturating_sub(a) as f64 / txns),
+        cpu_us_per_txn: (u1.cpu_us - u0.cpu_us) / txns,
+        switches_per_txn: (u1.switches - u0.switches) / txns,
+        write_bytes_per_txn: w0.zip(w1).map(|(a, b)| b.saturating_sub(a) as f64 / txns),
+        retries: retries.load(Ordering::Relaxed).saturating_sub(r0),
     })
 }
 
@@ -526,6 +424,31 @@ pub fn table_line(r: &OltpRow) -> String {
     )
 }
 
+/// Prepare two small tables on `engine`, run every shape at 1 and 3
+/// threads briefly, and check that every run completed transactions
+/// (shared by the engines' tests).
+#[cfg(test)]
+pub(crate) fn run_every_shape(engine: &dyn Engine) -> Vec<OltpRow> {
+    let cfg = OltpConfig {
+        tables: 2,
+        table_size: 300,
+        threads: vec![1, 3],
+        shapes: Shape::ALL.to_vec(),
+        seconds: 0.15,
+        warmup: 0.05,
+    };
+    let noop = |_: &str, _: f64| {};
+    prepare(engine, &cfg, &noop).unwrap();
+    let mut seen = 0;
+    let rows = run(engine, &cfg, &noop, &mut |_| seen += 1).unwrap();
+    assert_eq!(rows.len(), Shape::ALL.len() * 2);
+    assert_eq!(seen, rows.len());
+    for r in &rows {
+        assert!(r.transactions > 0, "{} x{} ran nothing", r.shape, r.threads);
+    }
+    rows
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -535,26 +458,17 @@ mod tests {
     #[test]
     fn every_shape_runs_and_keeps_the_tables_whole() {
         let tmp = tempfile::tempdir().unwrap();
+        // No page cleaner: its background checkpoints would add syncs to
+        // the read-only windows (writers flush when the log runs short).
         let opts = Options {
-            store: crate::store::test_options(),
+            store: crate::store::StoreOptions {
+                cleaner: false,
+                ..crate::store::test_options()
+            },
             ..Options::default()
         };
         let e = QuillEngine::open(tmp.path(), opts).unwrap();
-        let cfg = OltpConfig {
-            tables: 2,
-            table_size: 300,
-            threads: vec![1, 3],
-            shapes: Shape::ALL.to_vec(),
-            seconds: 0.15,
-            warmup: 0.05,
-        };
-        prepare(&e, &cfg, &|_, _| {}).unwrap();
-        let mut seen = 0;
-        let rows = run(&e, &cfg, &|_, _| {}, &mut |_| seen += 1).unwrap();
-        assert_eq!(rows.len(), Shape::ALL.len() * 2);
-        assert_eq!(seen, rows.len());
-        for r in &rows {
-            assert!(r.transactions > 0, "{} x{} ran nothing", r.shape, r.threads);
+        for r in &run_every_shape(&e) {
             let f = r.fsyncs_per_commit.unwrap();
             if r.shape == "point-select" || r.shape == "read-only" {
                 assert_eq!(f, 0.0, "{}: reads do not sync", r.shape);

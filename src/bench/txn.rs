@@ -25,14 +25,14 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::commit::{new_hist, usage};
-use crate::catalog::schema::{IndexDef, TableDef};
-use crate::catalog::{Column, ColumnType, Value};
+use super::commit::usage;
+use super::window::{self, Plan, Rng, sbtest};
+use crate::catalog::Value;
 use crate::db::{Db, Options, Table, TxnOptions};
 use crate::log::Durability;
 use crate::store::StoreOptions;
@@ -128,49 +128,6 @@ pub struct TxnRow {
     pub purged: u64,
 }
 
-fn sbtest(i: usize) -> TableDef {
-    TableDef {
-        name: format!("sbtest{i}"),
-        columns: vec![
-            Column::new("id", ColumnType::Int64, false),
-            Column::new("k", ColumnType::Int32, false),
-            Column::new("c", ColumnType::Text { max_len: 120 }, false),
-            Column::new("pad", ColumnType::Text { max_len: 60 }, false),
-        ],
-        primary_key: vec![0],
-        indexes: vec![IndexDef {
-            name: "k".into(),
-            columns: vec![1],
-            unique: false,
-        }],
-    }
-}
-
-/// xorshift64*: cheap per-thread randomness.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// sysbench's `###########-###########-...` strings of `len` chars.
-    fn text(&mut self, len: usize) -> String {
-        let mut s = String::with_capacity(len);
-        while s.len() < len {
-            if s.len() % 12 == 11 {
-                s.push('-');
-            } else {
-                s.push(char::from(b'0' + (self.next() % 10) as u8));
-            }
-        }
-        s
-    }
-}
-
 fn load(db: &Db, cfg: &TxnBenchConfig, tick: &dyn Fn(&str, f64)) -> Result<Vec<Table>> {
     let mut tables = Vec::new();
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
@@ -208,14 +165,6 @@ fn load(db: &Db, cfg: &TxnBenchConfig, tick: &dyn Fn(&str, f64)) -> Result<Vec<T
     db.store().commit(lsn, Durability::Sync)?;
     Ok(tables)
 }
-
-const WARMUP: u8 = 0;
-const MEASURE: u8 = 1;
-const STOP: u8 = 2;
-/// Clients finish the transaction in hand and wait: the counters are read
-/// with nothing in flight, so every commit counted in the window began and
-/// ended inside it, with all of its syncs.
-const PAUSE: u8 = 3;
 
 /// Run every workload at every client count; `tick(stage, fraction)`
 /// reports progress and `on_row` each result as it is measured.
@@ -285,164 +234,109 @@ fn run_one(
     n: usize,
     tick: &dyn Fn(&str, f64),
 ) -> Result<TxnRow> {
-    let phase = AtomicU8::new(WARMUP);
-    let paused = AtomicU64::new(0);
     let retries = AtomicU64::new(0);
     let label = format!("{} x{n}", w.name());
     let opts = TxnOptions {
         durability: cfg.durability,
         ..TxnOptions::default()
     };
-    std::thread::scope(|s| -> Result<TxnRow> {
-        let mut handles = Vec::new();
-        for c in 0..n {
-            let (phase, retries, paused) = (&phase, &retries, &paused);
-            handles.push(
-                s.spawn(move || -> Result<(hdrhistogram::Histogram<u64>, u64)> {
-                    let mut rng = Rng(0x1234_5678_9ABC_DEF1 ^ ((c as u64 + 1) << 20));
-                    let mut hist = new_hist();
-                    let mut count = 0u64;
-                    loop {
-                        let mut p = phase.load(Ordering::Acquire);
-                        if p == PAUSE {
-                            paused.fetch_add(1, Ordering::AcqRel);
-                            while p == PAUSE {
-                                std::thread::sleep(Duration::from_micros(200));
-                                p = phase.load(Ordering::Acquire);
-                            }
-                        }
-                        if p == STOP {
-                            break;
-                        }
-                        let t = tables
-                            .get((rng.next() % tables.len() as u64) as usize)
-                            .ok_or_else(|| Error::InvalidArgument {
-                                what: "table",
-                                reason: "none".into(),
-                            })?;
-                        let id = (rng.next() % cfg.table_size) as i64 + 1;
-                        let started = Instant::now();
-                        let r = match w {
-                            TxnWorkload::UpdateNonIndex => {
-                                let c = rng.text(119);
-                                (|| {
-                                    let mut tx = db.begin_with(opts)?;
-                                    tx.update(t, &[Value::Int64(id)], &[(2, Value::Text(c))])?;
-                                    tx.commit()
-                                })()
-                            }
-                            TxnWorkload::PointSelect => (|| {
-                                let mut tx = db.begin_with(opts)?;
-                                let row = tx.get(t, &[Value::Int64(id)])?;
-                                std::hint::black_box(row);
-                                tx.commit()
-                            })(),
-                        };
-                        match r {
-                            Ok(()) => {}
-                            Err(e) if e.is_retryable() => {
-                                retries.fetch_add(1, Ordering::Relaxed);
-                                continue;
-                            }
-                            Err(e) => return Err(e),
-                        }
-                        if p == MEASURE {
-                            let us = started.elapsed().as_micros().max(1) as u64;
-                            let _ = hist.record(us);
-                            count += 1;
-                        }
-                    }
-                    Ok((hist, count))
-                }),
-            );
-        }
-        let warm_until = Instant::now() + Duration::from_secs_f64(cfg.warmup);
-        while Instant::now() < warm_until {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        // Start the window from a quiet point (see PAUSE); a client that
-        // failed is not waited for (its error is returned below).
-        phase.store(PAUSE, Ordering::Release);
-        let quiet_by = Instant::now() + Duration::from_secs(30);
-        while (paused.load(Ordering::Acquire) as usize) + finished(&handles) < n
-            && Instant::now() < quiet_by
-        {
-            std::thread::sleep(Duration::from_micros(200));
-        }
-        let start_usage = usage();
-        let start_log = db.store().log().stats();
-        let start_data_syncs = data_syncs(db);
-        let start_commits = db.stats().commits;
-        let start_purged = db.stats().purged_transactions;
-        let started = Instant::now();
-        phase.store(MEASURE, Ordering::Release);
-        let total = Duration::from_secs_f64(cfg.seconds);
-        while started.elapsed() < total {
-            std::thread::sleep(Duration::from_millis(100));
-            tick(&label, started.elapsed().as_secs_f64() / cfg.seconds);
-        }
-        // End it once every client has finished its last transaction.
-        phase.store(STOP, Ordering::Release);
-        let mut hist = new_hist();
-        let mut count = 0;
-        for h in handles {
-            let (hh, c) = h.join().map_err(|_| Error::InvalidArgument {
-                what: "benchmark client",
-                reason: "panicked".into(),
-            })??;
-            let _ = hist.add(&hh);
-            count += c;
-        }
-        let elapsed = started.elapsed();
-        let end_usage = usage();
-        let end_log = db.store().log().stats();
-        let end_data_syncs = data_syncs(db);
-        let end_commits = db.stats().commits;
-        let purged = db.stats().purged_transactions.saturating_sub(start_purged);
-        if let Some(e) = db.stats().purge_error {
-            tracing::error!(error = %e, "purge stopped");
-        }
-        let secs = elapsed.as_secs_f64();
-        let txns = count.max(1) as f64;
-        let commits = end_commits.saturating_sub(start_commits);
-        // Per committed transaction (0 for read-only runs).
-        let per_commit = |n: u64| {
-            if commits == 0 {
-                0.0
-            } else {
-                n as f64 / commits as f64
+    let client = |c: usize| -> Result<_> {
+        let mut rng = Rng(0x1234_5678_9ABC_DEF1 ^ ((c as u64 + 1) << 20));
+        let retries = &retries;
+        Ok(move || -> Result<bool> {
+            let t = tables
+                .get(rng.below(tables.len() as u64) as usize)
+                .ok_or_else(|| Error::InvalidArgument {
+                    what: "table",
+                    reason: "none".into(),
+                })?;
+            let id = rng.below(cfg.table_size) as i64 + 1;
+            let r = match w {
+                TxnWorkload::UpdateNonIndex => {
+                    let c = rng.text(119);
+                    (|| {
+                        let mut tx = db.begin_with(opts)?;
+                        tx.update(t, &[Value::Int64(id)], &[(2, Value::Text(c))])?;
+                        tx.commit()
+                    })()
+                }
+                TxnWorkload::PointSelect => (|| {
+                    let mut tx = db.begin_with(opts)?;
+                    let row = tx.get(t, &[Value::Int64(id)])?;
+                    std::hint::black_box(row);
+                    tx.commit()
+                })(),
+            };
+            match r {
+                Ok(()) => Ok(true),
+                Err(e) if e.is_retryable() => {
+                    retries.fetch_add(1, Ordering::Relaxed);
+                    Ok(false)
+                }
+                Err(e) => Err(e),
             }
-        };
-        let log_syncs = end_log.syncs.saturating_sub(start_log.syncs);
-        let checkpoints = end_log
-            .checkpoint_syncs
-            .saturating_sub(start_log.checkpoint_syncs);
-        Ok(TxnRow {
-            workload: w.name().to_string(),
-            threads: n,
-            seconds: secs,
-            transactions: count,
-            tps: count as f64 / secs,
-            fsyncs_per_commit: per_commit(log_syncs + checkpoints),
-            commit_syncs_per_commit: per_commit(log_syncs),
-            checkpoint_syncs_per_commit: per_commit(checkpoints),
-            data_syncs_per_commit: per_commit(end_data_syncs.saturating_sub(start_data_syncs)),
-            p50_us: hist.value_at_quantile(0.50) as f64,
-            p95_us: hist.value_at_quantile(0.95) as f64,
-            p99_us: hist.value_at_quantile(0.99) as f64,
-            max_us: hist.max() as f64,
-            cpu_us_per_txn: (end_usage.cpu_us - start_usage.cpu_us) / txns,
-            switches_per_txn: (end_usage.switches - start_usage.switches) / txns,
-            retries: retries.load(Ordering::Relaxed),
-            history_at_end: db.stats().history_length,
-            purged,
         })
+    };
+    let plan = Plan {
+        clients: n,
+        warmup: cfg.warmup,
+        seconds: cfg.seconds,
+        label: &label,
+    };
+    let m = window::run(&plan, tick, &client, || {
+        (
+            usage(),
+            db.store().log().stats(),
+            data_syncs(db),
+            db.stats().commits,
+            db.stats().purged_transactions,
+        )
+    })?;
+    let (start_usage, start_log, start_data_syncs, start_commits, start_purged) = m.start;
+    let (hist, count) = (m.hist, m.count);
+    let end_usage = usage();
+    let end_log = db.store().log().stats();
+    let end_data_syncs = data_syncs(db);
+    let end_commits = db.stats().commits;
+    let purged = db.stats().purged_transactions.saturating_sub(start_purged);
+    if let Some(e) = db.stats().purge_error {
+        tracing::error!(error = %e, "purge stopped");
+    }
+    let secs = m.seconds;
+    let txns = count.max(1) as f64;
+    let commits = end_commits.saturating_sub(start_commits);
+    // Per committed transaction (0 for read-only runs).
+    let per_commit = |n: u64| {
+        if commits == 0 {
+            0.0
+        } else {
+            n as f64 / commits as f64
+        }
+    };
+    let log_syncs = end_log.syncs.saturating_sub(start_log.syncs);
+    let checkpoints = end_log
+        .checkpoint_syncs
+        .saturating_sub(start_log.checkpoint_syncs);
+    Ok(TxnRow {
+        workload: w.name().to_string(),
+        threads: n,
+        seconds: secs,
+        transactions: count,
+        tps: count as f64 / secs,
+        fsyncs_per_commit: per_commit(log_syncs + checkpoints),
+        commit_syncs_per_commit: per_commit(log_syncs),
+        checkpoint_syncs_per_commit: per_commit(checkpoints),
+        data_syncs_per_commit: per_commit(end_data_syncs.saturating_sub(start_data_syncs)),
+        p50_us: hist.value_at_quantile(0.50) as f64,
+        p95_us: hist.value_at_quantile(0.95) as f64,
+        p99_us: hist.value_at_quantile(0.99) as f64,
+        max_us: hist.max() as f64,
+        cpu_us_per_txn: (end_usage.cpu_us - start_usage.cpu_us) / txns,
+        switches_per_txn: (end_usage.switches - start_usage.switches) / txns,
+        retries: retries.load(Ordering::Relaxed),
+        history_at_end: db.stats().history_length,
+        purged,
     })
-}
-
-/// Client threads that have ended.
-fn finished<T>(handles: &[std::thread::ScopedJoinHandle<'_, T>]) -> usize {
-    handles.iter().filter(|h| h.is_finished()).count()
 }
 
 /// Syncs of the data and doublewrite files so far.

@@ -207,13 +207,20 @@ impl<'db> Txn<'db> {
     /// under REPEATABLE READ it must be one the view sees; and see
     /// [`Txn::note_dependency`].
     fn builds_on(&mut self, rec: &Rec) -> Result<()> {
+        self.check_view(rec)?;
+        self.note_dependency(rec);
+        Ok(())
+    }
+
+    /// Under REPEATABLE READ, `rec` (a row's newest version) must be one
+    /// the view sees.
+    fn check_view(&self, rec: &Rec) -> Result<()> {
         if self.opts.isolation == Isolation::RepeatableRead
             && let Some(v) = &self.view
             && !v.sees(rec.0.trx)
         {
             return Err(Error::Serialization { trx: self.id });
         }
-        self.note_dependency(rec);
         Ok(())
     }
 
@@ -603,11 +610,12 @@ impl<'db> Txn<'db> {
             let Some(cur) = table::read_rec(&tx.db.store, &schema, &pk)? else {
                 return Ok(None);
             };
-            tx.builds_on(&cur)?;
+            tx.check_view(&cur)?;
             // A read never returns a `Sync` commit a crash could take away
             // (registry R5): wait for the newest version's commit to be
             // durable (at most one group commit; only for rows whose
-            // commit is still in flight).
+            // commit is still in flight). Once it is, nothing is left for
+            // registry R7 to note.
             let pending = tx.undurable_commit(&cur);
             if pending > 0 {
                 tx.db.store.log().make_durable(crate::Lsn(pending))?;

@@ -331,6 +331,34 @@ fn deadlock_and_lock_wait_timeout() {
     tx.commit().unwrap();
 }
 
+/// In scope `s`, update column 2 of row `id` to `value` and commit it
+/// with `Sync` durability on another thread, and return once its records
+/// are in the log (plus 20 ms, enough for its commit record and lock
+/// release); with a slow simulated sync its commit is then still waiting
+/// for durability. `done` is set when the commit returns.
+fn pending_sync_update<'s>(
+    s: &'s std::thread::Scope<'s, '_>,
+    db: &'s Db,
+    t: &'s quill::Table,
+    id: i64,
+    value: i64,
+    done: &'s AtomicBool,
+) {
+    let log = db.store().log();
+    let before = log.end_lsn();
+    s.spawn(move || {
+        let mut tx = db.begin().unwrap();
+        tx.update(t, &[Value::Int64(id)], &[(2, Value::Int64(value))])
+            .unwrap();
+        tx.commit().unwrap();
+        done.store(true, Ordering::SeqCst);
+    });
+    while log.end_lsn() == before {
+        std::thread::yield_now();
+    }
+    std::thread::sleep(Duration::from_millis(20));
+}
+
 /// With slow syncs: a `Sync` commit is invisible to readers until durable,
 /// yet its row lock is free as soon as the commit record is logged (early
 /// lock release); a `Write` commit is visible at once.
@@ -344,18 +372,7 @@ fn sync_commits_visible_only_when_durable_with_early_lock_release() {
     let before = log.end_lsn();
     let committed = AtomicBool::new(false);
     std::thread::scope(|s| {
-        s.spawn(|| {
-            let mut tx = db.begin().unwrap();
-            tx.update(&t, &[Value::Int64(1)], &[(2, Value::Int64(111))])
-                .unwrap();
-            tx.commit().unwrap();
-            committed.store(true, Ordering::SeqCst);
-        });
-        // Wait until the commit record is in the log, then take the lock.
-        while log.end_lsn() == before {
-            std::thread::yield_now();
-        }
-        std::thread::sleep(Duration::from_millis(20));
+        pending_sync_update(s, &db, &t, 1, 111, &committed);
         let t0 = Instant::now();
         let mut w = db
             .begin_with(TxnOptions {
@@ -398,25 +415,16 @@ fn sync_commits_visible_only_when_durable_with_early_lock_release() {
     // A locking read of a row whose newest version is a Sync commit still
     // waiting for its sync returns only once that commit is durable.
     let before = log.end_lsn();
+    let second = AtomicBool::new(false);
     std::thread::scope(|s| {
-        s.spawn(|| {
-            let mut tx = db.begin().unwrap();
-            tx.update(&t, &[Value::Int64(3)], &[(2, Value::Int64(333))])
-                .unwrap();
-            tx.commit().unwrap();
-        });
-        while log.end_lsn() == before {
-            std::thread::yield_now();
-        }
-        std::thread::sleep(Duration::from_millis(20));
+        pending_sync_update(s, &db, &t, 3, 333, &second);
         let mut l = db.begin().unwrap();
         let row = l.get_for_update(&t, &[Value::Int64(3)]).unwrap().unwrap();
-        if int(&row[2]) == 333 {
-            assert!(
-                log.durable_lsn() > before,
-                "a locking read returned a Sync commit before it was durable"
-            );
-        }
+        assert_eq!(int(&row[2]), 333, "a locking read sees the newest version");
+        assert!(
+            log.durable_lsn() > before,
+            "a locking read returned a Sync commit before it was durable"
+        );
         l.commit().unwrap();
     });
     // Write durability: visible at once, before any sync.
@@ -446,17 +454,9 @@ fn lazy_commits_built_on_a_pending_sync_commit_wait_for_it() {
             durability,
             ..Default::default()
         };
+        let first = AtomicBool::new(false);
         std::thread::scope(|s| {
-            s.spawn(|| {
-                let mut tx = db.begin().unwrap();
-                tx.update(&t, &[Value::Int64(1)], &[(2, Value::Int64(111))])
-                    .unwrap();
-                tx.commit().unwrap();
-            });
-            while log.end_lsn() == before {
-                std::thread::yield_now();
-            }
-            std::thread::sleep(Duration::from_millis(20));
+            pending_sync_update(s, &db, &t, 1, 111, &first);
             if durability == Durability::Lazy {
                 // Unrelated: visible at once although the sync is pending.
                 // (A `Write` commit writes, so it queues behind the

@@ -455,6 +455,32 @@ fn say(pb: &ProgressBar, line: String) {
     }
 }
 
+/// A per-mille progress bar for benchmarks that run in named stages: a
+/// new stage name restarts the bar.
+struct StageBar {
+    pb: ProgressBar,
+    current: std::cell::RefCell<String>,
+}
+
+impl StageBar {
+    fn new() -> StageBar {
+        StageBar {
+            pb: progress(1000, "permille"),
+            current: std::cell::RefCell::new(String::new()),
+        }
+    }
+
+    /// Stage `stage` is `f` (0 to 1) done.
+    fn tick(&self, stage: &str, f: f64) {
+        if *self.current.borrow() != stage {
+            self.pb.set_position(0);
+            self.pb.set_message(stage.to_string());
+            *self.current.borrow_mut() = stage.to_string();
+        }
+        self.pb.set_position((f.clamp(0.0, 1.0) * 1000.0) as u64);
+    }
+}
+
 /// The command line as typed, for result files.
 fn command_line() -> String {
     std::env::args().collect::<Vec<_>>().join(" ")
@@ -672,20 +698,12 @@ fn bench_storage(a: StorageArgs) -> Result<()> {
         machine.nproc,
         machine.kernel
     );
-    let pb = progress(1000, "permille");
-    let current = std::cell::RefCell::new(String::new());
-    let tick = |w: bench::storage::Workload, f: f64| {
-        let name = w.name().to_string();
-        if *current.borrow() != name {
-            pb.set_position(0);
-            pb.set_message(name.clone());
-            *current.borrow_mut() = name;
-        }
-        pb.set_position((f.clamp(0.0, 1.0) * 1000.0) as u64);
-    };
-    say(&pb, bench::storage::table_header());
+    let bar = StageBar::new();
+    let pb = &bar.pb;
+    let tick = |w: bench::storage::Workload, f: f64| bar.tick(w.name(), f);
+    say(pb, bench::storage::table_header());
     let mut on_row = |r: &bench::storage::StorageRow| {
-        say(&pb, bench::storage::table_line(r));
+        say(pb, bench::storage::table_line(r));
     };
     let rows = bench::storage::run(&cfg, &tick, &mut on_row).context("storage benchmark")?;
     pb.finish_and_clear();
@@ -741,18 +759,11 @@ fn bench_txn(a: TxnArgs) -> Result<()> {
         machine.nproc,
         machine.kernel
     );
-    let pb = progress(1000, "permille");
-    let current = std::cell::RefCell::new(String::new());
-    let tick = |stage: &str, f: f64| {
-        if *current.borrow() != stage {
-            pb.set_position(0);
-            pb.set_message(stage.to_string());
-            *current.borrow_mut() = stage.to_string();
-        }
-        pb.set_position((f.clamp(0.0, 1.0) * 1000.0) as u64);
-    };
-    say(&pb, bench::txn::table_header());
-    let mut on_row = |r: &bench::txn::TxnRow| say(&pb, bench::txn::table_line(r));
+    let bar = StageBar::new();
+    let pb = &bar.pb;
+    let tick = |stage: &str, f: f64| bar.tick(stage, f);
+    say(pb, bench::txn::table_header());
+    let mut on_row = |r: &bench::txn::TxnRow| say(pb, bench::txn::table_line(r));
     let rows = bench::txn::run(&cfg, &tick, &mut on_row).context("txn benchmark")?;
     pb.finish_and_clear();
     println!(
@@ -798,21 +809,14 @@ fn bench_oltp(a: OltpArgs) -> Result<()> {
         machine.nproc,
         machine.kernel
     );
-    let pb = progress(1000, "permille");
-    let current = std::cell::RefCell::new(String::new());
-    let tick = |stage: &str, f: f64| {
-        if *current.borrow() != stage {
-            pb.set_position(0);
-            pb.set_message(stage.to_string());
-            *current.borrow_mut() = stage.to_string();
-        }
-        pb.set_position((f.clamp(0.0, 1.0) * 1000.0) as u64);
-    };
-    say(&pb, bench::oltp::table_header());
+    let bar = StageBar::new();
+    let pb = &bar.pb;
+    let tick = |stage: &str, f: f64| bar.tick(stage, f);
+    say(pb, bench::oltp::table_header());
     let mut rows = Vec::new();
     for name in &a.engines {
         let dir = a.dir.join(name);
-        let mut on_row = |r: &bench::oltp::OltpRow| say(&pb, bench::oltp::table_line(r));
+        let mut on_row = |r: &bench::oltp::OltpRow| say(pb, bench::oltp::table_line(r));
         match name.as_str() {
             "quill" => {
                 let opts = quill::Options {
