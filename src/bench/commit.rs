@@ -207,7 +207,7 @@ impl CommitConfig {
 
 /// Process resource usage at one instant.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Usage {
+pub struct Usage {
     pub(crate) cpu_us: f64,
     pub(crate) switches: f64,
 }

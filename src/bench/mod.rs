@@ -12,14 +12,22 @@
 //! * [`engine`]: the engine interface the workload benchmarks drive, and
 //!   Quill's implementation of it.
 //! * [`oltp`]: sysbench's OLTP shapes over that interface.
-//! * `sqlite` (cargo feature `peers`): SQLite as a peer engine.
+//! * [`insert`]: the Insert Benchmark over that interface.
+//! * `sqlite` and `rocks` (cargo feature `peers`): SQLite and RocksDB as
+//!   peer engines.
+//! * [`costs`]: CPU, context switches, syncs and bytes written per
+//!   operation, read the same way for every engine.
 //! * [`window`]: the measured window, table and filler both client
 //!   benchmarks share.
 
 pub mod commit;
+pub mod costs;
 pub mod engine;
 pub mod fsync;
+pub mod insert;
 pub mod oltp;
+#[cfg(feature = "peers")]
+pub mod rocks;
 #[cfg(feature = "peers")]
 pub mod sqlite;
 pub mod storage;

@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use super::commit::usage;
+use super::costs::{Costs, Snapshot, or_na};
 use super::engine::{Engine, Ops};
 use super::window::{self, Plan, Rng, sbtest};
 use crate::catalog::Value;
@@ -159,14 +159,9 @@ pub struct OltpRow {
     pub p99_us: f64,
     /// Maximum.
     pub max_us: f64,
-    /// Log syncs per transaction, if the engine counts them.
-    pub fsyncs_per_commit: Option<f64>,
-    /// Process CPU microseconds per transaction.
-    pub cpu_us_per_txn: f64,
-    /// Context switches per transaction.
-    pub switches_per_txn: f64,
-    /// Bytes written to storage per transaction (`/proc/self/io`).
-    pub write_bytes_per_txn: Option<f64>,
+    /// Costs per transaction (an operation here is one transaction).
+    #[serde(flatten)]
+    pub costs: Costs,
     /// Transactions run again after a retryable conflict.
     pub retries: u64,
 }
@@ -284,15 +279,6 @@ fn event(
     Ok(())
 }
 
-/// Bytes this process caused to be written to storage, if the kernel
-/// reports it.
-fn write_bytes() -> Option<u64> {
-    let io = std::fs::read_to_string("/proc/self/io").ok()?;
-    io.lines()
-        .find_map(|l| l.strip_prefix("write_bytes:"))
-        .and_then(|v| v.trim().parse().ok())
-}
-
 /// Run every shape at every thread count on a prepared engine;
 /// `on_row` sees each result as it is measured.
 pub fn run(
@@ -332,7 +318,7 @@ fn run_one(
         let mut session = engine.session()?;
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ ((c as u64 + 1) << 17));
         let (retries, tables) = (&retries, &tables);
-        Ok(move || -> Result<bool> {
+        Ok(move || -> Result<Option<usize>> {
             let table = tables
                 .get(rng.below(tables.len() as u64) as usize)
                 .ok_or_else(|| Error::InvalidArgument {
@@ -343,7 +329,7 @@ fn run_one(
             let r = session
                 .transaction(&mut |ops| event(ops, shape, table, id, &mut rng, cfg.table_size))?;
             retries.fetch_add(r, Ordering::Relaxed);
-            Ok(true)
+            Ok(Some(0))
         })
     };
     let plan = Plan {
@@ -353,17 +339,11 @@ fn run_one(
         label: &label,
     };
     let m = window::run(&plan, tick, &client, || {
-        (
-            usage(),
-            engine.log_syncs(),
-            write_bytes(),
-            retries.load(Ordering::Relaxed),
-        )
+        (Snapshot::take(engine), retries.load(Ordering::Relaxed))
     })?;
-    let (u0, s0, w0, r0) = m.start;
-    let (u1, s1, w1) = (usage(), engine.log_syncs(), write_bytes());
+    let (start, r0) = m.start;
+    let costs = Snapshot::take(engine).since(&start, m.count, m.count);
     let (count, secs) = (m.count, m.seconds);
-    let txns = count.max(1) as f64;
     Ok(OltpRow {
         engine: engine.name().to_string(),
         shape: shape.name().to_string(),
@@ -376,10 +356,7 @@ fn run_one(
         p95_us: m.hist.value_at_quantile(0.95) as f64,
         p99_us: m.hist.value_at_quantile(0.99) as f64,
         max_us: m.hist.max() as f64,
-        fsyncs_per_commit: s0.zip(s1).map(|(a, b)| b.saturating_sub(a) as f64 / txns),
-        cpu_us_per_txn: (u1.cpu_us - u0.cpu_us) / txns,
-        switches_per_txn: (u1.switches - u0.switches) / txns,
-        write_bytes_per_txn: w0.zip(w1).map(|(a, b)| b.saturating_sub(a) as f64 / txns),
+        costs,
         retries: retries.load(Ordering::Relaxed).saturating_sub(r0),
     })
 }
@@ -387,7 +364,7 @@ fn run_one(
 /// Column headings for [`table_line`].
 pub fn table_header() -> String {
     format!(
-        "{:<7} {:<17} {:>7} {:>10} {:>10} {:>9} {:>8} {:>8} {:>8} {:>9} {:>7} {:>9}",
+        "{:<7} {:<17} {:>7} {:>10} {:>10} {:>9} {:>8} {:>8} {:>8} {:>9} {:>7} {:>9} {:>8} {:>8} {:>8}",
         "engine",
         "shape",
         "threads",
@@ -399,28 +376,32 @@ pub fn table_header() -> String {
         "p99 us",
         "cpu us/tx",
         "csw/tx",
-        "wbytes/tx"
+        "wbytes/tx",
+        "log B/tx",
+        "data B/tx",
+        "dblw B/tx"
     )
 }
 
 /// One result as a table line.
 pub fn table_line(r: &OltpRow) -> String {
     format!(
-        "{:<7} {:<17} {:>7} {:>10.0} {:>10.0} {:>9} {:>8.0} {:>8.0} {:>8.0} {:>9.1} {:>7.2} {:>9}",
+        "{:<7} {:<17} {:>7} {:>10.0} {:>10.0} {:>9} {:>8.0} {:>8.0} {:>8.0} {:>9.1} {:>7.2} {:>9} {:>8} {:>8} {:>8}",
         r.engine,
         r.shape,
         r.threads,
         r.tps,
         r.qps,
-        r.fsyncs_per_commit
-            .map_or("n/a".to_string(), |f| format!("{f:.4}")),
+        or_na(r.costs.fsyncs_per_commit, 4),
         r.p50_us,
         r.p95_us,
         r.p99_us,
-        r.cpu_us_per_txn,
-        r.switches_per_txn,
-        r.write_bytes_per_txn
-            .map_or("n/a".to_string(), |b| format!("{b:.0}")),
+        r.costs.cpu_us_per_op,
+        r.costs.switches_per_op,
+        or_na(r.costs.write_bytes_per_op, 0),
+        or_na(r.costs.log_bytes_per_op, 0),
+        or_na(r.costs.data_bytes_per_op, 0),
+        or_na(r.costs.doublewrite_bytes_per_op, 0),
     )
 }
 
@@ -446,6 +427,20 @@ pub(crate) fn run_every_shape(engine: &dyn Engine) -> Vec<OltpRow> {
     for r in &rows {
         assert!(r.transactions > 0, "{} x{} ran nothing", r.shape, r.threads);
     }
+    // Deletes put their rows back and inserts only add; every row has
+    // exactly one index entry after concurrent index updates.
+    let mut s = engine.session().unwrap();
+    s.transaction(&mut |ops| {
+        for n in 1..=cfg.tables {
+            let t = format!("sbtest{n}");
+            let rows = ops.pk_range(&t, &[], usize::MAX)?;
+            assert!(rows >= 300, "{t} lost rows: {rows}");
+            let entries = ops.index_range(&t, &format!("k_{n}"), &[], usize::MAX)?;
+            assert_eq!(entries, rows, "{t}: index entries vs rows");
+        }
+        Ok(())
+    })
+    .unwrap();
     rows
 }
 
@@ -469,7 +464,7 @@ mod tests {
         };
         let e = QuillEngine::open(tmp.path(), opts).unwrap();
         for r in &run_every_shape(&e) {
-            let f = r.fsyncs_per_commit.unwrap();
+            let f = r.costs.fsyncs_per_commit.unwrap();
             if r.shape == "point-select" || r.shape == "read-only" {
                 assert_eq!(f, 0.0, "{}: reads do not sync", r.shape);
             } else {
@@ -479,16 +474,6 @@ mod tests {
                 assert!(f > 0.0, "{} x{}: writes made no sync", r.shape, r.threads);
             }
         }
-        // Deletes put their rows back; inserts only add.
-        let mut s = e.session().unwrap();
-        s.transaction(&mut |ops| {
-            for t in ["sbtest1", "sbtest2"] {
-                assert!(ops.pk_range(t, &[], 100_000)? >= 300, "{t} lost rows");
-            }
-            Ok(())
-        })
-        .unwrap();
-        drop(s);
         e.db().check().unwrap();
     }
 

@@ -243,7 +243,7 @@ fn run_one(
     let client = |c: usize| -> Result<_> {
         let mut rng = Rng(0x1234_5678_9ABC_DEF1 ^ ((c as u64 + 1) << 20));
         let retries = &retries;
-        Ok(move || -> Result<bool> {
+        Ok(move || -> Result<Option<usize>> {
             let t = tables
                 .get(rng.below(tables.len() as u64) as usize)
                 .ok_or_else(|| Error::InvalidArgument {
@@ -268,10 +268,10 @@ fn run_one(
                 })(),
             };
             match r {
-                Ok(()) => Ok(true),
+                Ok(()) => Ok(Some(0)),
                 Err(e) if e.is_retryable() => {
                     retries.fetch_add(1, Ordering::Relaxed);
-                    Ok(false)
+                    Ok(None)
                 }
                 Err(e) => Err(e),
             }

@@ -33,6 +33,8 @@ pub(crate) struct Measured<S> {
     pub hist: Latencies,
     /// Transactions completed inside the window.
     pub count: u64,
+    /// Latencies and counts by the kind the client reported (index = kind).
+    pub kinds: Vec<(Latencies, u64)>,
     /// Length of the window, from its start to the last client's end.
     pub seconds: f64,
 }
@@ -51,9 +53,10 @@ pub(crate) struct Plan<'a> {
 
 /// Run `plan.clients` clients. Each thread calls `client(c)` once for its
 /// transaction function, then calls that function back to back; it returns
-/// `Ok(true)` for a completed transaction and `Ok(false)` for one that was
-/// rolled back to be retried (not timed). `at_start` reads the caller's
-/// counters at the quiet point before the window opens.
+/// `Ok(Some(kind))` for a completed operation of that kind (workloads with
+/// one kind use 0) and `Ok(None)` for no operation (rolled back to be
+/// retried, or nothing to do yet; not timed). `at_start` reads the
+/// caller's counters at the quiet point before the window opens.
 pub(crate) fn run<S, F>(
     plan: &Plan<'_>,
     tick: &dyn Fn(&str, f64),
@@ -61,7 +64,7 @@ pub(crate) fn run<S, F>(
     at_start: impl FnOnce() -> S,
 ) -> Result<Measured<S>>
 where
-    F: FnMut() -> Result<bool>,
+    F: FnMut() -> Result<Option<usize>>,
 {
     let phase = AtomicU8::new(WARMUP);
     let paused = AtomicU64::new(0);
@@ -69,10 +72,9 @@ where
         let mut handles = Vec::new();
         for c in 0..plan.clients {
             let (phase, paused) = (&phase, &paused);
-            handles.push(s.spawn(move || -> Result<(Latencies, u64)> {
+            handles.push(s.spawn(move || -> Result<Vec<(Latencies, u64)>> {
                 let mut txn = client(c)?;
-                let mut hist = new_hist();
-                let mut count = 0u64;
+                let mut kinds: Vec<(Latencies, u64)> = Vec::new();
                 loop {
                     let mut p = phase.load(Ordering::Acquire);
                     if p == PAUSE {
@@ -83,12 +85,19 @@ where
                         }
                     }
                     if p == STOP {
-                        return Ok((hist, count));
+                        return Ok(kinds);
                     }
                     let started = Instant::now();
-                    if txn()? && p == MEASURE {
-                        let _ = hist.record(started.elapsed().as_micros().max(1) as u64);
-                        count += 1;
+                    if let Some(kind) = txn()?
+                        && p == MEASURE
+                    {
+                        while kinds.len() <= kind {
+                            kinds.push((new_hist(), 0));
+                        }
+                        if let Some((hist, count)) = kinds.get_mut(kind) {
+                            let _ = hist.record(started.elapsed().as_micros().max(1) as u64);
+                            *count += 1;
+                        }
                     }
                 }
             }));
@@ -119,18 +128,29 @@ where
         phase.store(STOP, Ordering::Release);
         let mut hist = new_hist();
         let mut count = 0;
+        let mut kinds: Vec<(Latencies, u64)> = Vec::new();
         for h in handles {
-            let (hh, c) = h.join().map_err(|_| Error::InvalidArgument {
+            let mine = h.join().map_err(|_| Error::InvalidArgument {
                 what: "benchmark client",
                 reason: "panicked".into(),
             })??;
-            let _ = hist.add(&hh);
-            count += c;
+            for (kind, (hh, c)) in mine.into_iter().enumerate() {
+                let _ = hist.add(&hh);
+                count += c;
+                while kinds.len() <= kind {
+                    kinds.push((new_hist(), 0));
+                }
+                if let Some((kh, kc)) = kinds.get_mut(kind) {
+                    let _ = kh.add(&hh);
+                    *kc += c;
+                }
+            }
         }
         Ok(Measured {
             start,
             hist,
             count,
+            kinds,
             seconds: started.elapsed().as_secs_f64(),
         })
     })

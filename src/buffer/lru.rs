@@ -57,6 +57,10 @@ impl Lru {
         self.free.push(idx);
     }
 
+    pub(super) fn free_count(&self) -> usize {
+        self.free.len()
+    }
+
     fn which(&self, idx: u32) -> u8 {
         self.which.get(idx as usize).copied().unwrap_or(NONE)
     }

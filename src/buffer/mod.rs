@@ -930,6 +930,11 @@ impl BufferPool {
         self.frames.len()
     }
 
+    /// Frames holding no page (taken before any eviction).
+    pub fn free_frames(&self) -> usize {
+        self.lru.lock().free_count()
+    }
+
     /// A snapshot of state and counters.
     pub fn stats(&self) -> PoolStats {
         PoolStats {

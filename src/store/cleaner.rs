@@ -4,11 +4,21 @@
 //! 1. flushes, oldest first, every page whose oldest change is older than
 //!    half the log's capacity behind its end (age-driven flushing; when
 //!    the age passes 3/4 of capacity the round is counted as urgent);
-//! 2. flushes dirty pages at the cold end of the LRU, so evictions find
+//! 2. when the pool is nearly full (fewer than 1/16 of its frames free),
+//!    flushes dirty pages at the cold end of the LRU, so evictions find
 //!    clean victims instead of writing pages themselves;
 //! 3. flushes a batch when more than half of the pool is dirty;
-//! 4. otherwise trickles one small batch, so an idle database reaches a
-//!    clean state and recovery stays short;
+//! 4. otherwise, when the log has not grown since the last round (an idle
+//!    database), trickles one small batch, so it reaches a clean state and
+//!    recovery stays short.
+//!
+//! Steps 2 and 4 wait for need: a cached database under load writes pages
+//! only as the log's age demands (step 1), so page and doublewrite writes
+//! and their syncs do not compete with commits' log syncs for the device
+//! (measured: in a 40k-row update-index run, 2.1 KB of data pages and 2.1
+//! KB of doublewrite per 1-row transaction before this rule).
+//!
+//! And every round:
 //! 5. writes a checkpoint (store T2) at most once a second, or at once
 //!    after urgent flushing.
 //!
@@ -39,6 +49,7 @@ const HOT_PAGE_WAIT: Duration = Duration::from_millis(20);
 
 pub(super) fn run(s: &Shared) {
     let mut last_checkpoint = Instant::now();
+    let mut last_end = s.log.end_lsn();
     loop {
         {
             let mut b = s.bell.lock();
@@ -53,7 +64,10 @@ pub(super) fn run(s: &Shared) {
         if s.log.is_failed() || s.pool.check_poisoned().is_err() {
             continue;
         }
-        let urgent = match flush_round(s, false) {
+        let end = s.log.end_lsn();
+        let idle = end == last_end;
+        last_end = end;
+        let urgent = match flush_round(s, false, idle) {
             Ok(u) => u,
             Err(e) => {
                 tracing::error!(error = %e, "page cleaner: flush failed");
@@ -72,8 +86,9 @@ pub(super) fn run(s: &Shared) {
 
 /// One round of flushing. Returns whether it was urgent. `force` makes
 /// it urgent (a throttled writer doing the cleaner's work) and
-/// checkpoints at the end.
-pub(super) fn flush_round(s: &Shared, force: bool) -> Result<bool> {
+/// checkpoints at the end; `idle` says the log did not grow since the
+/// last round (step 4 may trickle).
+pub(super) fn flush_round(s: &Shared, force: bool, idle: bool) -> Result<bool> {
     let cap = s.log.capacity_bytes();
     let end = s.log.end_lsn().0;
     let urgent = force || s.log.used_bytes() > cap / 4 * 3;
@@ -110,8 +125,10 @@ pub(super) fn flush_round(s: &Shared, force: bool) -> Result<bool> {
             wait_durable(s, s.log.end_lsn())?;
         }
     }
-    // 2. The cold end of the LRU: keep clean victims for evictions.
-    for _ in 0..8 {
+    // 2. The cold end of the LRU: keep clean victims for evictions, once
+    // evictions are near.
+    let nearly_full = s.pool.free_frames() < s.pool.frames() / 16;
+    for _ in 0..if nearly_full { 8 } else { 0 } {
         let n = s.pool.flush_lru_tail(BATCH, wal)?;
         flushed += n;
         if n < BATCH / 2 {
@@ -121,7 +138,7 @@ pub(super) fn flush_round(s: &Shared, force: bool) -> Result<bool> {
     // 3. Dirty ratio, 4. trickle.
     if s.pool.dirty_pages() > s.pool.frames() / 2 {
         s.pool.flush_oldest(BATCH * 4, u64::MAX, wal)?;
-    } else if flushed == 0 && s.pool.dirty_pages() > 0 {
+    } else if idle && flushed == 0 && s.pool.dirty_pages() > 0 {
         s.pool.flush_oldest(BATCH / 4, u64::MAX, wal)?;
     }
     if force {

@@ -449,7 +449,7 @@ impl Store {
             s.pool.check_poisoned()?;
             if self.cleaner.is_none() {
                 // No cleaner: do its work here.
-                cleaner::flush_round(s, true)?;
+                cleaner::flush_round(s, true, false)?;
                 continue;
             }
             let mut b = s.bell.lock();

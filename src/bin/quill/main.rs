@@ -129,6 +129,67 @@ enum BenchCmd {
     /// the engine interface the peer comparisons use, on `sbtestN` tables,
     /// at each thread count, durable commits.
     Oltp(OltpArgs),
+    /// The Insert Benchmark: per client a table purchases_index_N with
+    /// three secondary indexes; steps l.i0 (load in key order), l.x
+    /// (create the indexes), l.i1/l.i2 (inserts with matching deletes, 50
+    /// and 5 rows per commit) and qrN/qpN (range or point queries while
+    /// inserts and deletes run at N rows/s per client), durable commits;
+    /// for each engine, transaction size and client count.
+    Insert(InsertArgs),
+}
+
+#[derive(Args)]
+struct InsertArgs {
+    /// Database directory (emptied first; each engine and configuration
+    /// gets a subdirectory, removed after its run).
+    #[arg(long, default_value = "quill-data/bench-insert")]
+    dir: PathBuf,
+    /// Engines, comma-separated: quill, and sqlite and rocksdb when built
+    /// with `--features peers`.
+    #[arg(long, value_delimiter = ',', default_value = "quill")]
+    engines: Vec<String>,
+    /// Client counts, comma-separated (one table per client).
+    #[arg(long, value_delimiter = ',', default_value = "1,4")]
+    clients: Vec<usize>,
+    /// Rows all tables hold together after l.i0: each table gets this
+    /// divided by the client count (the seeds' cached database: 2M at 1
+    /// client, 500k per table at 4).
+    #[arg(long, default_value_t = 2_000_000)]
+    total_rows: u64,
+    /// Rows per table instead of --total-rows.
+    #[arg(long)]
+    rows_per_table: Option<u64>,
+    /// Steps, comma-separated: l.i0, l.x, l.i1, l.i2, qrN, qpN (N rows/s of
+    /// background inserts per client).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "l.i0,l.x,l.i1,l.i2,qr100,qp100"
+    )]
+    steps: Vec<bench::insert::Step>,
+    /// Transaction sizes, comma-separated: big (100 rows per commit in
+    /// l.i0, 50 in l.i1, 5 in l.i2) and small (10, 5, 5).
+    #[arg(long, value_delimiter = ',', default_value = "big")]
+    txn_sizes: Vec<bench::insert::TxnSize>,
+    /// Rows per commit of every insert step, overriding --txn-sizes.
+    #[arg(long)]
+    rows_per_commit: Option<u64>,
+    /// Measured seconds of l.i1, l.i2 and each query step.
+    #[arg(long, default_value_t = 20.0)]
+    seconds: f64,
+    /// Warm-up seconds before each measured window.
+    #[arg(long, default_value_t = 2.0)]
+    warmup: f64,
+    /// Cache: Quill's buffer pool, RocksDB's block cache.
+    #[arg(long, default_value = "2G", value_parser = parse_size)]
+    pool: u64,
+    /// Milliseconds added to every sync (slow storage), for engines that
+    /// allow it (Quill); the report says which did not.
+    #[arg(long, default_value_t = 0.0)]
+    fsync_delay_ms: f64,
+    /// Write results as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -161,10 +222,14 @@ struct OltpArgs {
     /// Buffer pool.
     #[arg(long, default_value = "1G", value_parser = parse_size)]
     pool: u64,
-    /// Engines, comma-separated: quill, and sqlite when built with
-    /// `--features peers`. Each gets its own subdirectory of --dir.
+    /// Engines, comma-separated: quill, and sqlite and rocksdb when built
+    /// with `--features peers`. Each gets its own subdirectory of --dir.
     #[arg(long, value_delimiter = ',', default_value = "quill")]
     engines: Vec<String>,
+    /// Milliseconds added to every sync (slow storage), for engines that
+    /// allow it (Quill); the report says which did not.
+    #[arg(long, default_value_t = 0.0)]
+    fsync_delay_ms: f64,
     /// Write results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -383,6 +448,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Bench(BenchCmd::Storage(a)) => bench_storage(a),
         Cmd::Bench(BenchCmd::Txn(a)) => bench_txn(a),
         Cmd::Bench(BenchCmd::Oltp(a)) => bench_oltp(a),
+        Cmd::Bench(BenchCmd::Insert(a)) => bench_insert(a),
         Cmd::Check { dir, json } => check(&dir, json),
         Cmd::Status { dir, json } => status(&dir, json),
         Cmd::Dump { dir, limit } => dump(&dir, limit),
@@ -720,6 +786,120 @@ fn bench_storage(a: StorageArgs) -> Result<()> {
     Ok(())
 }
 
+fn bench_insert(a: InsertArgs) -> Result<()> {
+    if a.clients.is_empty() || a.clients.contains(&0) {
+        anyhow::bail!("--clients: each count must be at least 1");
+    }
+    if a.dir.exists() {
+        std::fs::remove_dir_all(&a.dir).with_context(|| format!("emptying {}", a.dir.display()))?;
+    }
+    std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
+    let machine = Machine::describe(&a.dir);
+    println!(
+        "quill bench insert: steps {:?} on {:?}; {:?} clients; {} rows per table; transactions {:?}; durable commits; {:.0} s windows after {:.0} s warm-up; in {} ({}; {} cores; kernel {})",
+        a.steps.iter().map(|s| s.name()).collect::<Vec<_>>(),
+        a.engines,
+        a.clients,
+        a.rows_per_table
+            .map_or(format!("{} / clients", a.total_rows), |r| r.to_string()),
+        a.txn_sizes.iter().map(|t| t.name()).collect::<Vec<_>>(),
+        a.seconds,
+        a.warmup,
+        a.dir.display(),
+        machine.filesystem,
+        machine.nproc,
+        machine.kernel
+    );
+    let bar = StageBar::new();
+    let pb = &bar.pb;
+    let tick = |stage: &str, f: f64| bar.tick(stage, f);
+    say(pb, bench::insert::table_header());
+    let mut rows = Vec::new();
+    let mut engines = Vec::new();
+    let mut configs = Vec::new();
+    for &txn_size in &a.txn_sizes {
+        for &clients in &a.clients {
+            let cfg = bench::insert::InsertConfig {
+                clients,
+                rows: a
+                    .rows_per_table
+                    .unwrap_or(a.total_rows / clients as u64)
+                    .max(1),
+                steps: a.steps.clone(),
+                txn_size,
+                rows_per_commit: a.rows_per_commit,
+                seconds: a.seconds,
+                warmup: a.warmup,
+            };
+            let setup = bench::engine::Setup {
+                cache_bytes: a.pool,
+                max_clients: clients * 3,
+                fsync_delay_ms: a.fsync_delay_ms,
+            };
+            for name in &a.engines {
+                let dir = a.dir.join(format!("{name}-{}-{clients}", txn_size.name()));
+                let engine = bench::engine::open(name, &dir, &setup)
+                    .with_context(|| format!("opening {name} in {}", dir.display()))?;
+                if engines.len() < a.engines.len() {
+                    let info = engine_info(engine.as_ref(), &setup);
+                    say(
+                        pb,
+                        format!("{name}: {}", info["note"].as_str().unwrap_or_default()),
+                    );
+                    engines.push(info);
+                }
+                let mut on_row =
+                    |r: &bench::insert::InsertRow| say(pb, bench::insert::table_line(r));
+                rows.extend(
+                    bench::insert::run(engine.as_ref(), &cfg, &tick, &mut on_row).with_context(
+                        || {
+                            format!(
+                                "{name}, {} transactions, {clients} clients",
+                                txn_size.name()
+                            )
+                        },
+                    )?,
+                );
+                engine.close().with_context(|| format!("closing {name}"))?;
+                std::fs::remove_dir_all(&dir)
+                    .with_context(|| format!("removing {}", dir.display()))?;
+            }
+            configs.push(cfg);
+        }
+    }
+    pb.finish_and_clear();
+    println!(
+        "rows/s: rows inserted per second (l.x: rows indexed per second); q/s: queries per second (! = the background inserts missed 95% of their target rate); fsync/c: log syncs per write commit; ins p50/p99: insert commit latency in us (l.x: per index); q p99: query latency in us; per op: per row inserted (l.x: per row indexed; query steps: per query); cpu and csw: getrusage of the process; wbytes: bytes written to storage (/proc/self/io); log/data/dblw: the engine's own counts"
+    );
+    save_json(
+        a.json.as_deref(),
+        "quill bench insert",
+        &machine,
+        serde_json::json!({ "configs": configs, "engines": engines, "rows": rows }),
+    )?;
+    Ok(())
+}
+
+/// What a report says about an engine: how its syncs are counted and
+/// whether the injected sync delay applies to it.
+fn engine_info(
+    engine: &dyn bench::engine::Engine,
+    setup: &bench::engine::Setup,
+) -> serde_json::Value {
+    let delay = engine.fsync_delay();
+    let delay_note = match &delay {
+        Ok(ms) => format!("sync delay {ms} ms"),
+        Err(why) if setup.fsync_delay_ms > 0.0 => format!("sync delay {why}"),
+        Err(_) => "no sync delay".to_string(),
+    };
+    serde_json::json!({
+        "name": engine.name(),
+        "syncs": engine.syncs_note(),
+        "fsync_delay_ms": delay.ok(),
+        "note": format!("syncs counted by {}; {delay_note}", engine.syncs_note()),
+    })
+}
+
 fn bench_txn(a: TxnArgs) -> Result<()> {
     let durability = match a.durability.as_str() {
         "sync" => quill::Durability::Sync,
@@ -813,42 +993,30 @@ fn bench_oltp(a: OltpArgs) -> Result<()> {
     let pb = &bar.pb;
     let tick = |stage: &str, f: f64| bar.tick(stage, f);
     say(pb, bench::oltp::table_header());
+    let setup = bench::engine::Setup {
+        cache_bytes: a.pool,
+        max_clients: cfg.threads.iter().copied().max().unwrap_or(1),
+        fsync_delay_ms: a.fsync_delay_ms,
+    };
     let mut rows = Vec::new();
+    let mut engines = Vec::new();
     for name in &a.engines {
         let dir = a.dir.join(name);
         let mut on_row = |r: &bench::oltp::OltpRow| say(pb, bench::oltp::table_line(r));
-        match name.as_str() {
-            "quill" => {
-                let opts = quill::Options {
-                    store: quill::store::StoreOptions {
-                        pool_bytes: a.pool,
-                        log: quill::LogOptions {
-                            file_size: 1 << 30,
-                            ..quill::LogOptions::default()
-                        },
-                        ..quill::store::StoreOptions::default()
-                    },
-                    max_transactions: cfg.threads.iter().copied().max().unwrap_or(1) * 2 + 64,
-                    ..quill::Options::default()
-                };
-                let engine =
-                    bench::engine::QuillEngine::open(&dir, opts).context("opening Quill")?;
-                bench::oltp::prepare(&engine, &cfg, &tick).context("loading the tables")?;
-                rows.extend(bench::oltp::run(&engine, &cfg, &tick, &mut on_row).context("quill")?);
-                engine.close().context("closing Quill")?;
-            }
-            #[cfg(feature = "peers")]
-            "sqlite" => {
-                let engine = bench::sqlite::SqliteEngine::open(&dir).context("opening SQLite")?;
-                bench::oltp::prepare(&engine, &cfg, &tick).context("loading the tables")?;
-                rows.extend(bench::oltp::run(&engine, &cfg, &tick, &mut on_row).context("sqlite")?);
-            }
-            #[cfg(not(feature = "peers"))]
-            "sqlite" => anyhow::bail!(
-                "this quill was built without peer engines: build with `cargo build --release --features peers`"
-            ),
-            other => anyhow::bail!("--engines: unknown engine {other:?} (quill, sqlite)"),
-        }
+        let engine = bench::engine::open(name, &dir, &setup)
+            .with_context(|| format!("opening {name} in {}", dir.display()))?;
+        let info = engine_info(engine.as_ref(), &setup);
+        say(
+            pb,
+            format!("{name}: {}", info["note"].as_str().unwrap_or_default()),
+        );
+        engines.push(info);
+        bench::oltp::prepare(engine.as_ref(), &cfg, &tick)
+            .with_context(|| format!("{name}: loading the tables"))?;
+        rows.extend(
+            bench::oltp::run(engine.as_ref(), &cfg, &tick, &mut on_row).context(name.clone())?,
+        );
+        engine.close().with_context(|| format!("closing {name}"))?;
     }
     pb.finish_and_clear();
     println!(
@@ -858,7 +1026,7 @@ fn bench_oltp(a: OltpArgs) -> Result<()> {
         a.json.as_deref(),
         "quill bench oltp",
         &machine,
-        serde_json::json!({ "config": cfg, "rows": rows }),
+        serde_json::json!({ "config": cfg, "engines": engines, "rows": rows }),
     )?;
     Ok(())
 }

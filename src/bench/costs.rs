@@ -1,0 +1,93 @@
+//! What a measured window cost, read the same way for every engine:
+//! counters are snapshotted at the window's quiet edges
+//! ([`super::window`]) and the differences divided by the work done.
+//!
+//! * CPU time and context switches: `getrusage(RUSAGE_SELF)`, so an
+//!   engine's background threads (Quill's page cleaner, RocksDB's flushes
+//!   and compactions) count too.
+//! * Bytes written to storage: `/proc/self/io` `write_bytes`, the kernel's
+//!   count of what the process sent to the block layer.
+//! * Log syncs: the engine's own counter ([`Engine::log_syncs`]), or none.
+//! * Written bytes by kind ([`Engine::write_split`]): log, data and
+//!   doublewrite, where the engine counts them.
+
+use serde::{Deserialize, Serialize};
+
+use super::commit::{Usage, usage};
+use super::engine::{Engine, WriteSplit};
+
+/// Counters at one instant.
+#[derive(Clone, Copy, Debug)]
+pub struct Snapshot {
+    usage: Usage,
+    syncs: Option<u64>,
+    write_bytes: Option<u64>,
+    split: Option<WriteSplit>,
+}
+
+/// Bytes this process caused to be written to storage, if the kernel
+/// reports it.
+fn write_bytes() -> Option<u64> {
+    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    io.lines()
+        .find_map(|l| l.strip_prefix("write_bytes:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+impl Snapshot {
+    /// Read every counter now.
+    pub fn take(engine: &dyn Engine) -> Snapshot {
+        Snapshot {
+            usage: usage(),
+            syncs: engine.log_syncs(),
+            write_bytes: write_bytes(),
+            split: engine.write_split(),
+        }
+    }
+
+    /// The costs of the work between `start` and this snapshot: `commits`
+    /// transactions carrying `ops` operations (rows, or transactions when
+    /// each counts as one).
+    pub fn since(&self, start: &Snapshot, commits: u64, ops: u64) -> Costs {
+        let per_commit = |a: u64, b: u64| b.saturating_sub(a) as f64 / commits.max(1) as f64;
+        let ops = ops.max(1) as f64;
+        let per_op = |a: u64, b: u64| b.saturating_sub(a) as f64 / ops;
+        let split = start.split.zip(self.split);
+        Costs {
+            fsyncs_per_commit: start.syncs.zip(self.syncs).map(|(a, b)| per_commit(a, b)),
+            cpu_us_per_op: (self.usage.cpu_us - start.usage.cpu_us) / ops,
+            switches_per_op: (self.usage.switches - start.usage.switches) / ops,
+            write_bytes_per_op: start
+                .write_bytes
+                .zip(self.write_bytes)
+                .map(|(a, b)| per_op(a, b)),
+            log_bytes_per_op: split.map(|(a, b)| per_op(a.log, b.log)),
+            data_bytes_per_op: split.map(|(a, b)| per_op(a.data, b.data)),
+            doublewrite_bytes_per_op: split.map(|(a, b)| per_op(a.doublewrite, b.doublewrite)),
+        }
+    }
+}
+
+/// Costs of a measured window (see the module doc for the sources).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Costs {
+    /// Log syncs per commit, if the engine counts them.
+    pub fsyncs_per_commit: Option<f64>,
+    /// Process CPU microseconds per operation.
+    pub cpu_us_per_op: f64,
+    /// Context switches per operation.
+    pub switches_per_op: f64,
+    /// Bytes written to storage per operation (`/proc/self/io`).
+    pub write_bytes_per_op: Option<f64>,
+    /// Log bytes the engine wrote per operation.
+    pub log_bytes_per_op: Option<f64>,
+    /// Data bytes (pages, or flushed and compacted tables) per operation.
+    pub data_bytes_per_op: Option<f64>,
+    /// Doublewrite bytes per operation.
+    pub doublewrite_bytes_per_op: Option<f64>,
+}
+
+/// `x` with no decimals, or "n/a".
+pub fn or_na(x: Option<f64>, decimals: usize) -> String {
+    x.map_or("n/a".to_string(), |v| format!("{v:.decimals$}"))
+}
