@@ -13,19 +13,23 @@
 //!   Quill's implementation of it.
 //! * [`oltp`]: sysbench's OLTP shapes over that interface.
 //! * [`insert`]: the Insert Benchmark over that interface.
+//! * [`report`]: markdown reports and charts from their JSON.
 //! * `sqlite` and `rocks` (cargo feature `peers`): SQLite and RocksDB as
 //!   peer engines.
 //! * [`costs`]: CPU, context switches, syncs and bytes written per
 //!   operation, read the same way for every engine.
 //! * [`window`]: the measured window, table and filler both client
 //!   benchmarks share.
+//! * [`chart`]: PNG charts of throughput against client count.
 
+pub mod chart;
 pub mod commit;
 pub mod costs;
 pub mod engine;
 pub mod fsync;
 pub mod insert;
 pub mod oltp;
+pub mod report;
 #[cfg(feature = "peers")]
 pub mod rocks;
 #[cfg(feature = "peers")]

@@ -136,6 +136,23 @@ enum BenchCmd {
     /// inserts and deletes run at N rows/s per client), durable commits;
     /// for each engine, transaction size and client count.
     Insert(InsertArgs),
+    /// A markdown report and a PNG chart of throughput against client
+    /// count from the JSON of `bench oltp` or `bench insert`, with the
+    /// goal (Quill ahead of every peer on write-heavy work, at most one
+    /// log sync per commit) checked row by row.
+    Report(ReportArgs),
+}
+
+#[derive(Args)]
+struct ReportArgs {
+    /// JSON written by `quill bench oltp --json` or `quill bench insert --json`.
+    json: PathBuf,
+    /// Markdown output (default: the JSON's path with `.md`).
+    #[arg(long)]
+    markdown: Option<PathBuf>,
+    /// PNG chart output (default: the JSON's path with `.png`).
+    #[arg(long)]
+    png: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -449,6 +466,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Bench(BenchCmd::Txn(a)) => bench_txn(a),
         Cmd::Bench(BenchCmd::Oltp(a)) => bench_oltp(a),
         Cmd::Bench(BenchCmd::Insert(a)) => bench_insert(a),
+        Cmd::Bench(BenchCmd::Report(a)) => bench_report(a),
         Cmd::Check { dir, json } => check(&dir, json),
         Cmd::Status { dir, json } => status(&dir, json),
         Cmd::Dump { dir, limit } => dump(&dir, limit),
@@ -783,6 +801,24 @@ fn bench_storage(a: StorageArgs) -> Result<()> {
         &machine,
         serde_json::json!({ "config": cfg, "rows": rows }),
     )?;
+    Ok(())
+}
+
+fn bench_report(a: ReportArgs) -> Result<()> {
+    let md = a.markdown.unwrap_or_else(|| a.json.with_extension("md"));
+    let png = a.png.unwrap_or_else(|| a.json.with_extension("png"));
+    let misses = bench::report::write(&a.json, &md, &png)
+        .with_context(|| format!("reporting on {}", a.json.display()))?;
+    println!(
+        "wrote {} and {}; goal {}",
+        md.display(),
+        png.display(),
+        if misses == 0 {
+            "met on every row".to_string()
+        } else {
+            format!("missed on {misses} rows (listed in the report)")
+        }
+    );
     Ok(())
 }
 
