@@ -58,6 +58,12 @@ pub trait Engine: Send + Sync {
     /// The injected sync delay this engine runs with (ms), or why it
     /// cannot have one.
     fn fsync_delay(&self) -> std::result::Result<f64, &'static str>;
+    /// Wait for background work a load started (RocksDB's flushes and
+    /// compactions) to finish, so it does not run inside the next
+    /// measurement. Engines without such work return at once.
+    fn quiesce(&self) -> Result<()> {
+        Ok(())
+    }
     /// Shut the engine down cleanly (Quill: a final checkpoint).
     fn close(self: Box<Self>) -> Result<()> {
         Ok(())
@@ -74,6 +80,9 @@ pub struct Setup {
     pub max_clients: usize,
     /// Delay added to every sync, where the engine allows one (Quill).
     pub fsync_delay_ms: f64,
+    /// RocksDB: queue deletes of at least this many rows use a range
+    /// tombstone (`RocksOptions::range_delete_min_rows`).
+    pub rocksdb_range_delete_min_rows: usize,
 }
 
 /// Engine names [`open`] knows (peers only with the `peers` feature).
@@ -107,6 +116,7 @@ pub fn open(name: &str, dir: &Path, setup: &Setup) -> Result<Box<dyn Engine>> {
             dir,
             &super::rocks::RocksOptions {
                 cache_bytes: usize::try_from(setup.cache_bytes).unwrap_or(usize::MAX),
+                range_delete_min_rows: setup.rocksdb_range_delete_min_rows,
             },
         )?)),
         #[cfg(not(feature = "peers"))]

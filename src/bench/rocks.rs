@@ -25,9 +25,15 @@
 //! up to [`LOCK_WAIT`], then the transaction is retried), so concurrent
 //! read-modify-writes of one row cannot lose an update or strand an index
 //! entry. The queue deletes (`delete_first`) read the first rows from
-//! their lower bound (an iterator lower bound, so the range tombstones of
-//! earlier deletes are not walked) and delete them with one range
-//! tombstone plus their index entries.
+//! their lower bound (an iterator lower bound, so the tombstones of
+//! earlier deletes are not walked) and delete them, with their index
+//! entries: a batch of [`RocksOptions::range_delete_min_rows`] rows or
+//! more with one range tombstone, a smaller one row by row. Small range
+//! deletes are slow in this RocksDB (7.8): every new range tombstone
+//! invalidates the memtable's fragmented-tombstone cache, so the next read
+//! re-fragments all of them (facebook/rocksdb#4808; Oxia falls back to
+//! point deletes below 100 keys for the same reason, oxia-db/oxia#644).
+//! Measured in `bench/results/insert.md`.
 //!
 //! Limits, stated rather than hidden: the table catalog lives in memory, so
 //! the engine opens only an empty directory; unique secondary indexes are
@@ -57,6 +63,9 @@ const ENGINE: &str = "rocksdb";
 /// and retried (a deadlock between two transactions ends this way).
 pub const LOCK_WAIT: Duration = Duration::from_millis(100);
 
+/// Longest [`Engine::quiesce`] waits for flushes and compactions.
+const QUIESCE_LIMIT: Duration = Duration::from_secs(120);
+
 /// Row lock stripes (a power of two).
 const STRIPES: usize = 1 << 16;
 
@@ -85,12 +94,19 @@ fn invalid(reason: String) -> Error {
 pub struct RocksOptions {
     /// Block cache bytes (the counterpart of Quill's buffer pool).
     pub cache_bytes: usize,
+    /// Queue deletes of at least this many rows use one range tombstone;
+    /// smaller ones delete each row (see the module doc for why).
+    pub range_delete_min_rows: usize,
 }
+
+/// Default of [`RocksOptions::range_delete_min_rows`].
+pub const RANGE_DELETE_MIN_ROWS: usize = 100;
 
 impl Default for RocksOptions {
     fn default() -> Self {
         RocksOptions {
             cache_bytes: 1 << 30,
+            range_delete_min_rows: RANGE_DELETE_MIN_ROWS,
         }
     }
 }
@@ -116,6 +132,7 @@ pub struct RocksEngine {
     next_ids: RwLock<HashMap<u32, std::sync::Arc<AtomicI64>>>,
     next_object: AtomicU32,
     next_session: AtomicU64,
+    range_delete_min_rows: usize,
     /// Row lock stripes: 0 when free, else the owning session's id.
     locks: Box<[AtomicU64]>,
     hasher: std::collections::hash_map::RandomState,
@@ -151,6 +168,7 @@ impl RocksEngine {
             next_ids: RwLock::new(HashMap::new()),
             next_object: AtomicU32::new(1),
             next_session: AtomicU64::new(1),
+            range_delete_min_rows: options.range_delete_min_rows,
             locks: (0..STRIPES).map(|_| AtomicU64::new(0)).collect(),
             hasher: std::collections::hash_map::RandomState::new(),
         })
@@ -314,6 +332,22 @@ impl Engine for RocksEngine {
 
     fn syncs_note(&self) -> &'static str {
         "RocksDB's statistics: rocksdb.wal.synced (WAL syncs)"
+    }
+
+    fn quiesce(&self) -> Result<()> {
+        let busy = |name: &str| -> Result<bool> {
+            Ok(self.db.property_int_value(name).map_err(err)?.unwrap_or(0) > 0)
+        };
+        let until = Instant::now() + QUIESCE_LIMIT;
+        while Instant::now() < until
+            && (busy("rocksdb.num-running-flushes")?
+                || busy("rocksdb.num-running-compactions")?
+                || busy("rocksdb.compaction-pending")?
+                || busy("rocksdb.mem-table-flush-pending")?)
+        {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(())
     }
 
     fn fsync_delay(&self) -> std::result::Result<f64, &'static str> {
@@ -626,8 +660,7 @@ impl Ops for RocksSession<'_> {
         ro.set_iterate_lower_bound(start.clone());
         let mut it = self.engine.db.raw_iterator_opt(ro);
         it.seek(&start);
-        let mut first: Option<Vec<u8>> = None;
-        let mut last: Option<Vec<u8>> = None;
+        let mut keys: Vec<Vec<u8>> = Vec::new();
         let mut deleted = 0;
         while deleted < n && it.valid() {
             let (Some(key), Some(value)) = (it.key(), it.value()) else {
@@ -642,20 +675,24 @@ impl Ops for RocksSession<'_> {
             for (ix, &id) in info.def.indexes.iter().zip(&info.index_ids) {
                 self.batch.delete(index_key(id, &info.def, ix, &row));
             }
-            if first.is_none() {
-                first = Some(key.to_vec());
-            }
-            last = Some(key.to_vec());
+            keys.push(key.to_vec());
             self.pending.insert(key.to_vec(), None);
             deleted += 1;
             it.next();
         }
         it.status().map_err(err)?;
-        if let (Some(first), Some(mut end)) = (first, last) {
-            // The smallest key after `last`: one range tombstone covers
-            // exactly the rows read.
-            end.push(0);
-            self.batch.delete_range(first, end);
+        if keys.len() >= self.engine.range_delete_min_rows.max(1) {
+            if let (Some(first), Some(last)) = (keys.first(), keys.last()) {
+                // The smallest key after `last`: one range tombstone
+                // covers exactly the rows read.
+                let mut end = last.clone();
+                end.push(0);
+                self.batch.delete_range(first, &end);
+            }
+        } else {
+            for k in &keys {
+                self.batch.delete(k);
+            }
         }
         Ok(deleted)
     }
@@ -672,6 +709,9 @@ mod tests {
             dir,
             &RocksOptions {
                 cache_bytes: 8 << 20,
+                // Range tombstones for every queue delete, so the tests
+                // cover them.
+                range_delete_min_rows: 1,
             },
         )
         .unwrap()

@@ -200,6 +200,11 @@ struct InsertArgs {
     /// Cache: Quill's buffer pool, RocksDB's block cache.
     #[arg(long, default_value = "2G", value_parser = parse_size)]
     pool: u64,
+    /// RocksDB: queue deletes of at least this many rows use one range
+    /// tombstone, smaller ones delete row by row (small range deletes are
+    /// slow in RocksDB 7.8; see bench/results/insert.md).
+    #[arg(long, default_value_t = 100)]
+    rocksdb_range_delete_min_rows: usize,
     /// Milliseconds added to every sync (slow storage), for engines that
     /// allow it (Quill); the report says which did not.
     #[arg(long, default_value_t = 0.0)]
@@ -871,6 +876,7 @@ fn bench_insert(a: InsertArgs) -> Result<()> {
                 cache_bytes: a.pool,
                 max_clients: clients * 3,
                 fsync_delay_ms: a.fsync_delay_ms,
+                rocksdb_range_delete_min_rows: a.rocksdb_range_delete_min_rows,
             };
             for name in &a.engines {
                 let dir = a.dir.join(format!("{name}-{}-{clients}", txn_size.name()));
@@ -1033,12 +1039,15 @@ fn bench_oltp(a: OltpArgs) -> Result<()> {
         cache_bytes: a.pool,
         max_clients: cfg.threads.iter().copied().max().unwrap_or(1),
         fsync_delay_ms: a.fsync_delay_ms,
+        rocksdb_range_delete_min_rows: 1,
     };
-    let mut rows = Vec::new();
+    // Every engine is loaded first, then each shape and thread count runs
+    // on every engine in turn, so a noisy stretch of a shared host falls
+    // on all engines alike instead of on whichever ran then.
     let mut engines = Vec::new();
+    let mut opened = Vec::new();
     for name in &a.engines {
         let dir = a.dir.join(name);
-        let mut on_row = |r: &bench::oltp::OltpRow| say(pb, bench::oltp::table_line(r));
         let engine = bench::engine::open(name, &dir, &setup)
             .with_context(|| format!("opening {name} in {}", dir.display()))?;
         let info = engine_info(engine.as_ref(), &setup);
@@ -1049,9 +1058,36 @@ fn bench_oltp(a: OltpArgs) -> Result<()> {
         engines.push(info);
         bench::oltp::prepare(engine.as_ref(), &cfg, &tick)
             .with_context(|| format!("{name}: loading the tables"))?;
-        rows.extend(
-            bench::oltp::run(engine.as_ref(), &cfg, &tick, &mut on_row).context(name.clone())?,
+        opened.push(engine);
+    }
+    for engine in &opened {
+        tick(
+            &format!("{}: background work after loading", engine.name()),
+            0.0,
         );
+        engine
+            .quiesce()
+            .with_context(|| format!("{}: settling", engine.name()))?;
+    }
+    let mut rows = Vec::new();
+    let mut on_row = |r: &bench::oltp::OltpRow| say(pb, bench::oltp::table_line(r));
+    for &shape in &cfg.shapes {
+        for &t in &cfg.threads {
+            let one = bench::oltp::OltpConfig {
+                shapes: vec![shape],
+                threads: vec![t],
+                ..cfg.clone()
+            };
+            for engine in &opened {
+                rows.extend(
+                    bench::oltp::run(engine.as_ref(), &one, &tick, &mut on_row)
+                        .with_context(|| engine.name().to_string())?,
+                );
+            }
+        }
+    }
+    for engine in opened {
+        let name = engine.name();
         engine.close().with_context(|| format!("closing {name}"))?;
     }
     pb.finish_and_clear();
