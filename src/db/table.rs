@@ -20,6 +20,15 @@
 //! * TB2. A record's header names the undo record that holds its previous
 //!   version (`roll`, within the writer `trx`), so the chain can be walked
 //!   back while undo exists; purge removes undo only below the bound.
+//! * TB3. An automatic key drawn while the table has stored no explicit
+//!   key since its counter was loaded ([`AutoKey::fresh`]) is absent from
+//!   the clustered tree and stays so until its inserter writes it: the
+//!   counter starts above the largest key the tree holds (live or
+//!   delete-marked) and only grows, keys never change, and every other
+//!   key written since is another draw. Such an insert skips the
+//!   duplicate-key lookup (it still takes the row lock). The first
+//!   explicit key ends freshness for the life of the counter, since it may
+//!   race with a drawn key not yet written.
 //!
 //! [`TrxRegistry::purge_bound`]: crate::txn::TrxRegistry::purge_bound
 
@@ -77,14 +86,31 @@ pub(crate) struct TableState {
     pub(crate) schema: RwLock<Arc<TableSchema>>,
     /// Next automatic key (hidden row id or NULL int64 key), loaded on
     /// first use from the largest key stored.
-    autoinc: Mutex<Option<i64>>,
+    autoinc: Mutex<AutoInc>,
+}
+
+#[derive(Debug, Default)]
+struct AutoInc {
+    next: Option<i64>,
+    /// An explicit key was stored since `next` was loaded (TB3).
+    explicit: bool,
+}
+
+/// An automatic key and whether it is fresh (TB3: known absent).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AutoKey {
+    /// The key.
+    pub(crate) id: i64,
+    /// No explicit key was stored since the counter was loaded, so no
+    /// record with this key exists.
+    pub(crate) fresh: bool,
 }
 
 impl TableState {
     pub(crate) fn new(schema: Arc<TableSchema>) -> TableState {
         TableState {
             schema: RwLock::new(schema),
-            autoinc: Mutex::new(None),
+            autoinc: Mutex::new(AutoInc::default()),
         }
     }
 
@@ -116,9 +142,9 @@ impl TableState {
     }
 
     /// Draw the next automatic key.
-    pub(crate) fn next_auto(&self, store: &Store, schema: &TableSchema) -> Result<i64> {
+    pub(crate) fn next_auto(&self, store: &Store, schema: &TableSchema) -> Result<AutoKey> {
         let mut a = self.autoinc.lock();
-        let next = match *a {
+        let next = match a.next {
             Some(n) => n,
             None => self.load_autoinc(store, schema)?,
         };
@@ -129,18 +155,23 @@ impl TableState {
                 max: i64::MAX as u64,
             });
         }
-        *a = Some(next + 1);
-        Ok(next)
+        a.next = Some(next + 1);
+        Ok(AutoKey {
+            id: next,
+            fresh: !a.explicit,
+        })
     }
 
-    /// An explicit key `v` was stored: automatic keys continue above it.
+    /// An explicit key `v` is being stored: automatic keys continue above
+    /// it, and are no longer fresh (TB3).
     pub(crate) fn saw_key(&self, store: &Store, schema: &TableSchema, v: i64) -> Result<()> {
         let mut a = self.autoinc.lock();
-        let next = match *a {
+        let next = match a.next {
             Some(n) => n,
             None => self.load_autoinc(store, schema)?,
         };
-        *a = Some(next.max(v.saturating_add(1)));
+        a.next = Some(next.max(v.saturating_add(1)));
+        a.explicit = true;
         Ok(())
     }
 }

@@ -363,26 +363,30 @@ impl<'db> Txn<'db> {
                 ),
             });
         }
-        let (pk_vals, pk) = match table::TableState::auto_key_column(schema) {
+        let (pk_vals, pk, fresh) = match table::TableState::auto_key_column(schema) {
             Some(None) => {
-                let id = t.state.next_auto(store, schema)?;
-                let v = vec![Value::Int64(id)];
+                let auto = t.state.next_auto(store, schema)?;
+                let v = vec![Value::Int64(auto.id)];
                 let pk = encode(&v);
-                (v, pk)
+                (v, pk, auto.fresh)
             }
             Some(Some(col)) => {
-                match values.get(col) {
+                let fresh = match values.get(col) {
                     Some(Value::Null) => {
-                        let id = t.state.next_auto(store, schema)?;
+                        let auto = t.state.next_auto(store, schema)?;
                         if let Some(slot) = values.get_mut(col) {
-                            *slot = Value::Int64(id);
+                            *slot = Value::Int64(auto.id);
                         }
+                        auto.fresh
                     }
-                    Some(Value::Int64(v)) => t.state.saw_key(store, schema, *v)?,
-                    _ => {}
-                }
+                    Some(Value::Int64(v)) => {
+                        t.state.saw_key(store, schema, *v)?;
+                        false
+                    }
+                    _ => false,
+                };
                 let v: Vec<Value> = values.get(col).cloned().into_iter().collect();
-                (v, table::pk_of(schema, &values))
+                (v, table::pk_of(schema, &values), fresh)
             }
             None => {
                 let v = schema
@@ -391,13 +395,28 @@ impl<'db> Txn<'db> {
                     .iter()
                     .filter_map(|&k| values.get(k).cloned())
                     .collect();
-                (v, table::pk_of(schema, &values))
+                (v, table::pk_of(schema, &values), false)
             }
         };
         check_row(&schema.def.columns, &values)?;
         let row = encode_row(&schema.def.columns, &values)?;
         self.lock(table::row_lock(schema.id, &pk), LockMode::Exclusive)?;
-        let cur = table::read_rec(store, schema, &pk)?;
+        // A fresh automatic key has no record (TB3): no lookup. Debug
+        // builds look anyway and check.
+        let cur = if fresh && !cfg!(debug_assertions) {
+            None
+        } else {
+            table::read_rec(store, schema, &pk)?
+        };
+        if fresh && cur.is_some() {
+            return Err(Error::InvalidArgument {
+                what: "automatic key",
+                reason: format!(
+                    "table {}: a fresh automatic key already has a record (invariant TB3 broken)",
+                    schema.def.name
+                ),
+            });
+        }
         let old_values = match &cur {
             Some((h, _)) if !h.deleted => {
                 return Err(Error::DuplicateKey {
