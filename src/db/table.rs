@@ -22,18 +22,26 @@
 //!   back while undo exists; purge removes undo only below the bound.
 //! * TB3. An automatic key drawn while the table has stored no explicit
 //!   key since its counter was loaded ([`AutoKey::fresh`]) is absent from
-//!   the clustered tree and stays so until its inserter writes it: the
-//!   counter starts above the largest key the tree holds (live or
-//!   delete-marked) and only grows, keys never change, and every other
-//!   key written since is another draw. Such an insert skips the
-//!   duplicate-key lookup (it still takes the row lock). The first
-//!   explicit key ends freshness for the life of the counter, since it may
-//!   race with a drawn key not yet written.
+//!   the clustered tree, and stays so until its inserter writes it, unless
+//!   an explicit insert of the same key comes first: the counter starts
+//!   above the largest key the tree holds (live or delete-marked) and only
+//!   grows, keys never change, and every other key written since is
+//!   another draw. So such an insert skips the duplicate-key lookup if,
+//!   after taking the key's row lock, the table has still stored no
+//!   explicit key ([`TableState::no_explicit_keys`]). The check after the
+//!   lock closes the race with an explicit insert of the same key: an
+//!   explicit insert marks the table before it takes its row lock, so
+//!   either it holds the lock first (and the mark is visible once the
+//!   lock passes to the automatic insert, which then looks and finds the
+//!   row) or the automatic insert holds it first (and the explicit insert
+//!   finds its row). The first explicit key ends freshness for the life of
+//!   the counter.
 //!
 //! [`TrxRegistry::purge_bound`]: crate::txn::TrxRegistry::purge_bound
 
 use std::ops::Bound;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 
@@ -86,14 +94,10 @@ pub(crate) struct TableState {
     pub(crate) schema: RwLock<Arc<TableSchema>>,
     /// Next automatic key (hidden row id or NULL int64 key), loaded on
     /// first use from the largest key stored.
-    autoinc: Mutex<AutoInc>,
-}
-
-#[derive(Debug, Default)]
-struct AutoInc {
-    next: Option<i64>,
-    /// An explicit key was stored since `next` was loaded (TB3).
-    explicit: bool,
+    autoinc: Mutex<Option<i64>>,
+    /// An explicit key was stored since the counter was loaded (TB3); set
+    /// before that insert takes its row lock, never cleared.
+    explicit: AtomicBool,
 }
 
 /// An automatic key and whether it is fresh (TB3: known absent).
@@ -101,8 +105,9 @@ struct AutoInc {
 pub(crate) struct AutoKey {
     /// The key.
     pub(crate) id: i64,
-    /// No explicit key was stored since the counter was loaded, so no
-    /// record with this key exists.
+    /// No explicit key was stored since the counter was loaded when the
+    /// key was drawn; confirm with [`TableState::no_explicit_keys`] after
+    /// taking the row lock (TB3).
     pub(crate) fresh: bool,
 }
 
@@ -110,7 +115,8 @@ impl TableState {
     pub(crate) fn new(schema: Arc<TableSchema>) -> TableState {
         TableState {
             schema: RwLock::new(schema),
-            autoinc: Mutex::new(AutoInc::default()),
+            autoinc: Mutex::new(None),
+            explicit: AtomicBool::new(false),
         }
     }
 
@@ -144,7 +150,7 @@ impl TableState {
     /// Draw the next automatic key.
     pub(crate) fn next_auto(&self, store: &Store, schema: &TableSchema) -> Result<AutoKey> {
         let mut a = self.autoinc.lock();
-        let next = match a.next {
+        let next = match *a {
             Some(n) => n,
             None => self.load_autoinc(store, schema)?,
         };
@@ -155,24 +161,29 @@ impl TableState {
                 max: i64::MAX as u64,
             });
         }
-        a.next = Some(next + 1);
+        *a = Some(next + 1);
         Ok(AutoKey {
             id: next,
-            fresh: !a.explicit,
+            fresh: self.no_explicit_keys(),
         })
     }
 
-    /// An explicit key `v` is being stored: automatic keys continue above
-    /// it, and are no longer fresh (TB3).
+    /// An explicit key `v` is being stored (called before its row lock):
+    /// automatic keys continue above it and are no longer fresh (TB3).
     pub(crate) fn saw_key(&self, store: &Store, schema: &TableSchema, v: i64) -> Result<()> {
+        self.explicit.store(true, Ordering::SeqCst);
         let mut a = self.autoinc.lock();
-        let next = match a.next {
+        let next = match *a {
             Some(n) => n,
             None => self.load_autoinc(store, schema)?,
         };
-        a.next = Some(next.max(v.saturating_add(1)));
-        a.explicit = true;
+        *a = Some(next.max(v.saturating_add(1)));
         Ok(())
+    }
+
+    /// No explicit key has been stored since the counter was loaded (TB3).
+    pub(crate) fn no_explicit_keys(&self) -> bool {
+        !self.explicit.load(Ordering::SeqCst)
     }
 }
 

@@ -401,8 +401,10 @@ impl<'db> Txn<'db> {
         check_row(&schema.def.columns, &values)?;
         let row = encode_row(&schema.def.columns, &values)?;
         self.lock(table::row_lock(schema.id, &pk), LockMode::Exclusive)?;
-        // A fresh automatic key has no record (TB3): no lookup. Debug
-        // builds look anyway and check.
+        // A fresh automatic key has no record if, with its row lock held,
+        // the table has still stored no explicit key (TB3): no lookup.
+        // Debug builds look anyway and check.
+        let fresh = fresh && t.state.no_explicit_keys();
         let cur = if fresh && !cfg!(debug_assertions) {
             None
         } else {

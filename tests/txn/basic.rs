@@ -301,6 +301,73 @@ fn hidden_row_ids_and_automatic_keys() {
     tx.commit().unwrap();
 }
 
+/// Automatic keys skip the duplicate-key lookup only while no explicit key
+/// was stored (TB3). The race that rule must survive: an automatic insert
+/// draws key 1 while the table has no explicit key, then waits for key 1's
+/// row lock; meanwhile an explicit insert of key 1 commits. The automatic
+/// insert must then find key 1 taken (a duplicate), never overwrite it
+/// (debug builds look anyway and fail on a broken TB3).
+#[test]
+fn an_explicit_key_taken_while_an_automatic_insert_waits_is_a_duplicate() {
+    let fs = SimFs::new(9);
+    let db = open(&fs, opts(400));
+    let t = db
+        .create_table(TableDef {
+            name: "race".into(),
+            columns: vec![
+                Column::new("id", ColumnType::Int64, false),
+                Column::new("who", ColumnType::Int32, false),
+            ],
+            primary_key: vec![0],
+            indexes: vec![],
+        })
+        .unwrap();
+    let mut explicit = db.begin().unwrap();
+    // Hold key 1's row lock (the key does not exist yet).
+    assert_eq!(
+        explicit.get_for_update(&t, &[Value::Int64(1)]).unwrap(),
+        None
+    );
+    let automatic = std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            let mut tx = db.begin().unwrap();
+            match tx.insert(&t, &[Value::Null, Value::Int32(0)]) {
+                Ok(k) => {
+                    tx.commit().unwrap();
+                    Ok(k)
+                }
+                Err(e) => {
+                    tx.rollback().unwrap();
+                    Err(e)
+                }
+            }
+        });
+        // Let the automatic insert draw key 1 and wait for its lock.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        explicit
+            .insert(&t, &[Value::Int64(1), Value::Int32(1)])
+            .unwrap();
+        explicit.commit().unwrap();
+        h.join().unwrap()
+    });
+    match automatic {
+        Err(Error::DuplicateKey { .. }) => {}
+        other => panic!("the automatic insert of key 1 should be a duplicate: {other:?}"),
+    }
+    let mut tx = db.begin().unwrap();
+    assert_eq!(
+        tx.get(&t, &[Value::Int64(1)]).unwrap(),
+        Some(vec![Value::Int64(1), Value::Int32(1)]),
+        "the explicit row stands"
+    );
+    // Later automatic keys continue above it.
+    assert_eq!(
+        tx.insert(&t, &[Value::Null, Value::Int32(2)]).unwrap(),
+        vec![Value::Int64(2)]
+    );
+    tx.commit().unwrap();
+}
+
 #[test]
 fn create_index_on_a_populated_table() {
     let fs = SimFs::new(5);
