@@ -85,6 +85,11 @@ pub struct Setup {
     pub rocksdb_range_delete_min_rows: usize,
 }
 
+/// Default of [`Setup::rocksdb_range_delete_min_rows`]: RocksDB 7.8
+/// re-fragments memtable range tombstones on every read after a new one,
+/// so small queue deletes go row by row (`bench/results/insert.md`).
+pub const ROCKSDB_RANGE_DELETE_MIN_ROWS: usize = 100;
+
 /// Engine names [`open`] knows (peers only with the `peers` feature).
 pub const ENGINES: &[&str] = &["quill", "sqlite", "rocksdb"];
 

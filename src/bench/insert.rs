@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use super::commit::new_hist;
 use super::costs::{Costs, Snapshot, or_na};
-use super::engine::Engine;
+use super::engine::{Engine, Session};
 use super::window::{self, Latencies, Plan, Rng};
 use crate::catalog::schema::{IndexDef, TableDef};
 use crate::catalog::{Column, ColumnType, Value};
@@ -146,14 +146,9 @@ impl TxnSize {
         match (self, step) {
             (TxnSize::Big, Step::Load) => 100,
             (TxnSize::Small, Step::Load) => 10,
+            (_, Step::InsertDelete2) | (TxnSize::Small, _) => 5,
             (TxnSize::Big, _) => 50,
-            (TxnSize::Small, _) => 5,
         }
-        .min(if step == Step::InsertDelete2 {
-            5
-        } else {
-            u64::MAX
-        })
     }
 }
 
@@ -343,8 +338,47 @@ struct TableCounters {
     deleted: AtomicU64,
     /// Largest id inserted so far (for point queries).
     max_id: AtomicU64,
-    /// Smallest id not yet deleted (for point queries).
-    min_id: AtomicU64,
+}
+
+impl TableCounters {
+    /// Rows the table holds.
+    fn live(&self) -> u64 {
+        self.inserted
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.deleted.load(Ordering::Relaxed))
+    }
+
+    /// A lower bound of the smallest id left: ids start at 1 and the
+    /// deleter removes the oldest rows (ids an engine skipped, for
+    /// example after a retry, only make the bound lower).
+    fn lowest_id(&self) -> u64 {
+        1 + self.deleted.load(Ordering::Relaxed)
+    }
+
+    fn inserted_up_to(&self, rows: u64, last_id: u64) {
+        self.inserted.fetch_add(rows, Ordering::Relaxed);
+        self.max_id.fetch_max(last_id, Ordering::Relaxed);
+    }
+}
+
+/// Insert `n` new rows into `table` as one transaction. Returns the
+/// largest id inserted and the attempts rolled back.
+fn insert_rows(
+    session: &mut dyn Session,
+    table: &str,
+    rng: &mut Rng,
+    n: u64,
+) -> Result<(u64, u64)> {
+    let mut last = 0;
+    let retries = session.transaction(&mut |ops| {
+        for _ in 0..n {
+            if let Some(Value::Int64(id)) = ops.insert(table, &new_row(rng))?.first() {
+                last = *id as u64;
+            }
+        }
+        Ok(())
+    })?;
+    Ok((last, retries))
 }
 
 /// Run `cfg.steps` on `engine` (empty tables are created by `l.i0`, or
@@ -364,12 +398,7 @@ pub fn run(
     for c in 1..=cfg.clients {
         engine.create_table(&purchases_index(c))?;
     }
-    let counters: Vec<TableCounters> = (0..cfg.clients)
-        .map(|_| TableCounters {
-            min_id: AtomicU64::new(1),
-            ..TableCounters::default()
-        })
-        .collect();
+    let counters: Vec<TableCounters> = (0..cfg.clients).map(|_| TableCounters::default()).collect();
     let mut rows = Vec::new();
     let mut indexed = false;
     for &step in &cfg.steps {
@@ -464,22 +493,12 @@ fn load(
                 while left > 0 {
                     let n = left.min(batch);
                     let t = Instant::now();
-                    let mut last = 0;
-                    retries += session.transaction(&mut |ops| {
-                        for _ in 0..n {
-                            if let Some(Value::Int64(id)) =
-                                ops.insert(&table, &new_row(&mut rng))?.first()
-                            {
-                                last = *id as u64;
-                            }
-                        }
-                        Ok(())
-                    })?;
+                    let (last, r) = insert_rows(session.as_mut(), &table, &mut rng, n)?;
                     let _ = hist.record(t.elapsed().as_micros().max(1) as u64);
+                    retries += r;
                     commits += 1;
                     left -= n;
-                    counter.inserted.fetch_add(n, Ordering::Relaxed);
-                    counter.max_id.fetch_max(last, Ordering::Relaxed);
+                    counter.inserted_up_to(n, last);
                     done.fetch_add(n, Ordering::Relaxed);
                 }
                 Ok((hist, commits, retries))
@@ -556,14 +575,7 @@ fn create_indexes(
     for h in &hists {
         let _ = hist.add(h);
     }
-    let rows: u64 = counters
-        .iter()
-        .map(|c| {
-            c.inserted
-                .load(Ordering::Relaxed)
-                .saturating_sub(c.deleted.load(Ordering::Relaxed))
-        })
-        .sum();
+    let rows: u64 = counters.iter().map(TableCounters::live).sum();
     let mut r = row_base(engine, cfg, step, 0);
     r.seconds = secs;
     r.rows_per_sec = rows as f64 / secs;
@@ -632,8 +644,6 @@ fn windowed(
         step.name()
     );
     let retries = AtomicU64::new(0);
-    let rows_inserted = AtomicU64::new(0);
-    let rows_deleted = AtomicU64::new(0);
     let indexes = secondary_indexes();
     let client = |thread: usize| -> Result<_> {
         let (c, role) = (thread / roles, thread % roles);
@@ -645,8 +655,7 @@ fn windowed(
         let mut session = engine.session()?;
         let mut rng = Rng(0x1B_1000 + thread as u64 * 104_729);
         let mut pacer = Pacer::new(rate, batch);
-        let (retries, rows_inserted, rows_deleted, indexes) =
-            (&retries, &rows_inserted, &rows_deleted, &indexes);
+        let (retries, indexes) = (&retries, &indexes);
         Ok(move || -> Result<Option<usize>> {
             match role {
                 0 => {
@@ -654,51 +663,27 @@ fn windowed(
                     // more than a few batches ahead of its deleter waits
                     // (SQLite's single writer lock would otherwise let the
                     // inserter starve the deleter and grow the table).
-                    let ahead = counter
-                        .inserted
-                        .load(Ordering::Relaxed)
-                        .saturating_sub(counter.deleted.load(Ordering::Relaxed))
-                        .saturating_sub(cfg.rows);
-                    if ahead > MAX_AHEAD * batch {
+                    if counter.live().saturating_sub(cfg.rows) > MAX_AHEAD * batch {
                         std::thread::sleep(Duration::from_micros(100));
                         return Ok(None);
                     }
                     if pacer.wait() {
                         return Ok(None);
                     }
-                    let mut last = 0;
-                    retries.fetch_add(
-                        session.transaction(&mut |ops| {
-                            for _ in 0..batch {
-                                if let Some(Value::Int64(id)) =
-                                    ops.insert(&table, &new_row(&mut rng))?.first()
-                                {
-                                    last = *id as u64;
-                                }
-                            }
-                            Ok(())
-                        })?,
-                        Ordering::Relaxed,
-                    );
-                    counter.inserted.fetch_add(batch, Ordering::Relaxed);
-                    counter.max_id.fetch_max(last, Ordering::Relaxed);
-                    rows_inserted.fetch_add(batch, Ordering::Relaxed);
+                    let (last, r) = insert_rows(session.as_mut(), &table, &mut rng, batch)?;
+                    retries.fetch_add(r, Ordering::Relaxed);
+                    counter.inserted_up_to(batch, last);
                     Ok(Some(INSERT))
                 }
                 1 => {
                     // Delete the oldest rows at the inserter's rate: only
                     // once it is a batch ahead.
-                    let ahead = counter
-                        .inserted
-                        .load(Ordering::Relaxed)
-                        .saturating_sub(counter.deleted.load(Ordering::Relaxed))
-                        .saturating_sub(cfg.rows);
-                    if ahead < batch {
+                    if counter.live().saturating_sub(cfg.rows) < batch {
                         std::thread::sleep(Duration::from_micros(200));
                         return Ok(None);
                     }
                     let mut n = 0;
-                    let from = [Value::Int64(counter.min_id.load(Ordering::Relaxed) as i64)];
+                    let from = [Value::Int64(counter.lowest_id() as i64)];
                     retries.fetch_add(
                         session.transaction(&mut |ops| {
                             n = ops.delete_first(&table, &from, batch as usize)? as u64;
@@ -707,8 +692,6 @@ fn windowed(
                         Ordering::Relaxed,
                     );
                     counter.deleted.fetch_add(n, Ordering::Relaxed);
-                    counter.min_id.fetch_add(n, Ordering::Relaxed);
-                    rows_deleted.fetch_add(n, Ordering::Relaxed);
                     Ok(Some(DELETE))
                 }
                 _ => {
@@ -716,7 +699,7 @@ fn windowed(
                     retries.fetch_add(
                         session.transaction(&mut |ops| {
                             if point {
-                                let lo = counter.min_id.load(Ordering::Relaxed);
+                                let lo = counter.lowest_id();
                                 let hi = counter.max_id.load(Ordering::Relaxed).max(lo);
                                 for _ in 0..10 {
                                     let id = lo + rng.below(hi - lo + 1);
@@ -759,14 +742,14 @@ fn windowed(
         (
             Snapshot::take(engine),
             retries.load(Ordering::Relaxed),
-            rows_inserted.load(Ordering::Relaxed),
-            rows_deleted.load(Ordering::Relaxed),
+            total(counters, |c| &c.inserted),
+            total(counters, |c| &c.deleted),
         )
     })?;
     let (start, r0, i0, d0) = m.start;
     let secs = m.seconds;
-    let inserted = rows_inserted.load(Ordering::Relaxed).saturating_sub(i0);
-    let deleted = rows_deleted.load(Ordering::Relaxed).saturating_sub(d0);
+    let inserted = total(counters, |c| &c.inserted).saturating_sub(i0);
+    let deleted = total(counters, |c| &c.deleted).saturating_sub(d0);
     let count = |k: usize| m.kinds.get(k).map_or(0, |(_, c)| *c);
     let queries = count(QUERY);
     let commits = count(INSERT) + count(DELETE);
@@ -791,6 +774,14 @@ fn windowed(
     }
     r.retries = retries.load(Ordering::Relaxed).saturating_sub(r0);
     Ok(r)
+}
+
+/// One counter summed over every table.
+fn total(counters: &[TableCounters], field: fn(&TableCounters) -> &AtomicU64) -> u64 {
+    counters
+        .iter()
+        .map(|c| field(c).load(Ordering::Relaxed))
+        .sum()
 }
 
 /// Column headings for [`table_line`].

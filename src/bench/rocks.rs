@@ -13,7 +13,9 @@
 //!   primary key)` with an empty value, so entries are unique and an index
 //!   range read is a seek and a scan, then a point read of each row;
 //! * a NULL single int64 primary key gets the table's next automatic id
-//!   (an in-memory counter, as the tables are created by the run).
+//!   (an in-memory counter, as the tables are created by the run); such an
+//!   insert looks for an existing row only once the table has stored an
+//!   explicit key (checked under the row lock, as Quill's TB3 does).
 //!
 //! A transaction is one `WriteBatch` written with `sync = true`: the rows
 //! and their secondary index entries commit together, and durably (the
@@ -46,7 +48,8 @@
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::path::Path;
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
@@ -99,19 +102,17 @@ pub struct RocksOptions {
     pub range_delete_min_rows: usize,
 }
 
-/// Default of [`RocksOptions::range_delete_min_rows`].
-pub const RANGE_DELETE_MIN_ROWS: usize = 100;
-
 impl Default for RocksOptions {
     fn default() -> Self {
         RocksOptions {
             cache_bytes: 1 << 30,
-            range_delete_min_rows: RANGE_DELETE_MIN_ROWS,
+            range_delete_min_rows: super::engine::ROCKSDB_RANGE_DELETE_MIN_ROWS,
         }
     }
 }
 
-/// A table and the object ids of its keys.
+/// A table and the object ids of its keys (shared by `Arc`: looking a
+/// table up is on every operation's path).
 #[derive(Clone)]
 struct TableInfo {
     def: TableDef,
@@ -120,6 +121,17 @@ struct TableInfo {
     index_ids: Vec<u32>,
     /// Whether the primary key is one int64 column (automatic ids).
     auto: bool,
+    ids: Arc<AutoIds>,
+}
+
+/// A table's automatic ids, as Quill keeps them (its table invariant
+/// TB3): an automatic insert looks for an existing row only once an
+/// explicit key was stored, checked after taking the row lock.
+#[derive(Default)]
+struct AutoIds {
+    next: AtomicI64,
+    /// An explicit key was stored; set before that insert's row lock.
+    explicit: AtomicBool,
 }
 
 /// RocksDB with one session per client.
@@ -127,9 +139,7 @@ pub struct RocksEngine {
     db: DB,
     /// The options the database was opened with: they hold the statistics.
     opts: Options,
-    tables: RwLock<HashMap<String, TableInfo>>,
-    /// Next automatic id per table object id.
-    next_ids: RwLock<HashMap<u32, std::sync::Arc<AtomicI64>>>,
+    tables: RwLock<HashMap<String, Arc<TableInfo>>>,
     next_object: AtomicU32,
     next_session: AtomicU64,
     range_delete_min_rows: usize,
@@ -165,7 +175,6 @@ impl RocksEngine {
             db,
             opts,
             tables: RwLock::new(HashMap::new()),
-            next_ids: RwLock::new(HashMap::new()),
             next_object: AtomicU32::new(1),
             next_session: AtomicU64::new(1),
             range_delete_min_rows: options.range_delete_min_rows,
@@ -174,7 +183,7 @@ impl RocksEngine {
         })
     }
 
-    fn info(&self, table: &str) -> Result<TableInfo> {
+    fn info(&self, table: &str) -> Result<Arc<TableInfo>> {
         super::engine::lookup(&self.tables, table)
     }
 
@@ -277,17 +286,19 @@ impl Engine for RocksEngine {
                 .first()
                 .and_then(|&c| def.columns.get(c))
                 .is_some_and(|c| c.ty == ColumnType::Int64);
-        self.next_ids
-            .write()
-            .insert(id, std::sync::Arc::new(AtomicI64::new(1)));
+        let ids = Arc::new(AutoIds {
+            next: AtomicI64::new(1),
+            explicit: AtomicBool::new(false),
+        });
         tables.insert(
             def.name.clone(),
-            TableInfo {
+            Arc::new(TableInfo {
                 def: def.clone(),
                 id,
                 index_ids,
                 auto,
-            },
+                ids,
+            }),
         );
         Ok(())
     }
@@ -310,8 +321,10 @@ impl Engine for RocksEngine {
         self.build_index(&info, index, index_id)?;
         let mut tables = self.tables.write();
         if let Some(t) = tables.get_mut(table) {
-            t.def.indexes.push(index.clone());
-            t.index_ids.push(index_id);
+            let mut grown = TableInfo::clone(t);
+            grown.def.indexes.push(index.clone());
+            grown.index_ids.push(index_id);
+            *t = Arc::new(grown);
         }
         Ok(())
     }
@@ -542,28 +555,26 @@ impl Ops for RocksSession<'_> {
         let pk_col = info.def.primary_key.first().copied().unwrap_or(0);
         let automatic = info.auto && matches!(row.get(pk_col), Some(Value::Null));
         if automatic {
-            let next = self.engine.next_ids.read().get(&info.id).cloned();
-            let id = next.map_or(1, |n| n.fetch_add(1, Ordering::Relaxed));
+            let id = info.ids.next.fetch_add(1, Ordering::Relaxed);
             if let Some(v) = row.get_mut(pk_col) {
                 *v = Value::Int64(id);
             }
+        } else if info.auto
+            && let Some(Value::Int64(x)) = row.get(pk_col)
+        {
+            // Keep later automatic ids above explicit ones.
+            info.ids.explicit.store(true, Ordering::SeqCst);
+            info.ids
+                .next
+                .fetch_max(x.saturating_add(1), Ordering::Relaxed);
         }
         let pk = pk_values(&info.def, &row);
         let key = row_key(info.id, &pk);
-        if !automatic {
-            self.lock(&key)?;
-            if self.read(&key)?.is_some() {
-                return Err(invalid(format!(
-                    "duplicate primary key {pk:?} in table {table}"
-                )));
-            }
-            // Keep later automatic ids above explicit ones.
-            if info.auto
-                && let Some(Value::Int64(x)) = pk.first()
-                && let Some(n) = self.engine.next_ids.read().get(&info.id)
-            {
-                n.fetch_max(x.saturating_add(1), Ordering::Relaxed);
-            }
+        self.lock(&key)?;
+        if (!automatic || info.ids.explicit.load(Ordering::SeqCst)) && self.read(&key)?.is_some() {
+            return Err(invalid(format!(
+                "duplicate primary key {pk:?} in table {table}"
+            )));
         }
         self.put_row(&info, key, &row)?;
         Ok(pk)
@@ -753,28 +764,6 @@ mod tests {
                 assert!(f > 0.0 && f <= 1.0, "{}: {f} syncs per commit", r.shape);
             }
         }
-        let mut s = e.session().unwrap();
-        s.transaction(&mut |ops| {
-            assert_eq!(
-                ops.index_range("sbtest1", "k_1", &[Value::Int32(0)], 10)?,
-                10
-            );
-            let pk = ops.insert(
-                "sbtest2",
-                &[
-                    Value::Null,
-                    Value::Int32(1),
-                    Value::Text("c".into()),
-                    Value::Text("p".into()),
-                ],
-            )?;
-            let got = ops.get("sbtest2", &pk)?.unwrap();
-            assert_eq!(got[1], Value::Int32(1));
-            assert_eq!(ops.delete_first("sbtest2", &[], 5)?, 5);
-            Ok(())
-        })
-        .unwrap();
-        drop(s);
         assert!(RocksEngine::open(tmp.path(), &RocksOptions::default()).is_err());
     }
 }

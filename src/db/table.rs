@@ -21,7 +21,7 @@
 //!   version (`roll`, within the writer `trx`), so the chain can be walked
 //!   back while undo exists; purge removes undo only below the bound.
 //! * TB3. An automatic key drawn while the table has stored no explicit
-//!   key since its counter was loaded ([`AutoKey::fresh`]) is absent from
+//!   key since its counter was loaded is absent from
 //!   the clustered tree, and stays so until its inserter writes it, unless
 //!   an explicit insert of the same key comes first: the counter starts
 //!   above the largest key the tree holds (live or delete-marked) and only
@@ -100,17 +100,6 @@ pub(crate) struct TableState {
     explicit: AtomicBool,
 }
 
-/// An automatic key and whether it is fresh (TB3: known absent).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct AutoKey {
-    /// The key.
-    pub(crate) id: i64,
-    /// No explicit key was stored since the counter was loaded when the
-    /// key was drawn; confirm with [`TableState::no_explicit_keys`] after
-    /// taking the row lock (TB3).
-    pub(crate) fresh: bool,
-}
-
 impl TableState {
     pub(crate) fn new(schema: Arc<TableSchema>) -> TableState {
         TableState {
@@ -148,7 +137,7 @@ impl TableState {
     }
 
     /// Draw the next automatic key.
-    pub(crate) fn next_auto(&self, store: &Store, schema: &TableSchema) -> Result<AutoKey> {
+    pub(crate) fn next_auto(&self, store: &Store, schema: &TableSchema) -> Result<i64> {
         let mut a = self.autoinc.lock();
         let next = match *a {
             Some(n) => n,
@@ -162,10 +151,7 @@ impl TableState {
             });
         }
         *a = Some(next + 1);
-        Ok(AutoKey {
-            id: next,
-            fresh: self.no_explicit_keys(),
-        })
+        Ok(next)
     }
 
     /// An explicit key `v` is being stored (called before its row lock):

@@ -363,21 +363,20 @@ impl<'db> Txn<'db> {
                 ),
             });
         }
-        let (pk_vals, pk, fresh) = match table::TableState::auto_key_column(schema) {
+        let (pk_vals, pk, drawn) = match table::TableState::auto_key_column(schema) {
             Some(None) => {
-                let auto = t.state.next_auto(store, schema)?;
-                let v = vec![Value::Int64(auto.id)];
+                let v = vec![Value::Int64(t.state.next_auto(store, schema)?)];
                 let pk = encode(&v);
-                (v, pk, auto.fresh)
+                (v, pk, true)
             }
             Some(Some(col)) => {
-                let fresh = match values.get(col) {
+                let drawn = match values.get(col) {
                     Some(Value::Null) => {
-                        let auto = t.state.next_auto(store, schema)?;
+                        let id = t.state.next_auto(store, schema)?;
                         if let Some(slot) = values.get_mut(col) {
-                            *slot = Value::Int64(auto.id);
+                            *slot = Value::Int64(id);
                         }
-                        auto.fresh
+                        true
                     }
                     Some(Value::Int64(v)) => {
                         t.state.saw_key(store, schema, *v)?;
@@ -386,7 +385,7 @@ impl<'db> Txn<'db> {
                     _ => false,
                 };
                 let v: Vec<Value> = values.get(col).cloned().into_iter().collect();
-                (v, table::pk_of(schema, &values), fresh)
+                (v, table::pk_of(schema, &values), drawn)
             }
             None => {
                 let v = schema
@@ -404,7 +403,7 @@ impl<'db> Txn<'db> {
         // A fresh automatic key has no record if, with its row lock held,
         // the table has still stored no explicit key (TB3): no lookup.
         // Debug builds look anyway and check.
-        let fresh = fresh && t.state.no_explicit_keys();
+        let fresh = drawn && t.state.no_explicit_keys();
         let cur = if fresh && !cfg!(debug_assertions) {
             None
         } else {

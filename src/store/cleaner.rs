@@ -127,12 +127,13 @@ pub(super) fn flush_round(s: &Shared, force: bool, idle: bool) -> Result<bool> {
     }
     // 2. The cold end of the LRU: keep clean victims for evictions, once
     // evictions are near.
-    let nearly_full = s.pool.free_frames() < s.pool.frames() / 16;
-    for _ in 0..if nearly_full { 8 } else { 0 } {
-        let n = s.pool.flush_lru_tail(BATCH, wal)?;
-        flushed += n;
-        if n < BATCH / 2 {
-            break;
+    if s.pool.free_frames() < s.pool.frames() / 16 {
+        for _ in 0..8 {
+            let n = s.pool.flush_lru_tail(BATCH, wal)?;
+            flushed += n;
+            if n < BATCH / 2 {
+                break;
+            }
         }
     }
     // 3. Dirty ratio, 4. trickle.

@@ -161,10 +161,8 @@ struct InsertArgs {
     /// gets a subdirectory, removed after its run).
     #[arg(long, default_value = "quill-data/bench-insert")]
     dir: PathBuf,
-    /// Engines, comma-separated: quill, and sqlite and rocksdb when built
-    /// with `--features peers`.
-    #[arg(long, value_delimiter = ',', default_value = "quill")]
-    engines: Vec<String>,
+    #[command(flatten)]
+    peers: PeerArgs,
     /// Client counts, comma-separated (one table per client).
     #[arg(long, value_delimiter = ',', default_value = "1,4")]
     clients: Vec<usize>,
@@ -200,18 +198,38 @@ struct InsertArgs {
     /// Cache: Quill's buffer pool, RocksDB's block cache.
     #[arg(long, default_value = "2G", value_parser = parse_size)]
     pool: u64,
-    /// RocksDB: queue deletes of at least this many rows use one range
-    /// tombstone, smaller ones delete row by row (small range deletes are
-    /// slow in RocksDB 7.8; see bench/results/insert.md).
-    #[arg(long, default_value_t = 100)]
-    rocksdb_range_delete_min_rows: usize,
+    /// Write results as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// The engines a workload benchmark runs and how they are opened.
+#[derive(Args)]
+struct PeerArgs {
+    /// Engines, comma-separated: quill, and sqlite and rocksdb when built
+    /// with `--features peers`. Each gets its own subdirectory of --dir.
+    #[arg(long, value_delimiter = ',', default_value = "quill")]
+    engines: Vec<String>,
     /// Milliseconds added to every sync (slow storage), for engines that
     /// allow it (Quill); the report says which did not.
     #[arg(long, default_value_t = 0.0)]
     fsync_delay_ms: f64,
-    /// Write results as JSON to this file.
-    #[arg(long)]
-    json: Option<PathBuf>,
+    /// RocksDB: queue deletes of at least this many rows use one range
+    /// tombstone, smaller ones delete row by row (small range deletes are
+    /// slow in RocksDB 7.8; see bench/results/insert.md).
+    #[arg(long, default_value_t = bench::engine::ROCKSDB_RANGE_DELETE_MIN_ROWS)]
+    rocksdb_range_delete_min_rows: usize,
+}
+
+impl PeerArgs {
+    fn setup(&self, cache_bytes: u64, max_clients: usize) -> bench::engine::Setup {
+        bench::engine::Setup {
+            cache_bytes,
+            max_clients,
+            fsync_delay_ms: self.fsync_delay_ms,
+            rocksdb_range_delete_min_rows: self.rocksdb_range_delete_min_rows,
+        }
+    }
 }
 
 #[derive(Args)]
@@ -241,17 +259,11 @@ struct OltpArgs {
     /// Warm-up seconds per run.
     #[arg(long, default_value_t = 2.0)]
     warmup: f64,
-    /// Buffer pool.
+    /// Cache: Quill's buffer pool, RocksDB's block cache.
     #[arg(long, default_value = "1G", value_parser = parse_size)]
     pool: u64,
-    /// Engines, comma-separated: quill, and sqlite and rocksdb when built
-    /// with `--features peers`. Each gets its own subdirectory of --dir.
-    #[arg(long, value_delimiter = ',', default_value = "quill")]
-    engines: Vec<String>,
-    /// Milliseconds added to every sync (slow storage), for engines that
-    /// allow it (Quill); the report says which did not.
-    #[arg(long, default_value_t = 0.0)]
-    fsync_delay_ms: f64,
+    #[command(flatten)]
+    peers: PeerArgs,
     /// Write results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -839,7 +851,7 @@ fn bench_insert(a: InsertArgs) -> Result<()> {
     println!(
         "quill bench insert: steps {:?} on {:?}; {:?} clients; {} rows per table; transactions {:?}; durable commits; {:.0} s windows after {:.0} s warm-up; in {} ({}; {} cores; kernel {})",
         a.steps.iter().map(|s| s.name()).collect::<Vec<_>>(),
-        a.engines,
+        a.peers.engines,
         a.clients,
         a.rows_per_table
             .map_or(format!("{} / clients", a.total_rows), |r| r.to_string()),
@@ -872,17 +884,12 @@ fn bench_insert(a: InsertArgs) -> Result<()> {
                 seconds: a.seconds,
                 warmup: a.warmup,
             };
-            let setup = bench::engine::Setup {
-                cache_bytes: a.pool,
-                max_clients: clients * 3,
-                fsync_delay_ms: a.fsync_delay_ms,
-                rocksdb_range_delete_min_rows: a.rocksdb_range_delete_min_rows,
-            };
-            for name in &a.engines {
+            let setup = a.peers.setup(a.pool, clients * 3);
+            for name in &a.peers.engines {
                 let dir = a.dir.join(format!("{name}-{}-{clients}", txn_size.name()));
                 let engine = bench::engine::open(name, &dir, &setup)
                     .with_context(|| format!("opening {name} in {}", dir.display()))?;
-                if engines.len() < a.engines.len() {
+                if engines.len() < a.peers.engines.len() {
                     let info = engine_info(engine.as_ref(), &setup);
                     say(
                         pb,
@@ -1020,7 +1027,7 @@ fn bench_oltp(a: OltpArgs) -> Result<()> {
     println!(
         "quill bench oltp: {:?} on {:?} at {:?} threads; {} tables x {} rows; durable commits; {:.0} s measured after {:.0} s warm-up; in {} ({}; {} cores; kernel {})",
         cfg.shapes.iter().map(|w| w.name()).collect::<Vec<_>>(),
-        a.engines,
+        a.peers.engines,
         cfg.threads,
         cfg.tables,
         cfg.table_size,
@@ -1035,18 +1042,15 @@ fn bench_oltp(a: OltpArgs) -> Result<()> {
     let pb = &bar.pb;
     let tick = |stage: &str, f: f64| bar.tick(stage, f);
     say(pb, bench::oltp::table_header());
-    let setup = bench::engine::Setup {
-        cache_bytes: a.pool,
-        max_clients: cfg.threads.iter().copied().max().unwrap_or(1),
-        fsync_delay_ms: a.fsync_delay_ms,
-        rocksdb_range_delete_min_rows: 1,
-    };
+    let setup = a
+        .peers
+        .setup(a.pool, cfg.threads.iter().copied().max().unwrap_or(1));
     // Every engine is loaded first, then each shape and thread count runs
     // on every engine in turn, so a noisy stretch of a shared host falls
     // on all engines alike instead of on whichever ran then.
     let mut engines = Vec::new();
     let mut opened = Vec::new();
-    for name in &a.engines {
+    for name in &a.peers.engines {
         let dir = a.dir.join(name);
         let engine = bench::engine::open(name, &dir, &setup)
             .with_context(|| format!("opening {name} in {}", dir.display()))?;
