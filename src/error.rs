@@ -113,6 +113,25 @@ pub enum Error {
         cause: String,
     },
 
+    /// A statement would write a key longer than the B+tree holds (a
+    /// sixteenth of a page). Tables defined since invariant C4 of the
+    /// catalog cannot produce one; tables of older builds can. The
+    /// statement had no effect.
+    #[error(
+        "table {table}, index {index}: a key of {len} bytes is over the limit of {max} bytes for this database's page size; the statement had no effect"
+    )]
+    KeyTooLong {
+        /// The table.
+        table: String,
+        /// The index (`PRIMARY` for the primary key).
+        index: String,
+        /// The key's length in bytes (for a secondary index, with the
+        /// primary key that follows it).
+        len: u64,
+        /// The limit.
+        max: u64,
+    },
+
     /// A request exceeded a stated maximum.
     #[error("{what} is {actual}, over the maximum of {max}")]
     LimitExceeded {

@@ -226,6 +226,21 @@ pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     Some(end)
 }
 
+/// The longest encoding [`encode_key`] can give a value of type `ty`
+/// that passed [`crate::catalog::check_value`]: the tag and the payload;
+/// for text and bytes every byte escaped (a string of `0x00` bytes) plus
+/// the terminator, `3 + 2 * max_len`. Schemas are checked against this
+/// bound (catalog invariant C4), so no key a statement can build exceeds
+/// the B+tree's key limit.
+pub fn max_encoded_len(ty: &ColumnType) -> u64 {
+    match ty {
+        ColumnType::Bool => 2,
+        ColumnType::Int32 => 5,
+        ColumnType::Int64 | ColumnType::Timestamp | ColumnType::Float64 => 9,
+        ColumnType::Text { max_len } | ColumnType::Bytes { max_len } => 3 + 2 * u64::from(*max_len),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::cmp::Ordering;
@@ -233,6 +248,22 @@ mod tests {
     use super::*;
     use crate::catalog::types::tests::{arb_non_null, arb_type};
     use proptest::prelude::*;
+
+    proptest! {
+        /// Every checked value encodes within `max_encoded_len` of its
+        /// type (the bound schemas are checked against, C4).
+        #[test]
+        fn encodings_stay_within_the_bound((ty, v) in arb_type().prop_flat_map(|ty| (Just(ty), arb_non_null(ty)))) {
+            prop_assert!(key(std::slice::from_ref(&v)).len() as u64 <= max_encoded_len(&ty), "{v:?} of {ty}");
+        }
+    }
+
+    #[test]
+    fn the_worst_text_meets_the_bound() {
+        let ty = ColumnType::Text { max_len: 5 };
+        let v = Value::Text("\0\0\0\0\0".into());
+        assert_eq!(key(&[v]).len() as u64, max_encoded_len(&ty));
+    }
 
     fn key(values: &[Value]) -> Vec<u8> {
         let mut out = Vec::new();

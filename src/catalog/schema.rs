@@ -16,6 +16,17 @@
 //!   entry naming a tree that does not exist.
 //! * C3. Table ids are unique and never reused: the next id is one above
 //!   the highest stored.
+//! * C4. Keys fit the B+tree (BT3): for every key a table writes, the
+//!   primary key, and each secondary key followed by the primary key, the
+//!   longest encoding its column types allow
+//!   ([`crate::catalog::keycode::max_encoded_len`]: a text or bytes column
+//!   of `max_len` bytes takes up to `3 + 2 * max_len`, since zero bytes
+//!   are escaped) is at most the tree's key limit (a sixteenth of a page:
+//!   1,019 bytes on 16 KiB pages, 251 on 4 KiB pages). `create_table`
+//!   and `add_index` refuse a definition that breaks it, so no statement
+//!   can build a key that does not fit. Tables created by builds before
+//!   this rule keep working: statements also check the keys they build
+//!   before writing anything (`db::txn`).
 
 use std::collections::BTreeMap;
 use std::ops::Bound::Unbounded;
@@ -151,6 +162,81 @@ impl TableDef {
         Ok(())
     }
 
+    /// Check invariant C4: every key this table can write fits in
+    /// `max_key_len` bytes (the B+tree limit of the store's page size).
+    pub fn check_key_lengths(&self, max_key_len: usize) -> Result<()> {
+        let limit = max_key_len as u64;
+        let worst = |cols: &[usize]| -> u64 {
+            cols.iter()
+                .filter_map(|&k| self.columns.get(k))
+                .map(|c| super::keycode::max_encoded_len(&c.ty))
+                .sum()
+        };
+        let describe = |cols: &[usize]| -> String {
+            cols.iter()
+                .filter_map(|&k| self.columns.get(k))
+                .map(|c| format!("{} {}", c.name, c.ty))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let pk_len = if self.primary_key.is_empty() {
+            super::keycode::max_encoded_len(&ColumnType::Int64)
+        } else {
+            worst(&self.primary_key)
+        };
+        let pk_desc = if self.primary_key.is_empty() {
+            "the hidden row id".to_string()
+        } else {
+            format!("({})", describe(&self.primary_key))
+        };
+        let advice = |fixed: u64| -> String {
+            let room = limit.saturating_sub(fixed).saturating_sub(3) / 2;
+            format!(
+                "keys escape zero bytes, so a text or bytes value can take 3 + twice its length; \
+                 with the other key columns as they are, one text or bytes column here may be \
+                 declared at most {room} bytes long (or index fewer or shorter columns)"
+            )
+        };
+        if pk_len > limit {
+            let fixed = self
+                .primary_key
+                .iter()
+                .filter_map(|&k| self.columns.get(k))
+                .filter(|c| c.ty.fixed_size().is_some())
+                .map(|c| super::keycode::max_encoded_len(&c.ty))
+                .sum();
+            return Err(invalid(format!(
+                "table {}: its primary key {pk_desc} can take up to {pk_len} bytes, over the \
+                 key limit of {limit} bytes for this database's page size; {}",
+                self.name,
+                advice(fixed)
+            )));
+        }
+        for ix in &self.indexes {
+            let len = worst(&ix.columns) + pk_len;
+            if len > limit {
+                let fixed = ix
+                    .columns
+                    .iter()
+                    .filter_map(|&k| self.columns.get(k))
+                    .filter(|c| c.ty.fixed_size().is_some())
+                    .map(|c| super::keycode::max_encoded_len(&c.ty))
+                    .sum::<u64>()
+                    + pk_len;
+                return Err(invalid(format!(
+                    "table {}: index {} on ({}) has entries of up to {len} bytes (its key, then \
+                     the primary key {pk_desc}), over the key limit of {limit} bytes for this \
+                     database's page size; {}",
+                    self.name,
+                    ix.name,
+                    describe(&ix.columns),
+                    advice(fixed)
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Types of the primary key columns (a hidden row id is one int64).
     pub fn key_types(&self) -> Vec<ColumnType> {
         if self.primary_key.is_empty() {
@@ -223,6 +309,23 @@ impl Catalog {
     /// Create a table (C1, C2, C3); durable when this returns.
     pub fn create_table(&self, store: &Store, def: TableDef) -> Result<Arc<TableSchema>> {
         def.validate()?;
+        def.check_key_lengths(Tree::open(store, self.root).max_key_len())?;
+        self.create_validated(store, def)
+    }
+
+    /// Create a table as builds before invariant C4 did: without the key
+    /// length check (tests of how such tables are handled).
+    #[cfg(test)]
+    pub(crate) fn create_table_before_c4(
+        &self,
+        store: &Store,
+        def: TableDef,
+    ) -> Result<Arc<TableSchema>> {
+        def.validate()?;
+        self.create_validated(store, def)
+    }
+
+    fn create_validated(&self, store: &Store, def: TableDef) -> Result<Arc<TableSchema>> {
         let mut tables = self.tables.lock();
         if tables.contains_key(&def.name) {
             return Err(invalid(format!("table {} already exists", def.name)));
@@ -279,6 +382,9 @@ impl Catalog {
         schema.def.indexes.push(index);
         schema.index_roots.push(root.0);
         schema.def.validate()?;
+        schema
+            .def
+            .check_key_lengths(Tree::open(store, self.root).max_key_len())?;
         let schema = Arc::new(schema);
         self.store_entry(store, &schema)?;
         tables.insert(name.to_string(), schema.clone());

@@ -35,6 +35,8 @@
 pub mod check;
 pub mod purge;
 pub mod table;
+#[cfg(test)]
+mod tests;
 pub mod txn;
 
 use std::collections::HashMap;
@@ -51,6 +53,7 @@ use crate::btree::{Direction, Tree};
 use crate::catalog::schema::{Catalog, IndexDef, TableDef, TableSchema};
 use crate::io::{RealFs, Vfs};
 use crate::log::Durability;
+use crate::page::PageId;
 use crate::stats::Counter;
 use crate::store::{Store, StoreOptions, StoreStats};
 use crate::txn::undo_log::{TRX_ID_BATCH, UndoLog};
@@ -535,6 +538,15 @@ impl Db {
             })
     }
 
+    /// The longest key this database's B+trees hold, in bytes (a
+    /// sixteenth of a page: 1,019 on 16 KiB pages). Every key a table
+    /// writes must fit (catalog invariant C4): its primary key, and each
+    /// secondary index key followed by the primary key, where a text or
+    /// bytes column of `max_len` bytes counts as `3 + 2 * max_len`.
+    pub fn max_key_len(&self) -> usize {
+        Tree::open(&self.inner.store, PageId(0)).max_key_len()
+    }
+
     /// Every table's schema.
     pub fn tables(&self) -> Vec<Arc<TableSchema>> {
         self.inner.catalog.tables()
@@ -553,8 +565,11 @@ impl Db {
         let mut trial = (*schema).clone();
         trial.def.indexes.push(index.clone());
         trial.def.validate()?;
-        let i = trial.def.indexes.len() - 1;
         let db = &*self.inner;
+        trial
+            .def
+            .check_key_lengths(table::clustered(&db.store, &trial).max_key_len())?;
+        let i = trial.def.indexes.len() - 1;
         let bound = db.purge_bound();
         let mut entries: Vec<Vec<u8>> = Vec::new();
         let mut live: Vec<Vec<u8>> = Vec::new();

@@ -27,6 +27,7 @@ use crate::btree::{Cursor, Direction};
 use crate::catalog::schema::TableSchema;
 use crate::catalog::{Value, check_row, encode_key, encode_row, keycode};
 use crate::log::Durability;
+use crate::txn::undo::REC_HEADER;
 use crate::txn::{LockMode, ReadView, RecHeader, RollPtr, TrxId, TrxSlot, UndoKind, UndoRecord};
 use crate::{Error, Result};
 
@@ -51,6 +52,9 @@ pub struct Txn<'db> {
     live: u64,
     locks: Vec<Vec<u8>>,
     done: bool,
+    /// Why a transaction that is `done` before `commit` or `rollback` was
+    /// called ended (reported to later calls).
+    ended: &'static str,
     /// `Write`/`Lazy` only: the highest commit LSN of a not yet durable
     /// `Sync` commit this transaction built on (registry R7); 0: none.
     after: u64,
@@ -110,6 +114,7 @@ impl<'db> Txn<'db> {
             live: 0,
             locks: Vec::new(),
             done: false,
+            ended: "",
             after: 0,
         })
     }
@@ -142,9 +147,7 @@ impl<'db> Txn<'db> {
         if self.done {
             return Err(Error::InvalidArgument {
                 what: "transaction",
-                reason: "it was rolled back after a deadlock or serialization failure; \
-                         begin a new one"
-                    .into(),
+                reason: format!("it was rolled back ({}); begin a new one", self.ended),
             });
         }
         Ok(())
@@ -187,10 +190,18 @@ impl<'db> Txn<'db> {
                     if matches!(e, Error::Serialization { .. }) {
                         self.db.counters.serialization_failures.incr();
                     }
+                    self.ended = "after a deadlock or serialization failure";
                     self.rollback_inner()?;
-                    self.done = true;
-                } else {
-                    self.rollback_to(save)?;
+                } else if let Err(undo) = self.rollback_to(save) {
+                    // The statement's changes could not all be undone, so
+                    // the transaction cannot be left as it was before the
+                    // statement: it ends here, rolled back as far as the
+                    // failure allows and never committable (recovery at
+                    // the next open rolls back the rest).
+                    tracing::error!(trx = self.id, statement = %e, rollback = %undo, "a failed statement could not be rolled back; the transaction ends");
+                    self.ended = "a failed statement could not be undone";
+                    let _ = self.rollback_inner();
+                    return Err(undo);
                 }
                 Err(e)
             }
@@ -247,7 +258,7 @@ impl<'db> Txn<'db> {
     /// Write the change's undo record (logged first, UL1: `kind`, the
     /// replaced version `cur`, the `changed` index mask), then the new
     /// clustered version `row` naming it (delete-marked for a delete).
-    fn write_version(
+    pub(super) fn write_version(
         &mut self,
         schema: &TableSchema,
         pk: &[u8],
@@ -278,6 +289,59 @@ impl<'db> Txn<'db> {
             deleted: kind == UndoKind::DeleteMark,
         };
         table::clustered(&self.db.store, schema).put(pk, &hdr.encode(row))?;
+        Ok(())
+    }
+
+    /// Fail before a statement writes anything if a key or value it would
+    /// write does not fit the store (catalog C4, B+tree BT3): the primary
+    /// key, each secondary entry in `sec_keys` (secondary key then primary
+    /// key), the new clustered value (`row_len` row bytes, if the statement
+    /// writes one) and the undo record (with an `old_len`-byte old value
+    /// unless it is an insert's). Tables defined under C4 pass the key
+    /// checks by construction; tables of older builds may not, and a
+    /// value can always be too large.
+    fn check_fits(
+        &self,
+        schema: &TableSchema,
+        pk: &[u8],
+        sec_keys: &[(usize, Vec<u8>)],
+        row_len: Option<usize>,
+        old_len: Option<usize>,
+    ) -> Result<()> {
+        let tree = table::clustered(&self.db.store, schema);
+        let max_key = tree.max_key_len();
+        let too_long = |index: &str, len: usize| Error::KeyTooLong {
+            table: schema.def.name.clone(),
+            index: index.to_string(),
+            len: len as u64,
+            max: max_key as u64,
+        };
+        if pk.len() > max_key {
+            return Err(too_long("PRIMARY", pk.len()));
+        }
+        for (i, k) in sec_keys {
+            let len = k.len() + pk.len();
+            if len > max_key {
+                let name = schema.def.indexes.get(*i).map_or("?", |x| x.name.as_str());
+                return Err(too_long(name, len));
+            }
+        }
+        let max_value = tree.max_value_len();
+        let undo = UndoRecord::encoded_len(pk.len(), old_len);
+        for (what, len) in [
+            ("record value length", row_len.map(|n| n + REC_HEADER)),
+            ("undo record length", Some(undo)),
+        ] {
+            if let Some(len) = len
+                && len > max_value
+            {
+                return Err(Error::LimitExceeded {
+                    what,
+                    actual: len as u64,
+                    max: max_value as u64,
+                });
+            }
+        }
         Ok(())
     }
 
@@ -432,34 +496,35 @@ impl<'db> Txn<'db> {
             }
             None => None,
         };
+        // The entries the new version needs: every index's, except where
+        // the delete-marked version's entry has the same key (still there).
+        let n = schema.def.indexes.len();
+        let new_keys: Vec<(usize, Vec<u8>)> = (0..n)
+            .map(|i| (i, table::sec_key_of(schema, i, &values)))
+            .filter(|(i, k)| {
+                old_values
+                    .as_ref()
+                    .is_none_or(|old| table::sec_key_of(schema, *i, old) != *k)
+            })
+            .collect();
+        let old_len = cur.as_ref().map(|(_, r)| REC_HEADER + r.len());
+        self.check_fits(schema, &pk, &new_keys, Some(row.len()), old_len)?;
         for (i, ix) in schema.def.indexes.iter().enumerate() {
             if ix.unique {
                 self.check_unique(schema, i, &values, &pk)?;
             }
         }
-        let n = schema.def.indexes.len();
         let (kind, changed) = match &old_values {
             None => (UndoKind::Insert, UndoRecord::changed_mask(n, [])),
-            Some(old) => (
+            Some(_) => (
                 UndoKind::Update,
-                UndoRecord::changed_mask(
-                    n,
-                    (0..n).filter(|&i| {
-                        table::sec_key_of(schema, i, old) != table::sec_key_of(schema, i, &values)
-                    }),
-                ),
+                UndoRecord::changed_mask(n, new_keys.iter().map(|(i, _)| *i)),
             ),
         };
         self.write_version(schema, &pk, kind, cur.as_ref(), changed, &row)?;
-        for i in 0..schema.def.indexes.len() {
-            let k = table::sec_key_of(schema, i, &values);
-            if let Some(old) = &old_values
-                && table::sec_key_of(schema, i, old) == k
-            {
-                continue; // the delete-marked version's entry is still there
-            }
-            if let Some(tree) = table::secondary(store, schema, i) {
-                tree.put(&table::entry_key(&k, &pk), &[])?;
+        for (i, k) in &new_keys {
+            if let Some(tree) = table::secondary(store, schema, *i) {
+                tree.put(&table::entry_key(k, &pk), &[])?;
             }
         }
         Ok(pk_vals)
@@ -531,21 +596,22 @@ impl<'db> Txn<'db> {
         }
         check_row(&schema.def.columns, &values)?;
         let row = encode_row(&schema.def.columns, &values)?;
-        let changed: Vec<usize> = (0..schema.def.indexes.len())
-            .filter(|&i| {
-                table::sec_key_of(schema, i, &values) != table::sec_key_of(schema, i, &old_values)
-            })
+        let changed: Vec<(usize, Vec<u8>)> = (0..schema.def.indexes.len())
+            .map(|i| (i, table::sec_key_of(schema, i, &values)))
+            .filter(|(i, k)| table::sec_key_of(schema, *i, &old_values) != *k)
             .collect();
-        for &i in &changed {
-            if schema.def.indexes.get(i).is_some_and(|x| x.unique) {
-                self.check_unique(schema, i, &values, &pk)?;
+        let old_len = Some(REC_HEADER + cur.1.len());
+        self.check_fits(schema, &pk, &changed, Some(row.len()), old_len)?;
+        for (i, _) in &changed {
+            if schema.def.indexes.get(*i).is_some_and(|x| x.unique) {
+                self.check_unique(schema, *i, &values, &pk)?;
             }
         }
-        let mask = UndoRecord::changed_mask(schema.def.indexes.len(), changed.iter().copied());
+        let mask =
+            UndoRecord::changed_mask(schema.def.indexes.len(), changed.iter().map(|(i, _)| *i));
         self.write_version(schema, &pk, UndoKind::Update, Some(&cur), mask, &row)?;
-        for i in changed {
+        for (i, k) in changed {
             if let Some(tree) = table::secondary(store, schema, i) {
-                let k = table::sec_key_of(schema, i, &values);
                 tree.put(&table::entry_key(&k, &pk), &[])?;
             }
         }
@@ -570,6 +636,8 @@ impl<'db> Txn<'db> {
         if cur.0.deleted {
             return Ok(false);
         }
+        let old_len = Some(REC_HEADER + cur.1.len());
+        self.check_fits(schema, &pk, &[], Some(cur.1.len()), old_len)?;
         let mask = UndoRecord::changed_mask(schema.def.indexes.len(), []);
         self.write_version(schema, &pk, UndoKind::DeleteMark, Some(&cur), mask, &cur.1)?;
         Ok(true)

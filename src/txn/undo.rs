@@ -179,9 +179,20 @@ impl UndoRecord {
         i >= known || i >= 56 || self.changed & (1 << i) != 0
     }
 
+    /// Length of [`UndoRecord::encode`] for a record with a `key_len`-byte
+    /// key and, unless it is an insert's, an `old_len`-byte old value.
+    pub const fn encoded_len(key_len: usize, old_len: Option<usize>) -> usize {
+        let fixed = 2 + 6 * 8 + 4 + 1;
+        match old_len {
+            None => fixed + key_len,
+            Some(n) => fixed + key_len + 4 + n,
+        }
+    }
+
     /// The record's bytes.
     pub fn encode(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(60 + self.key.len());
+        let len = Self::encoded_len(self.key.len(), self.old_value.as_ref().map(Vec::len));
+        let mut v = Vec::with_capacity(len);
         v.push(UNDO_FORMAT_VERSION);
         v.push(self.kind as u8);
         for x in [
@@ -204,6 +215,7 @@ impl UndoRecord {
                 v.extend_from_slice(old);
             }
         }
+        debug_assert_eq!(v.len(), len, "encoded_len matches encode");
         v
     }
 

@@ -532,6 +532,94 @@ fn bad_input_is_an_error_not_a_panic() {
     assert!(report.is_ok(), "{:?}", report.problems);
 }
 
+/// Issue 13 item 1: a table may not declare keys that cannot fit a B+tree
+/// (catalog C4). The longest column a key may have works, with its worst
+/// encoding (every byte a zero, which keys escape to two bytes); one byte
+/// more is refused when the table or index is defined, not when a row
+/// arrives.
+#[test]
+fn keys_at_the_limit_fit_and_longer_key_columns_are_refused() {
+    let fs = SimFs::new(75);
+    let db = open(&fs, opts(200));
+    let limit = db.max_key_len();
+    // Entry = tag + escaped text + terminator, then the int64 primary key.
+    let widest = ((limit - 9 - 3) / 2) as u32;
+    let def = |name: &str, max_len: u32| TableDef {
+        name: name.into(),
+        columns: vec![
+            Column::new("id", ColumnType::Int64, false),
+            Column::new("body", ColumnType::Text { max_len }, false),
+        ],
+        primary_key: vec![0],
+        indexes: vec![IndexDef {
+            name: "by_body".into(),
+            columns: vec![1],
+            unique: true,
+        }],
+    };
+    for max_len in [widest + 1, 100_000, u32::MAX] {
+        let err = db.create_table(def("wide", max_len)).unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidArgument { reason, .. }
+                if reason.contains("by_body") && reason.contains(&format!("at most {widest} bytes"))),
+            "{err}"
+        );
+    }
+    let mut pk = def("wide_pk", ((limit - 3) / 2 + 1) as u32);
+    pk.primary_key = vec![1];
+    pk.indexes.clear();
+    assert!(db.create_table(pk).is_err());
+    assert!(db.tables().is_empty());
+
+    let t = db.create_table(def("notes", widest)).unwrap();
+    let worst = "\0".repeat(widest as usize);
+    let mut tx = db.begin().unwrap();
+    tx.insert(&t, &[Value::Int64(1), Value::Text(worst.clone())])
+        .unwrap();
+    tx.insert(
+        &t,
+        &[Value::Int64(2), Value::Text("a".repeat(widest as usize))],
+    )
+    .unwrap();
+    tx.commit().unwrap();
+    // An index added later is held to the same rule, before it is built.
+    let mut extra = TableDef {
+        name: "other".into(),
+        columns: vec![
+            Column::new("id", ColumnType::Int64, false),
+            Column::new("long", ColumnType::Bytes { max_len: 1 << 20 }, true),
+        ],
+        primary_key: vec![0],
+        indexes: vec![],
+    };
+    let other = db.create_table(extra.clone()).unwrap();
+    let mut tx = db.begin().unwrap();
+    tx.insert(&other, &[Value::Int64(1), Value::Bytes(vec![7; 5000])])
+        .unwrap();
+    tx.commit().unwrap();
+    let ix = IndexDef {
+        name: "by_long".into(),
+        columns: vec![1],
+        unique: false,
+    };
+    assert!(db.create_index("other", ix.clone()).is_err());
+    extra.indexes.push(ix);
+    assert!(db.table("other").unwrap().schema().def.indexes.is_empty());
+    let mut tx = db.begin().unwrap();
+    let found: Vec<_> = tx
+        .index_scan(&t, "by_body", Unbounded, Unbounded, Direction::Forward)
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(found.len(), 2);
+    assert_eq!(found[0][1], Value::Text(worst));
+    tx.commit().unwrap();
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    db.close().unwrap();
+    open(&fs, opts(200)).close().unwrap();
+}
+
 /// `blobs(id int64 pk, body bytes, tag int64)` with an index on tag: rows
 /// of about a kilobyte, so a few thousand of them dwarf a small pool.
 fn blobs() -> TableDef {

@@ -1,0 +1,243 @@
+//! Tests that need the inside of the transaction layer: tables defined the
+//! way builds before catalog invariant C4 allowed (keys that may not fit a
+//! B+tree), and on-disk states such builds could leave behind.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::catalog::schema::{IndexDef, TableDef};
+use crate::catalog::{Column, ColumnType, Value};
+use crate::db::{Db, Options};
+use crate::io::{CrashMode, SimFs};
+use crate::{Error, Result};
+
+fn opts() -> Options {
+    Options {
+        store: crate::store::test_options(),
+        purge: false,
+        ..Options::default()
+    }
+}
+
+fn open(fs: &SimFs) -> Db {
+    Db::open_with(Arc::new(fs.clone()), Path::new("/db"), opts()).unwrap()
+}
+
+/// `notes(id int64 pk, body text(100000))` indexed on `body`: keys of up
+/// to 200,012 bytes, which C4 refuses and older builds accepted.
+fn notes() -> TableDef {
+    TableDef {
+        name: "notes".into(),
+        columns: vec![
+            Column::new("id", ColumnType::Int64, false),
+            Column::new("body", ColumnType::Text { max_len: 100_000 }, true),
+        ],
+        primary_key: vec![0],
+        indexes: vec![IndexDef {
+            name: "by_body".into(),
+            columns: vec![1],
+            unique: false,
+        }],
+    }
+}
+
+/// Create `notes` as a build before C4 would have.
+fn create_notes_before_c4(db: &Db) -> crate::Table {
+    let schema = db
+        .inner
+        .catalog
+        .create_table_before_c4(&db.inner.store, notes())
+        .unwrap();
+    let st = Arc::new(super::table::TableState::new(schema.clone()));
+    db.inner
+        .tables
+        .write()
+        .insert(schema.def.name.clone(), st.clone());
+    db.inner.by_id.write().insert(schema.id, st.clone());
+    crate::Table { state: st }
+}
+
+fn note(id: i64, len: usize) -> Vec<Value> {
+    vec![Value::Int64(id), Value::Text("n".repeat(len))]
+}
+
+fn rows(db: &Db) -> Vec<i64> {
+    let t = db.table("notes").unwrap();
+    let mut tx = db.begin().unwrap();
+    let out = tx
+        .scan(
+            &t,
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+            crate::btree::Direction::Forward,
+        )
+        .unwrap()
+        .map(|r| match r.unwrap().first() {
+            Some(Value::Int64(id)) => *id,
+            other => panic!("bad row {other:?}"),
+        })
+        .collect();
+    tx.commit().unwrap();
+    out
+}
+
+fn assert_clean(db: &Db) {
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "check found {:?}", report.problems);
+}
+
+#[test]
+fn c4_refuses_the_table_older_builds_accepted() {
+    let fs = SimFs::new(70);
+    let db = open(&fs);
+    match db.create_table(notes()) {
+        Err(Error::InvalidArgument { reason, .. }) => {
+            assert!(reason.contains("by_body"), "{reason}");
+            assert!(reason.contains(&db.max_key_len().to_string()), "{reason}");
+        }
+        other => panic!("expected the definition to be refused, got {other:?}"),
+    }
+    assert!(
+        db.tables().is_empty(),
+        "nothing of the refused table is left"
+    );
+}
+
+/// Issue 13 item 1: an over-long indexed value left its row behind (the
+/// statement's rollback failed on the same key), and the database could
+/// not be opened again. Now the statement fails before writing anything.
+#[test]
+fn an_over_long_key_of_an_old_table_fails_its_statement_and_nothing_else() {
+    let max_key = {
+        let fs = SimFs::new(71);
+        open(&fs).max_key_len()
+    };
+    // Commit, roll back, drop, and crash after the failed statement: every
+    // way leaves exactly the rows of the statements that succeeded.
+    for ending in ["commit", "rollback", "drop", "crash"] {
+        let fs = SimFs::new(72);
+        let db = open(&fs);
+        let t = create_notes_before_c4(&db);
+        let mut tx = db.begin().unwrap();
+        tx.insert(&t, &note(1, 10)).unwrap();
+        match tx.insert(&t, &note(2, max_key + 100)) {
+            Err(Error::KeyTooLong {
+                index, len, max, ..
+            }) => {
+                assert_eq!(index, "by_body");
+                assert!(len > max, "{len} <= {max}");
+            }
+            other => panic!("expected KeyTooLong, got {other:?}"),
+        }
+        assert_eq!(tx.get(&t, &[Value::Int64(2)]).unwrap(), None);
+        // The transaction goes on as before the failed statement.
+        tx.insert(&t, &note(3, 20)).unwrap();
+        tx.update(
+            &t,
+            &[Value::Int64(3)],
+            &[(1, Value::Text("x".repeat(max_key + 1)))],
+        )
+        .unwrap_err();
+        assert_eq!(tx.get(&t, &[Value::Int64(3)]).unwrap(), Some(note(3, 20)));
+        let expect: Vec<i64> = match ending {
+            "commit" => {
+                tx.commit().unwrap();
+                vec![1, 3]
+            }
+            "rollback" => {
+                tx.rollback().unwrap();
+                vec![]
+            }
+            "drop" => {
+                drop(tx);
+                vec![]
+            }
+            _ => {
+                std::mem::forget(tx);
+                vec![]
+            }
+        };
+        let db = if ending == "crash" {
+            let after = fs.crash(CrashMode::KeepUnsynced);
+            drop(db);
+            open(&after)
+        } else {
+            db.close().unwrap();
+            open(&fs)
+        };
+        assert_eq!(rows(&db), expect, "after {ending}");
+        assert_clean(&db);
+        db.close().unwrap();
+    }
+}
+
+/// The state older builds left on disk: a row whose index entry was never
+/// written (the entry's key did not fit) and whose transaction never
+/// committed. Recovery rolls it back; the undo of the entry that was never
+/// written is a no-op, not an error that makes the database unopenable.
+#[test]
+fn recovery_rolls_back_a_change_whose_index_entry_was_never_written() {
+    let fs = SimFs::new(73);
+    let db = open(&fs);
+    let t = create_notes_before_c4(&db);
+    let long = note(1, db.max_key_len() + 100);
+    let schema = t.schema();
+    let mut tx = db.begin().unwrap();
+    tx.insert(&t, &note(2, 5)).unwrap();
+    // What the old insert did before its secondary put failed: the undo
+    // record and the clustered record, no index entry.
+    let row = crate::catalog::encode_row(&schema.def.columns, &long).unwrap();
+    let pk = super::table::pk_of(&schema, &long);
+    tx.write_version(&schema, &pk, crate::txn::UndoKind::Insert, None, 0, &row)
+        .unwrap();
+    let lsn = db.inner.store.log().end_lsn();
+    db.inner.store.commit(lsn, crate::Durability::Sync).unwrap();
+    std::mem::forget(tx);
+    let after = fs.crash(CrashMode::DropUnsynced);
+    drop(db);
+    let db = open(&after);
+    let recovery = db.stats().recovery.unwrap();
+    assert_eq!(recovery.rolled_back.len(), 1);
+    assert_eq!(rows(&db), Vec::<i64>::new());
+    assert_clean(&db);
+    db.close().unwrap();
+}
+
+/// A value larger than a record can hold fails its statement only.
+#[test]
+fn a_value_too_large_for_a_record_fails_its_statement_only() -> Result<()> {
+    let fs = SimFs::new(74);
+    let db = open(&fs);
+    let t = db.create_table(TableDef {
+        name: "blobs".into(),
+        columns: vec![
+            Column::new("id", ColumnType::Int64, false),
+            Column::new("data", ColumnType::Bytes { max_len: u32::MAX }, true),
+        ],
+        primary_key: vec![0],
+        indexes: vec![],
+    })?;
+    let max = super::table::clustered(&db.inner.store, &t.schema()).max_value_len();
+    let mut tx = db.begin()?;
+    tx.insert(&t, &[Value::Int64(1), Value::Bytes(vec![1; 100])])?;
+    let err = tx
+        .insert(&t, &[Value::Int64(2), Value::Bytes(vec![2; max + 1])])
+        .unwrap_err();
+    assert!(matches!(err, Error::LimitExceeded { .. }), "{err}");
+    let err = tx
+        .update(
+            &t,
+            &[Value::Int64(1)],
+            &[(1, Value::Bytes(vec![3; max + 1]))],
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::LimitExceeded { .. }), "{err}");
+    assert_eq!(tx.get(&t, &[Value::Int64(2)])?, None);
+    assert_eq!(
+        tx.get(&t, &[Value::Int64(1)])?,
+        Some(vec![Value::Int64(1), Value::Bytes(vec![1; 100])])
+    );
+    tx.commit()?;
+    assert_clean(&db);
+    db.close()
+}
