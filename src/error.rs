@@ -176,6 +176,44 @@ pub enum Error {
         path: PathBuf,
     },
 
+    /// A directory opened as a database holds none.
+    #[error(
+        "{} holds no Quill database (no data.qdb and no log/): check the path, or open it with create_if_missing (Db::open's default) to create one",
+        dir.display()
+    )]
+    NoDatabase {
+        /// The directory.
+        dir: PathBuf,
+    },
+
+    /// A database directory lacks a file the database needs.
+    #[error("{} is an incomplete Quill database: {} is missing; {advice}", dir.display(), missing.display())]
+    Incomplete {
+        /// The database directory.
+        dir: PathBuf,
+        /// The missing file.
+        missing: PathBuf,
+        /// What it means and what the user can do.
+        advice: String,
+    },
+
+    /// A tablespace and a log of two different databases.
+    #[error(
+        "{} belongs to another database (id {log_id:032x}) than {} (id {data_id:032x}); put back this database's own log: a log from another database or another copy cannot recover it",
+        log_dir.display(),
+        data_file.display()
+    )]
+    ForeignLog {
+        /// The log directory.
+        log_dir: PathBuf,
+        /// The id in its file headers.
+        log_id: u128,
+        /// The tablespace file.
+        data_file: PathBuf,
+        /// The id in its superblock.
+        data_id: u128,
+    },
+
     /// Tried to open something that does not exist.
     #[error("{} does not exist (create it first)", path.display())]
     NotFound {

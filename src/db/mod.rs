@@ -442,15 +442,10 @@ impl Db {
 
     /// [`Db::open`] on a given file system (the simulated disk in tests).
     pub fn open_with(vfs: Arc<dyn Vfs>, path: &Path, opts: Options) -> Result<Db> {
-        let store = match Store::open(vfs.clone(), path, opts.store.clone()) {
-            Ok(s) => s,
-            Err(Error::NotFound { .. }) if opts.create_if_missing => {
-                Store::create(vfs.clone(), path, opts.store.clone())?
-            }
-            Err(Error::Io(e)) if e.is_not_found() && opts.create_if_missing => {
-                Store::create(vfs.clone(), path, opts.store.clone())?
-            }
-            Err(e) => return Err(e),
+        let store = if opts.create_if_missing {
+            Store::open_or_create(vfs.clone(), path, opts.store.clone())?
+        } else {
+            Store::open(vfs.clone(), path, opts.store.clone())?
         };
         let catalog = Catalog::open(&store)?;
         let (undo, reserved) = UndoLog::open(&store)?;

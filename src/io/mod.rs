@@ -20,6 +20,10 @@
 //!    [`IoError::Unaligned`] (our bug), never silently bounced.
 //! 3. An error from `sync_data` means nothing about which earlier writes are
 //!    durable; callers must treat it as sticky (see `log`).
+//! 4. A directory holding a database is locked for as long as it is open
+//!    ([`Vfs::lock_dir`]): exclusively by a writer, shared by readers, so
+//!    two processes (or two opens in one process) never write one database,
+//!    and a reader never reads one that a writer holds.
 
 mod aligned;
 mod real;
@@ -81,6 +85,19 @@ pub enum IoError {
         /// The file.
         path: PathBuf,
     },
+    /// Another open holds the directory's lock (invariant 4).
+    #[error(
+        "{} is in use by {}: it holds {}; close that first (two processes writing one database would lose data)",
+        dir.display(),
+        holder.map_or_else(|| "another open in this or another process".to_string(), |p| format!("process {p}")),
+        dir.join(LOCK_FILE).display()
+    )]
+    Locked {
+        /// The locked directory.
+        dir: PathBuf,
+        /// The process id the lock file names, when it names one.
+        holder: Option<u32>,
+    },
     /// The simulated machine lost power; handles from before the crash are dead.
     #[error("{op} {}: the simulated machine has crashed", path.display())]
     Crashed {
@@ -95,6 +112,31 @@ impl IoError {
     /// True if the error means "no such file or directory".
     pub fn is_not_found(&self) -> bool {
         matches!(self, IoError::Os { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+    }
+}
+
+/// Name of the lock file [`Vfs::lock_dir`] uses in a directory.
+pub const LOCK_FILE: &str = "LOCK";
+
+/// How a directory lock is held ([`Vfs::lock_dir`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockKind {
+    /// One holder, who may write; no other holder of either kind.
+    Exclusive,
+    /// Any number of holders, who only read; no exclusive holder.
+    Shared,
+}
+
+/// A held directory lock; dropping it releases the lock.
+#[derive(Debug)]
+pub struct DirLock {
+    _held: Box<dyn std::fmt::Debug + Send + Sync>,
+}
+
+impl DirLock {
+    /// A lock released when `held` is dropped.
+    pub(crate) fn new(held: Box<dyn std::fmt::Debug + Send + Sync>) -> Self {
+        DirLock { _held: held }
     }
 }
 
@@ -155,6 +197,11 @@ pub trait Vfs: Send + Sync + Debug + 'static {
     fn list_dir(&self, path: &Path) -> IoResult<Vec<String>>;
     /// Remove a directory and everything in it (no error if it is missing).
     fn remove_dir_all(&self, path: &Path) -> IoResult<()>;
+    /// Lock the directory `dir` (invariant 4) through its [`LOCK_FILE`],
+    /// without waiting: [`IoError::Locked`] if a conflicting holder exists
+    /// (naming its process where the lock file records one). The lock is
+    /// held until the returned guard is dropped or the process ends.
+    fn lock_dir(&self, dir: &Path, kind: LockKind) -> IoResult<DirLock>;
 }
 
 /// An open file. All I/O is positional; there is no file cursor.

@@ -13,7 +13,9 @@ use std::time::Duration;
 use rustix::fs::{FallocateFlags, Mode, OFlags};
 use rustix::io::{Errno, ReadWriteFlags};
 
-use super::{File, IoError, IoResult, OpenOptions, Vfs, check_aligned};
+use super::{
+    DirLock, File, IoError, IoResult, LOCK_FILE, LockKind, OpenOptions, Vfs, check_aligned,
+};
 
 /// The operating system's file system.
 #[derive(Clone, Debug, Default)]
@@ -129,6 +131,50 @@ impl Vfs for RealFs {
         }
     }
 
+    fn lock_dir(&self, dir: &Path, kind: LockKind) -> IoResult<DirLock> {
+        let path = dir.join(LOCK_FILE);
+        let rw = OFlags::RDWR | OFlags::CREATE | OFlags::CLOEXEC;
+        let fd = match rustix::fs::open(&path, rw, Mode::from_raw_mode(0o644)) {
+            Ok(fd) => fd,
+            // A reader on a read-only file system or directory: lock the
+            // file if it exists, else nobody can be writing here.
+            Err(Errno::ROFS | Errno::ACCESS | Errno::PERM) if kind == LockKind::Shared => {
+                match rustix::fs::open(&path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()) {
+                    Ok(fd) => fd,
+                    Err(Errno::NOENT) => return Ok(DirLock::new(Box::new(()))),
+                    Err(e) => return Err(os("open", &path, e)),
+                }
+            }
+            Err(e) => return Err(os("open", &path, e)),
+        };
+        let op = match kind {
+            LockKind::Exclusive => rustix::fs::FlockOperation::NonBlockingLockExclusive,
+            LockKind::Shared => rustix::fs::FlockOperation::NonBlockingLockShared,
+        };
+        loop {
+            match rustix::fs::flock(&fd, op) {
+                Ok(()) => break,
+                Err(Errno::INTR) => {}
+                Err(Errno::WOULDBLOCK) => {
+                    return Err(IoError::Locked {
+                        dir: dir.to_path_buf(),
+                        holder: read_pid(&fd),
+                    });
+                }
+                Err(e) => return Err(os("flock", &path, e)),
+            }
+        }
+        if kind == LockKind::Exclusive {
+            // Name the holder for whoever finds the lock taken; best
+            // effort, the lock itself is the flock.
+            let pid = format!("{}\n", std::process::id());
+            if rustix::fs::ftruncate(&fd, 0).is_ok() {
+                let _ = rustix::io::pwrite(&fd, pid.as_bytes(), 0);
+            }
+        }
+        Ok(DirLock::new(Box::new(HeldLock(fd))))
+    }
+
     fn list_dir(&self, path: &Path) -> IoResult<Vec<String>> {
         let mut names = Vec::new();
         for entry in std::fs::read_dir(path).map_err(|e| os_std("readdir", path, e))? {
@@ -138,6 +184,17 @@ impl Vfs for RealFs {
         names.sort();
         Ok(names)
     }
+}
+
+/// An open lock file; closing it releases its `flock`.
+#[derive(Debug)]
+struct HeldLock(#[allow(dead_code)] OwnedFd);
+
+/// The process id an exclusive holder wrote into its lock file.
+fn read_pid(fd: &OwnedFd) -> Option<u32> {
+    let mut buf = [0u8; 16];
+    let n = rustix::io::pread(fd, &mut buf, 0).ok()?;
+    std::str::from_utf8(buf.get(..n)?).ok()?.trim().parse().ok()
 }
 
 /// A file of the real file system.

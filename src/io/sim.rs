@@ -32,7 +32,7 @@ use parking_lot::Mutex;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
-use super::{File, IoError, IoResult, OpenOptions, Vfs, check_aligned};
+use super::{DirLock, File, IoError, IoResult, LockKind, OpenOptions, Vfs, check_aligned};
 
 const SECTOR: u64 = 512;
 
@@ -118,6 +118,9 @@ struct State {
     sync_fault: Fault,
     sync_latency: Duration,
     stats: SimStats,
+    /// Directory locks held: (exclusive, shared holders). A crash
+    /// releases them all, as the death of every process does.
+    locks: HashMap<PathBuf, (bool, u32)>,
 }
 
 /// The simulated disk. Cloning gives another handle to the same disk.
@@ -145,6 +148,7 @@ impl SimFs {
                 sync_fault: Fault::default(),
                 sync_latency: Duration::ZERO,
                 stats: SimStats::default(),
+                locks: HashMap::new(),
             })),
             seed,
         }
@@ -311,6 +315,7 @@ impl SimFs {
                 sync_fault: Fault::default(),
                 sync_latency: Duration::ZERO,
                 stats: SimStats::default(),
+                locks: HashMap::new(),
             })),
             seed: crash_seed,
         }
@@ -489,6 +494,33 @@ impl Vfs for SimFs {
         Ok(())
     }
 
+    fn lock_dir(&self, dir: &Path, kind: LockKind) -> IoResult<DirLock> {
+        let mut st = self.state.lock();
+        if st.crashed {
+            return Err(crashed("lock", dir));
+        }
+        let entry = st.locks.entry(dir.to_path_buf()).or_insert((false, 0));
+        let free = match kind {
+            LockKind::Exclusive => !entry.0 && entry.1 == 0,
+            LockKind::Shared => !entry.0,
+        };
+        if !free {
+            return Err(IoError::Locked {
+                dir: dir.to_path_buf(),
+                holder: None,
+            });
+        }
+        match kind {
+            LockKind::Exclusive => entry.0 = true,
+            LockKind::Shared => entry.1 += 1,
+        }
+        Ok(DirLock::new(Box::new(SimLock {
+            state: self.state.clone(),
+            dir: dir.to_path_buf(),
+            kind,
+        })))
+    }
+
     fn list_dir(&self, path: &Path) -> IoResult<Vec<String>> {
         let st = self.state.lock();
         if st.crashed {
@@ -507,6 +539,26 @@ impl Vfs for SimFs {
         names.sort();
         names.dedup();
         Ok(names)
+    }
+}
+
+/// A held directory lock of the simulated disk.
+#[derive(Debug)]
+struct SimLock {
+    state: Arc<Mutex<State>>,
+    dir: PathBuf,
+    kind: LockKind,
+}
+
+impl Drop for SimLock {
+    fn drop(&mut self) {
+        let mut st = self.state.lock();
+        if let Some(entry) = st.locks.get_mut(&self.dir) {
+            match self.kind {
+                LockKind::Exclusive => entry.0 = false,
+                LockKind::Shared => entry.1 = entry.1.saturating_sub(1),
+            }
+        }
     }
 }
 
@@ -840,6 +892,30 @@ mod tests {
         fs.fail_write_after(0, true);
         assert!(f.write_all_at(b"a", 0).is_err());
         assert!(f.write_all_at(b"a", 0).is_err());
+    }
+
+    #[test]
+    fn directory_locks_exclude_writers_until_dropped_or_crashed() {
+        let fs = SimFs::new(6);
+        let d = Path::new("/d");
+        fs.create_dir_all(d).unwrap();
+        let w = fs.lock_dir(d, LockKind::Exclusive).unwrap();
+        assert!(matches!(
+            fs.lock_dir(d, LockKind::Exclusive),
+            Err(IoError::Locked { .. })
+        ));
+        assert!(fs.lock_dir(d, LockKind::Shared).is_err());
+        drop(w);
+        let r1 = fs.lock_dir(d, LockKind::Shared).unwrap();
+        let _r2 = fs.lock_dir(d, LockKind::Shared).unwrap();
+        assert!(fs.lock_dir(d, LockKind::Exclusive).is_err());
+        drop(r1);
+        let _w = fs
+            .lock_dir(Path::new("/other"), LockKind::Exclusive)
+            .unwrap();
+        // Power loss ends every holder.
+        let after = fs.crash(CrashMode::DropUnsynced);
+        after.lock_dir(d, LockKind::Exclusive).unwrap();
     }
 
     #[test]

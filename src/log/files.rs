@@ -53,7 +53,6 @@ impl LogFiles {
         direct: bool,
         log_id: u128,
     ) -> Result<(LogFiles, CheckpointSlot)> {
-        vfs.create_dir_all(dir)?;
         if vfs.exists(&dir.join(file_name(0)))? {
             return Err(Error::AlreadyExists {
                 path: dir.join(file_name(0)),

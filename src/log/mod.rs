@@ -58,7 +58,7 @@ pub use recovery::{RecoveredRecord, StopReason};
 use self::core::{CheckpointState, Core};
 use self::files::LogFiles;
 use self::format::{BLOCK, CheckpointSlot, HEADER_AREA};
-use crate::io::{AlignedBuf, OpenOptions, Vfs};
+use crate::io::{AlignedBuf, DirLock, LockKind, OpenOptions, Vfs};
 use crate::{Error, Result};
 
 /// A log sequence number: a byte position in the endless log stream.
@@ -239,6 +239,8 @@ pub struct Log {
     core: Arc<Core>,
     vfs: Arc<dyn Vfs>,
     closed: bool,
+    /// The log directory's lock (io invariant 4), released last.
+    _lock: DirLock,
 }
 
 /// Name of the file in a log directory holding the statistics of the last
@@ -249,8 +251,21 @@ impl Log {
     /// Create a new, empty log in `dir` (created if missing; must not hold a
     /// log already). Allocates and zero-fills every file once.
     pub fn create(vfs: Arc<dyn Vfs>, dir: &Path, opts: LogOptions) -> Result<Log> {
+        Log::create_with_id(vfs, dir, opts, rand::random::<u128>() | 1)
+    }
+
+    /// [`Log::create`] with a given identity, written into every file
+    /// header (a store passes the database's id, so that a tablespace and
+    /// its log can be matched at open).
+    pub fn create_with_id(
+        vfs: Arc<dyn Vfs>,
+        dir: &Path,
+        opts: LogOptions,
+        log_id: u128,
+    ) -> Result<Log> {
         opts.validate()?;
-        let log_id = rand::random::<u128>() | 1;
+        vfs.create_dir_all(dir)?;
+        let lock = vfs.lock_dir(dir, LockKind::Exclusive)?;
         let (files, slot) = LogFiles::create(
             vfs.as_ref(),
             dir,
@@ -261,7 +276,7 @@ impl Log {
         )?;
         let end = slot.checkpoint_lsn.0;
         let core = Core::new(opts, files, slot, end, &[]);
-        Log::start(core, vfs)
+        Log::start(core, vfs, lock)
     }
 
     /// Open an existing log: read the newest valid checkpoint slot, scan
@@ -275,6 +290,12 @@ impl Log {
         mut on_record: impl FnMut(&RecoveredRecord<'_>) -> Result<()>,
     ) -> Result<(Log, RecoveryReport)> {
         let started = Instant::now();
+        if !vfs.exists(&dir.join(files::file_name(0)))? {
+            return Err(Error::NotFound {
+                path: dir.join(files::file_name(0)),
+            });
+        }
+        let lock = vfs.lock_dir(dir, LockKind::Exclusive)?;
         let (mut files, slot) = LogFiles::open(vfs.as_ref(), dir, opts.direct_io, true)?;
         let mut opts = opts;
         let capacity = files.capacity();
@@ -326,10 +347,10 @@ impl Log {
             duration: started.elapsed(),
         };
         let core = Core::new(opts, files, new_slot, outcome.end, &outcome.tail);
-        Ok((Log::start(core, vfs)?, report))
+        Ok((Log::start(core, vfs, lock)?, report))
     }
 
-    fn start(core: Arc<Core>, vfs: Arc<dyn Vfs>) -> Result<Log> {
+    fn start(core: Arc<Core>, vfs: Arc<dyn Vfs>, lock: DirLock) -> Result<Log> {
         if core.opts.mode == CommitMode::Flusher {
             core.ensure_flusher()?;
         }
@@ -337,7 +358,14 @@ impl Log {
             core,
             vfs,
             closed: false,
+            _lock: lock,
         })
+    }
+
+    /// The log's random identity (in every file header; a store's
+    /// database id).
+    pub fn id(&self) -> u128 {
+        self.core.files.header.log_id
     }
 
     /// Append one record of type `rtype` (the caller's own tag, returned by
@@ -558,11 +586,29 @@ pub struct LogInfo {
     pub last_close: Option<SavedStats>,
 }
 
-/// The checkpoint LSN of the log in `dir`, from its newest valid
-/// checkpoint slot, without scanning or changing anything.
-pub fn checkpoint_lsn_of(vfs: &dyn Vfs, dir: &Path) -> Result<Lsn> {
-    let (_, slot) = LogFiles::open(vfs, dir, false, false)?;
-    Ok(slot.checkpoint_lsn)
+/// Path of the first file of the log in `dir` (it exists iff a log does).
+pub fn first_file(dir: &Path) -> PathBuf {
+    dir.join(files::file_name(0))
+}
+
+/// What the files of a log say about it before it is opened: its
+/// identity and where recovery will start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogHeader {
+    /// The log's random identity (every file header holds it).
+    pub id: u128,
+    /// The checkpoint LSN of the newest valid checkpoint slot.
+    pub checkpoint_lsn: Lsn,
+}
+
+/// Read the identity and checkpoint of the log in `dir` without scanning
+/// or changing anything.
+pub fn peek(vfs: &dyn Vfs, dir: &Path) -> Result<LogHeader> {
+    let (files, slot) = LogFiles::open(vfs, dir, false, false)?;
+    Ok(LogHeader {
+        id: files.header.log_id,
+        checkpoint_lsn: slot.checkpoint_lsn,
+    })
 }
 
 /// Describe the log in `dir` without changing it.

@@ -14,6 +14,7 @@
 //! | 80..88   | head of the free-page list (0 = empty) |
 //! | 88..96   | number of free pages |
 //! | 96..224  | 16 root slots (page ids of the trees a caller registered) |
+//! | 224..240 | database id: the id of the redo log this tablespace belongs to (format 2; 0 in format 1) |
 //!
 //! Invariants:
 //! * S1. The superblock changes only through mini-transactions, like any
@@ -22,6 +23,12 @@
 //!   page P2); the file grows when such a page is first written.
 //! * S3. A free page has type `Free` and holds the next free page's id at
 //!   bytes 48..56; the list is threaded through the free pages themselves.
+//! * S4. The database id is set when the tablespace is created (format 2)
+//!   or first opened by a format 2 build (format 1, migrated by the store)
+//!   and never changes; it equals the id in every header of the
+//!   database's log files, and the store refuses to open a tablespace
+//!   with a log whose id differs. Version and id share the first 512-byte
+//!   sector, so a torn superblock write cannot separate them.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,8 +44,11 @@ use crate::{Error, Result};
 
 /// Magic bytes of a Quill tablespace file.
 pub const SPACE_MAGIC: &[u8; 8] = b"QUILLDAT";
-/// Tablespace format version this build writes and reads.
-pub const SPACE_FORMAT_VERSION: u32 = 1;
+/// Tablespace format version this build writes. Version 2 added the
+/// database id (S4).
+pub const SPACE_FORMAT_VERSION: u32 = 2;
+/// Oldest tablespace format version this build reads (and migrates).
+pub const MIN_SPACE_FORMAT_VERSION: u32 = 1;
 /// Number of root slots in the superblock.
 pub const ROOT_SLOTS: usize = 16;
 
@@ -58,16 +68,19 @@ pub const SB_FREE_HEAD: usize = 80;
 pub const SB_FREE_COUNT: usize = 88;
 /// Offset of root slot 0.
 pub const SB_ROOTS: usize = 96;
+/// Offset of the database id (S4).
+pub const SB_DB_ID: usize = 224;
 /// Offset, in a free page, of the next free page's id (S3).
 pub const FREE_NEXT: usize = PAGE_HEADER;
 
 /// Write the body of a fresh superblock into `page` (already `init`ed).
-pub fn init_superblock(page: &mut [u8], page_size: usize, space_id: u64) {
+pub fn init_superblock(page: &mut [u8], page_size: usize, space_id: u64, db_id: u128) {
     put(page, SB_MAGIC, SPACE_MAGIC);
     put(page, SB_VERSION, &SPACE_FORMAT_VERSION.to_le_bytes());
     put(page, SB_PAGE_SIZE, &(page_size as u32).to_le_bytes());
     put(page, SB_SPACE_ID, &space_id.to_le_bytes());
     put(page, SB_PAGE_COUNT, &1u64.to_le_bytes());
+    put(page, SB_DB_ID, &db_id.to_le_bytes());
 }
 
 /// Counters for data-page I/O, kept apart from log and doublewrite I/O.
@@ -125,6 +138,8 @@ pub struct DataFile {
     path: PathBuf,
     page_size: usize,
     space_id: u64,
+    version: u32,
+    db_id: u128,
     /// Allocated file length in bytes (grows in chunks; S2).
     allocated: AtomicU64,
     grow: parking_lot::Mutex<()>,
@@ -134,8 +149,15 @@ pub struct DataFile {
 
 impl DataFile {
     /// Create a new tablespace file with a superblock of the given page
-    /// size, durable (file and directory entry) on return.
-    pub fn create(vfs: &dyn Vfs, path: &Path, page_size: usize, direct: bool) -> Result<DataFile> {
+    /// size, belonging to database `db_id` (S4), durable (file and
+    /// directory entry) on return.
+    pub fn create(
+        vfs: &dyn Vfs,
+        path: &Path,
+        page_size: usize,
+        direct: bool,
+        db_id: u128,
+    ) -> Result<DataFile> {
         if !valid_page_size(page_size) {
             return Err(Error::InvalidArgument {
                 what: "page size",
@@ -157,7 +179,7 @@ impl DataFile {
         let file = vfs.open(path, opts)?;
         let mut page = AlignedBuf::new(page_size);
         super::init(&mut page, PageId(0), PageType::Superblock, space_id);
-        init_superblock(&mut page, page_size, space_id);
+        init_superblock(&mut page, page_size, space_id, db_id);
         super::seal(&mut page);
         file.write_all_at(&page, 0)?;
         file.sync_all()?;
@@ -169,6 +191,8 @@ impl DataFile {
             path: path.to_path_buf(),
             page_size,
             space_id,
+            version: SPACE_FORMAT_VERSION,
+            db_id,
             allocated: AtomicU64::new(page_size as u64),
             grow: parking_lot::Mutex::new(()),
             counters: Arc::default(),
@@ -204,7 +228,7 @@ impl DataFile {
             });
         }
         let version = get_u32(&head, SB_VERSION);
-        if version != SPACE_FORMAT_VERSION {
+        if !(MIN_SPACE_FORMAT_VERSION..=SPACE_FORMAT_VERSION).contains(&version) {
             return Err(Error::UnsupportedVersion {
                 file: path.to_path_buf(),
                 found: version,
@@ -220,11 +244,22 @@ impl DataFile {
             ));
         }
         let space_id = get_u64(&head, SB_SPACE_ID);
+        let db_id = if version >= 2 {
+            let mut id = [0u8; 16];
+            id.copy_from_slice(head.get(SB_DB_ID..SB_DB_ID + 16).ok_or_else(|| {
+                Error::corrupt(path, SB_DB_ID as u64, "superblock shorter than its fields")
+            })?);
+            u128::from_le_bytes(id)
+        } else {
+            0
+        };
         Ok(DataFile {
             file,
             path: path.to_path_buf(),
             page_size,
             space_id,
+            version,
+            db_id,
             allocated: AtomicU64::new(size),
             grow: parking_lot::Mutex::new(()),
             counters: Arc::default(),
@@ -234,6 +269,17 @@ impl DataFile {
     /// The file's page size.
     pub fn page_size(&self) -> usize {
         self.page_size
+    }
+
+    /// The format version read at open (or written at creation).
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// The database id the superblock held when the file was opened (S4);
+    /// 0 for a format 1 tablespace not yet migrated.
+    pub fn db_id(&self) -> u128 {
+        self.db_id
     }
 
     /// The random id every page of this file carries.

@@ -3,7 +3,8 @@
 //! checkpoints, a page cleaner, the doublewrite area and crash recovery.
 //!
 //! A database directory holds `data.qdb` (the tablespace), `doublewrite`
-//! (unless turned off) and `log/` (the redo log).
+//! (unless turned off), `log/` (the redo log) and `LOCK` (the directory
+//! lock, io invariant 4).
 //!
 //! ```no_run
 //! # fn main() -> quill::Result<()> {
@@ -47,6 +48,20 @@
 //!   the last quarter of the log, and a writer holding latches does not
 //!   wait for log space that only the cleaner could free. A store refuses
 //!   a log whose records cannot hold 16 pages.
+//! * T5. One open at a time: an open store holds its directory's lock
+//!   exclusively (io invariant 4) from before it reads anything until
+//!   everything is closed.
+//! * T6. Creation is all or nothing: [`CREATING_FILE`] is made durable
+//!   before any database file exists and removed (durably) only after
+//!   every file is; a directory holding it is an interrupted creation,
+//!   whose files are removed and created again (nothing was ever
+//!   acknowledged in it). So a tablespace without its log, or a log
+//!   without its tablespace, is never a creation cut short but damage,
+//!   and is reported as such.
+//! * T7. A tablespace is opened only with its own log: the superblock's
+//!   database id (space S4) equals the log's id, checked before the
+//!   doublewrite area or the log touches a page. A format 1 tablespace
+//!   (no id) is bound to its log at its first open by this build.
 
 mod alloc;
 mod cleaner;
@@ -61,7 +76,7 @@ use parking_lot::{Condvar, Mutex};
 use serde::{Deserialize, Serialize};
 
 use crate::buffer::{BufferPool, DOUBLEWRITE_FILE, Doublewrite, PoolStats, frames_for};
-use crate::io::Vfs;
+use crate::io::{DirLock, LockKind, Vfs};
 use crate::log::{Durability, Log, LogOptions, LogStats, Lsn, RecoveryReport};
 use crate::mtr::{self, Mtr};
 use crate::page::space::{DataFile, ROOT_SLOTS, SB_ROOTS};
@@ -77,6 +92,68 @@ pub const DATA_FILE: &str = "data.qdb";
 pub const LOG_DIR: &str = "log";
 /// Name of the file holding the statistics of the last clean close.
 pub const STORE_STATS_FILE: &str = "store-stats.json";
+/// Name of the file that marks a creation that has not finished (T6).
+pub const CREATING_FILE: &str = "CREATING";
+
+/// What a directory holds, as a store sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    /// No database files.
+    Empty,
+    /// An interrupted creation (T6).
+    Creating,
+    /// A tablespace and a log.
+    Complete,
+    /// A tablespace without a log.
+    DataOnly,
+    /// A log without a tablespace.
+    LogOnly,
+}
+
+fn layout(vfs: &dyn Vfs, dir: &Path) -> Result<Layout> {
+    if vfs.exists(&dir.join(CREATING_FILE))? {
+        return Ok(Layout::Creating);
+    }
+    let data = vfs.exists(&dir.join(DATA_FILE))?;
+    let log = vfs.exists(&crate::log::first_file(&dir.join(LOG_DIR)))?;
+    Ok(match (data, log) {
+        (false, false) => Layout::Empty,
+        (true, true) => Layout::Complete,
+        (true, false) => Layout::DataOnly,
+        (false, true) => Layout::LogOnly,
+    })
+}
+
+/// The error for a directory holding only part of a database (T6).
+fn incomplete(dir: &Path, layout: Layout) -> Error {
+    let (missing, advice) = match layout {
+        Layout::DataOnly => (
+            crate::log::first_file(&dir.join(LOG_DIR)),
+            format!(
+                "{} cannot be opened without the redo log it was written with: restore {}/ \
+                 from where it was moved or from a backup",
+                dir.join(DATA_FILE).display(),
+                dir.join(LOG_DIR).display()
+            ),
+        ),
+        _ => (
+            dir.join(DATA_FILE),
+            format!(
+                "{}/ holds the redo log of a database whose tablespace is gone: restore {} \
+                 from where it was moved or from a backup; only if the data is not wanted, \
+                 remove {}/ to start an empty database",
+                dir.join(LOG_DIR).display(),
+                dir.join(DATA_FILE).display(),
+                dir.join(LOG_DIR).display()
+            ),
+        ),
+    };
+    Error::Incomplete {
+        dir: dir.to_path_buf(),
+        missing,
+        advice,
+    }
+}
 
 /// Options for creating or opening a store.
 #[derive(Clone, Debug)]
@@ -197,6 +274,8 @@ pub struct Store {
     cleaner: Option<JoinHandle<()>>,
     recovery: Option<StoreRecovery>,
     closed: bool,
+    /// The directory lock (T5); declared last, so released last.
+    _lock: DirLock,
 }
 
 impl std::fmt::Debug for Store {
@@ -206,22 +285,103 @@ impl std::fmt::Debug for Store {
 }
 
 impl Store {
-    /// Create a new, empty store in `dir` (created if missing).
+    /// Create a new, empty store in `dir` (created if missing). Fails with
+    /// [`Error::AlreadyExists`] if the directory holds a database (or part
+    /// of one); an interrupted creation is started again (T6).
     pub fn create(vfs: Arc<dyn Vfs>, dir: &Path, opts: StoreOptions) -> Result<Store> {
         vfs.create_dir_all(dir)?;
-        let data_path = dir.join(DATA_FILE);
-        if vfs.exists(&data_path)? {
-            return Err(Error::AlreadyExists { path: data_path });
+        let lock = vfs.lock_dir(dir, LockKind::Exclusive)?;
+        match layout(vfs.as_ref(), dir)? {
+            Layout::Empty => {}
+            Layout::Creating => Self::remove_interrupted(vfs.as_ref(), dir)?,
+            Layout::Complete | Layout::DataOnly => {
+                return Err(Error::AlreadyExists {
+                    path: dir.join(DATA_FILE),
+                });
+            }
+            Layout::LogOnly => {
+                return Err(Error::AlreadyExists {
+                    path: crate::log::first_file(&dir.join(LOG_DIR)),
+                });
+            }
         }
-        let log = Log::create(vfs.clone(), &dir.join(LOG_DIR), opts.log.clone())?;
-        let data = DataFile::create(vfs.as_ref(), &data_path, opts.page_size, opts.direct_io)?;
+        Self::create_locked(vfs, dir, opts, lock)
+    }
+
+    /// Open the store in `dir`, or create one if the directory (created if
+    /// missing) holds no database, under one hold of the directory lock.
+    pub fn open_or_create(vfs: Arc<dyn Vfs>, dir: &Path, opts: StoreOptions) -> Result<Store> {
+        vfs.create_dir_all(dir)?;
+        let lock = vfs.lock_dir(dir, LockKind::Exclusive)?;
+        match layout(vfs.as_ref(), dir)? {
+            Layout::Complete => Self::open_locked(vfs, dir, opts, lock),
+            Layout::Empty => Self::create_locked(vfs, dir, opts, lock),
+            Layout::Creating => {
+                Self::remove_interrupted(vfs.as_ref(), dir)?;
+                Self::create_locked(vfs, dir, opts, lock)
+            }
+            other => Err(incomplete(dir, other)),
+        }
+    }
+
+    /// Remove the files of an interrupted creation (T6); the marker stays
+    /// until the next creation completes.
+    fn remove_interrupted(vfs: &dyn Vfs, dir: &Path) -> Result<()> {
+        tracing::warn!(dir = %dir.display(), "removing the files of a database creation that did not finish");
+        for name in [DATA_FILE, DOUBLEWRITE_FILE] {
+            let path = dir.join(name);
+            if vfs.exists(&path)? {
+                vfs.remove_file(&path)?;
+            }
+        }
+        vfs.remove_dir_all(&dir.join(LOG_DIR))?;
+        vfs.sync_dir(dir)?;
+        Ok(())
+    }
+
+    /// Create the database files in `dir`, whose lock is held (T5), as
+    /// one step (T6): the marker, the log (which fixes the database id),
+    /// the tablespace bound to it (T7), the doublewrite area, then the
+    /// marker's removal.
+    fn create_locked(
+        vfs: Arc<dyn Vfs>,
+        dir: &Path,
+        opts: StoreOptions,
+        lock: DirLock,
+    ) -> Result<Store> {
+        let marker = dir.join(CREATING_FILE);
+        {
+            let f = vfs.open(
+                &marker,
+                crate::io::OpenOptions {
+                    create: true,
+                    write: true,
+                    ..crate::io::OpenOptions::default()
+                },
+            )?;
+            f.set_len(0)?;
+            f.write_all_at(b"a Quill database is being created here\n", 0)?;
+            f.sync_all()?;
+        }
+        vfs.sync_dir(dir)?;
+        let id = rand::random::<u128>() | 1;
+        let log = Log::create_with_id(vfs.clone(), &dir.join(LOG_DIR), opts.log.clone(), id)?;
+        let data = DataFile::create(
+            vfs.as_ref(),
+            &dir.join(DATA_FILE),
+            opts.page_size,
+            opts.direct_io,
+            id,
+        )?;
         let dw = Self::doublewrite(vfs.as_ref(), dir, &data, &opts)?;
+        vfs.remove_file(&marker)?;
+        vfs.sync_dir(dir)?;
         let pool = BufferPool::new(
             Arc::new(data),
             frames_for(opts.pool_bytes, opts.page_size),
             dw,
         );
-        Self::start(vfs, dir, pool, log, opts, None)
+        Self::start(vfs, dir, pool, log, opts, None, lock)
     }
 
     fn doublewrite(
@@ -245,11 +405,54 @@ impl Store {
 
     /// Open an existing store and recover it (T1).
     pub fn open(vfs: Arc<dyn Vfs>, dir: &Path, opts: StoreOptions) -> Result<Store> {
+        if !vfs.exists(dir)? {
+            return Err(Error::NoDatabase {
+                dir: dir.to_path_buf(),
+            });
+        }
+        let lock = vfs.lock_dir(dir, LockKind::Exclusive)?;
+        match layout(vfs.as_ref(), dir)? {
+            Layout::Complete => Self::open_locked(vfs, dir, opts, lock),
+            Layout::Empty => Err(Error::NoDatabase {
+                dir: dir.to_path_buf(),
+            }),
+            Layout::Creating => Err(Error::Incomplete {
+                dir: dir.to_path_buf(),
+                missing: dir.join(DATA_FILE),
+                advice: format!(
+                    "its creation did not finish ({} is still there) and nothing was ever \
+                     stored in it; open it with create_if_missing (Db::open's default) to \
+                     create it again",
+                    dir.join(CREATING_FILE).display()
+                ),
+            }),
+            other => Err(incomplete(dir, other)),
+        }
+    }
+
+    /// Open the store in `dir`, whose lock is held (T5), checking that its
+    /// tablespace and log belong together (T7), and recover it (T1).
+    fn open_locked(
+        vfs: Arc<dyn Vfs>,
+        dir: &Path,
+        opts: StoreOptions,
+        lock: DirLock,
+    ) -> Result<Store> {
         let started = Instant::now();
         let data = DataFile::open(vfs.as_ref(), &dir.join(DATA_FILE), opts.direct_io)?;
         let page_size = data.page_size();
+        let header = crate::log::peek(vfs.as_ref(), &dir.join(LOG_DIR))?;
+        if data.version() >= 2 && data.db_id() != header.id {
+            return Err(Error::ForeignLog {
+                log_dir: dir.join(LOG_DIR),
+                log_id: header.id,
+                data_file: dir.join(DATA_FILE),
+                data_id: data.db_id(),
+            });
+        }
+        let unbound = data.version() < 2;
         let dw = Self::doublewrite(vfs.as_ref(), dir, &data, &opts)?;
-        let checkpoint = crate::log::checkpoint_lsn_of(vfs.as_ref(), &dir.join(LOG_DIR))?;
+        let checkpoint = header.checkpoint_lsn;
         let repaired = match &dw {
             Some(dw) => dw.repair(&data, checkpoint.0)?,
             None => Vec::new(),
@@ -304,7 +507,39 @@ impl Store {
             ms = recovery.duration.as_millis() as u64,
             "recovery done"
         );
-        Self::start(vfs, dir, pool, log, opts, Some(recovery))
+        let store = Self::start(vfs, dir, pool, log, opts, Some(recovery), lock)?;
+        if unbound {
+            store.bind_to_log()?;
+        }
+        Ok(store)
+    }
+
+    /// Migrate a format 1 superblock to format 2: record the log's id as
+    /// the database id (T7, space S4), durable on return.
+    fn bind_to_log(&self) -> Result<()> {
+        use crate::page::space::{SB_DB_ID, SB_VERSION, SPACE_FORMAT_VERSION};
+        let id = self.log().id();
+        let mut mtr = self.mtr()?;
+        let sb = mtr.latch(PageId(0), crate::buffer::Load::Verify)?;
+        mtr.apply(
+            sb,
+            &mtr::Op::Write {
+                offset: SB_VERSION as u32,
+                bytes: &SPACE_FORMAT_VERSION.to_le_bytes(),
+            },
+        )?;
+        mtr.apply(
+            sb,
+            &mtr::Op::Write {
+                offset: SB_DB_ID as u32,
+                bytes: &id.to_le_bytes(),
+            },
+        )?;
+        if let Some(lsn) = mtr.commit()? {
+            self.commit(lsn, Durability::Sync)?;
+        }
+        tracing::info!(dir = %self.dir.display(), id = %format!("{id:032x}"), "tablespace migrated to format 2 and bound to its log");
+        Ok(())
     }
 
     fn start(
@@ -314,6 +549,7 @@ impl Store {
         log: Log,
         opts: StoreOptions,
         recovery: Option<StoreRecovery>,
+        lock: DirLock,
     ) -> Result<Store> {
         // One mtr (a split cascade, an overflow value) must fit one log
         // record with room to spare, and the quarter of the log kept free
@@ -365,6 +601,7 @@ impl Store {
             cleaner,
             recovery,
             closed: false,
+            _lock: lock,
         })
     }
 

@@ -4,6 +4,7 @@
 mod common;
 mod concurrency;
 mod crash;
+mod identity;
 mod model;
 mod open_errors;
 mod pool;

@@ -42,7 +42,7 @@ fn foreign_and_short_files_are_errors() {
     let fs = SimFs::new(3);
     assert!(matches!(
         Store::open(vfs(&fs), dir(), opts(64)),
-        Err(Error::NotFound { .. })
+        Err(Error::NoDatabase { .. })
     ));
     // A doublewrite file of the wrong size.
     let fs = SimFs::new(4);
