@@ -92,10 +92,14 @@ impl Core {
         {
             self.wait_for_room(end)?;
         }
-        let crc = format::crc_finish(digest, lsn);
+        // Any value `durable` had is a true claim (it only grows), so a
+        // relaxed load is enough (format: the durability hint).
+        let hint = format::durability_hint(lsn, self.durable.load(Ordering::Relaxed));
+        let crc = format::crc_finish(digest, lsn, hint);
         let mut head = [0u8; RECORD_HEADER - 8];
         head[..4].copy_from_slice(&crc.to_le_bytes());
         head[4..].copy_from_slice(tail);
+        head[14..].copy_from_slice(&hint.to_le_bytes());
         // SAFETY: ring I1: this thread reserved [lsn, end) with the fetch_add,
         // and observed ring_limit >= end (Acquire) above or in wait_for_room,
         // so the previous lap's bytes are zeroed and nobody else touches them.

@@ -1,6 +1,7 @@
 //! On-disk layout of the redo log: file header, checkpoint slots, records.
 //! Pure functions over byte slices; no I/O. The same tables are in
-//! `docs/log-format.md`. Every field below was introduced in format version 1;
+//! `docs/log-format.md`. Every field below was introduced in format version 1,
+//! except the durability hint (bytes 22..24 of a record, version 3);
 //! version 2 changed only where checkpoint slots may live (see below).
 //!
 //! # Files
@@ -42,7 +43,7 @@
 //! | 16     | 4    | epoch: the open generation that wrote the record    |
 //! | 20     | 1    | fragment kind ([`FragmentKind`])                    |
 //! | 21     | 1    | record type, chosen by the caller                   |
-//! | 22     | 2    | reserved, zero                                      |
+//! | 22     | 2    | durability hint ([`durability_hint`]; version 3, zero before) |
 //! | 24     | len  | payload                                             |
 //!
 //! A logical record larger than one fragment is a `First`, any number of
@@ -59,7 +60,26 @@
 //!
 //! The CRC covers the LSN last, so the expensive part (header fields and
 //! payload) is computed before the LSN is reserved and the LSN is folded in
-//! after, for the cost of 8 more bytes.
+//! after, for the cost of 8 more bytes. The durability hint depends on the
+//! LSN too, so it is folded in last (after the LSN, and only when it is
+//! nonzero, which keeps the CRC of a version 1 or 2 record unchanged); in
+//! the part computed first, its two bytes count as zero.
+//!
+//! # The durability hint: a torn tail and damage told apart
+//! A record's hint says that every byte of the log below a point was
+//! durable (covered by a completed sync) when the record was appended. It
+//! encodes the distance back from the record's own LSN in 14 bits with a
+//! 2-bit scale, rounded up so the claim never passes what was durable:
+//! `0` claims nothing (a version 1 or 2 record, or the durable end was
+//! more than [`HINT_REACH`] bytes back); otherwise bits 14..16 are the
+//! scale `s` (0 to 2) and bits 0..14 are `m + 1`, claiming
+//! `lsn - m * (8 << 6s)`: exact to 8 bytes within 128 KiB, to 512 bytes
+//! within 8 MiB, to 32 KiB beyond. A crash can only damage writes
+//! that no completed sync covers, so when recovery stops at a fragment
+//! that fails its checks and some valid fragment after it claims a point
+//! beyond the stop, the stop is damage to durable data (acknowledged
+//! commits follow), not the torn end of a crash: open fails instead of
+//! dropping them (`recovery.rs`).
 
 use crate::Lsn;
 
@@ -71,13 +91,30 @@ pub const HEADER_AREA: u64 = 4 * BLOCK;
 pub const RECORD_HEADER: usize = 24;
 /// Largest payload of one fragment the format allows.
 pub const MAX_FRAGMENT_PAYLOAD: u32 = 1 << 20;
-/// Current format version: what this build writes.
-pub const FORMAT_VERSION: u32 = 2;
+/// Current format version: what this build writes. Version 3 added the
+/// durability hint; version 2 let checkpoint slots live in any file.
+pub const FORMAT_VERSION: u32 = 3;
 /// Oldest format version this build reads (and upgrades when it writes).
 pub const MIN_FORMAT_VERSION: u32 = 1;
 /// First LSN of a new log. Nonzero so that a zeroed word never looks like a
 /// published record (see `ring.rs`).
 pub const INITIAL_LSN: Lsn = Lsn(BLOCK);
+
+/// How far back from its own LSN a record's durability hint reaches: a
+/// record appended while the durable end was further back claims nothing,
+/// so recovery looks this far past a failed fragment for a record whose
+/// hint proves it was durable, and no further.
+pub const HINT_REACH: u64 = 16 << 20;
+/// Largest mantissa of a durability hint (14 bits, less the 0 that means
+/// "no claim").
+const HINT_MANTISSA_MAX: u64 = (1 << 14) - 2;
+/// Largest scale of a durability hint: units of 8, 512 and 32 KiB bytes.
+const HINT_SCALE_MAX: u16 = 2;
+
+/// The unit of distance of hint scale `s`.
+const fn hint_unit(s: u16) -> u64 {
+    8 << (6 * s)
+}
 
 /// Magic bytes of a log file header.
 pub const FILE_MAGIC: [u8; 8] = *b"QUILLOG\0";
@@ -387,8 +424,8 @@ pub struct RecordHeader {
     pub kind: u8,
     /// Caller's record type.
     pub rtype: u8,
-    /// Must be zero.
-    pub reserved: u16,
+    /// Durability hint ([`durability_hint`]); zero before version 3.
+    pub hint: u16,
 }
 
 impl RecordHeader {
@@ -401,7 +438,7 @@ impl RecordHeader {
             epoch: get_u32(b, 16),
             kind: b[20],
             rtype: b[21],
-            reserved: u16::from_le_bytes([b[22], b[23]]),
+            hint: u16::from_le_bytes([b[22], b[23]]),
         }
     }
 
@@ -412,13 +449,57 @@ impl RecordHeader {
 
     /// Whether the fields other than CRC and LSN are structurally possible.
     pub fn plausible(&self) -> bool {
-        self.reserved == 0 && self.kind().is_some() && self.len <= MAX_FRAGMENT_PAYLOAD
+        self.kind().is_some()
+            && self.len <= MAX_FRAGMENT_PAYLOAD
+            && (self.hint == 0 || self.hint >> 14 <= HINT_SCALE_MAX)
+    }
+
+    /// What the record's durability hint claims, for a record at `lsn`.
+    pub fn claim(&self, lsn: u64) -> Option<u64> {
+        hint_claim(lsn, self.hint)
     }
 
     /// Bytes this fragment occupies, padding included.
     pub fn size(&self) -> u64 {
         fragment_size(self.len as u64)
     }
+}
+
+/// The durability hint of a record at `lsn` appended when the log was
+/// durable below `durable` (see the module docs): the distance back,
+/// rounded up, in the smallest scale it fits; 0 (no claim) beyond
+/// [`HINT_REACH`].
+pub fn durability_hint(lsn: u64, durable: u64) -> u16 {
+    debug_assert!(
+        durable <= lsn,
+        "log: a record is never durable before it is appended"
+    );
+    let back = lsn - durable.min(lsn);
+    if back > HINT_REACH {
+        return 0;
+    }
+    let mut s = 0;
+    loop {
+        let m = back.div_ceil(hint_unit(s));
+        if m <= HINT_MANTISSA_MAX {
+            return (s << 14) | (m as u16 + 1);
+        }
+        if s == HINT_SCALE_MAX {
+            return 0;
+        }
+        s += 1;
+    }
+}
+
+/// The LSN below which a record at `lsn` with hint `hint` says the log was
+/// durable when it was appended, if it says anything.
+pub fn hint_claim(lsn: u64, hint: u16) -> Option<u64> {
+    let s = hint >> 14;
+    let m = u64::from(hint & 0x3FFF).checked_sub(1)?;
+    if s > HINT_SCALE_MAX {
+        return None;
+    }
+    lsn.checked_sub(m * hint_unit(s))
 }
 
 /// Bytes 12..24 of a record header: the CRC-covered fields before the payload.
@@ -439,9 +520,14 @@ pub fn crc_begin(tail: &[u8; 12], payload: &[u8]) -> crc_fast::Digest {
     d
 }
 
-/// Fold the LSN into a CRC begun with [`crc_begin`].
-pub fn crc_finish(mut d: crc_fast::Digest, lsn: u64) -> u32 {
+/// Fold the LSN and the durability hint into a CRC begun with
+/// [`crc_begin`] (whose header tail had the hint's bytes zero). A zero
+/// hint is not folded in, so records without one check as before.
+pub fn crc_finish(mut d: crc_fast::Digest, lsn: u64, hint: u16) -> u32 {
     d.update(&lsn.to_le_bytes());
+    if hint != 0 {
+        d.update(&hint.to_le_bytes());
+    }
     d.finalize() as u32
 }
 
@@ -455,9 +541,23 @@ pub fn encode_fragment(
     rtype: u8,
     payload: &[u8],
 ) {
+    encode_fragment_hinted(out, lsn, epoch, kind, rtype, 0, payload);
+}
+
+/// [`encode_fragment`] with a durability hint.
+pub fn encode_fragment_hinted(
+    out: &mut Vec<u8>,
+    lsn: u64,
+    epoch: u32,
+    kind: FragmentKind,
+    rtype: u8,
+    hint: u16,
+    payload: &[u8],
+) {
     let len = payload.len() as u32;
-    let tail = header_tail(len, epoch, kind, rtype);
-    let crc = crc_finish(crc_begin(&tail, payload), lsn);
+    let mut tail = header_tail(len, epoch, kind, rtype);
+    let crc = crc_finish(crc_begin(&tail, payload), lsn, hint);
+    tail[10..12].copy_from_slice(&hint.to_le_bytes());
     out.extend_from_slice(&lsn.to_le_bytes());
     out.extend_from_slice(&crc.to_le_bytes());
     out.extend_from_slice(&tail);
@@ -538,9 +638,39 @@ mod tests {
         let hdr = RecordHeader::decode(a[..24].try_into().unwrap());
         assert!(hdr.plausible());
         let tail: [u8; 12] = a[12..24].try_into().unwrap();
-        let good = crc_finish(crc_begin(&tail, b"payload"), 4096);
+        let good = crc_finish(crc_begin(&tail, b"payload"), 4096, 0);
         assert_eq!(hdr.crc, good);
-        assert_ne!(crc_finish(crc_begin(&tail, b"payload"), 4104), good);
+        assert_ne!(crc_finish(crc_begin(&tail, b"payload"), 4104, 0), good);
+        assert_ne!(crc_finish(crc_begin(&tail, b"payload"), 4096, 1), good);
+    }
+
+    proptest! {
+        /// A hint never claims more than was durable, gives away less than
+        /// one unit of its scale (a 64th of the distance, or 8 bytes), and
+        /// claims something whenever the distance is within reach.
+        #[test]
+        fn hints_claim_no_more_than_was_durable(lsn8 in 512u64..(1 << 40), back8 in prop_oneof![0u64..64, 0u64..(1 << 15), 0u64..(1 << 22)]) {
+            let (lsn, durable) = (lsn8 * 8, (lsn8 * 8).saturating_sub(back8 * 8).max(4096));
+            let hint = durability_hint(lsn, durable);
+            let h = RecordHeader { hint, lsn, crc: 0, len: 0, epoch: 1, kind: 1, rtype: 0 };
+            prop_assert!(h.plausible());
+            match hint_claim(lsn, hint) {
+                Some(c) => {
+                    prop_assert!(c <= durable, "claim {} past durable {}", c, durable);
+                    let slack = durable - c;
+                    prop_assert!(slack < 8 || slack * 64 <= (lsn - durable).max(8) * 2, "slack {} for distance {}", slack, lsn - durable);
+                }
+                None => prop_assert!(lsn - durable > HINT_REACH),
+            }
+        }
+    }
+
+    #[test]
+    fn hint_zero_claims_nothing_and_exact_distances_are_exact() {
+        assert_eq!(hint_claim(12288, 0), None);
+        assert_eq!(hint_claim(8200, durability_hint(8200, 8192)), Some(8192));
+        assert_eq!(hint_claim(8192, durability_hint(8192, 8192)), Some(8192));
+        assert_eq!(durability_hint(HINT_REACH + 8192 + 8, 8192), 0);
     }
 
     proptest! {

@@ -53,7 +53,7 @@ use serde::{Deserialize, Serialize};
 
 pub use group::CommitFuture;
 pub use metrics::LogStats;
-pub use recovery::{RecoveredRecord, StopReason};
+pub use recovery::{Damage, RecoveredRecord, StopReason};
 
 use self::core::{CheckpointState, Core};
 use self::files::LogFiles;
@@ -318,7 +318,10 @@ impl Log {
         for index in 0..files.count() {
             files.sync(index)?;
         }
-        let outcome = recovery::scan(&files, slot.checkpoint_lsn.0, slot.epoch, &mut on_record)?;
+        let outcome = recovery::scan(&files, &slot, &mut on_record)?;
+        if let Some(damage) = &outcome.damage {
+            return Err(damage_error(&files, &outcome, damage));
+        }
         let epoch = slot.epoch.checked_add(1).ok_or(Error::LimitExceeded {
             what: "log epoch (opens of one log)",
             actual: u64::from(slot.epoch) + 1,
@@ -431,6 +434,13 @@ impl Log {
     /// process crash; a `Write` commit returns once this covers it).
     pub fn written_lsn(&self) -> Lsn {
         Lsn(self.core.written.load(Ordering::Acquire))
+    }
+
+    /// Everything below this LSN is durable; it may fall inside a record
+    /// (a record larger than a write is made durable a piece at a time).
+    /// What a later record's durability hint can claim (format.rs).
+    pub fn synced_lsn(&self) -> Lsn {
+        Lsn(self.core.durable.load(Ordering::Acquire))
     }
 
     /// Everything below this LSN is durable, and a record ends here: the
@@ -582,6 +592,9 @@ pub struct LogInfo {
     pub records_after_checkpoint: u64,
     /// Why the scan stopped.
     pub stop: StopReason,
+    /// Set when the stop is damage to durable log, not a torn end
+    /// (recovery rule 6): what open would refuse with.
+    pub damage: Option<String>,
     /// Statistics of the last clean close, if saved.
     pub last_close: Option<SavedStats>,
 }
@@ -614,7 +627,7 @@ pub fn peek(vfs: &dyn Vfs, dir: &Path) -> Result<LogHeader> {
 /// Describe the log in `dir` without changing it.
 pub fn inspect(vfs: &dyn Vfs, dir: &Path) -> Result<LogInfo> {
     let (files, slot) = LogFiles::open(vfs, dir, false, false)?;
-    let outcome = recovery::scan(&files, slot.checkpoint_lsn.0, slot.epoch, &mut |_| Ok(()))?;
+    let outcome = recovery::scan(&files, &slot, &mut |_| Ok(()))?;
     let last_close = read_saved_stats(vfs, &dir.join(STATS_FILE));
     Ok(LogInfo {
         dir: dir.to_path_buf(),
@@ -628,9 +641,46 @@ pub fn inspect(vfs: &dyn Vfs, dir: &Path) -> Result<LogInfo> {
         epoch: slot.epoch,
         end_lsn: Lsn(outcome.end),
         records_after_checkpoint: outcome.records,
+        damage: outcome
+            .damage
+            .as_ref()
+            .map(|d| damage_error(&files, &outcome, d).to_string()),
         stop: outcome.stop,
         last_close,
     })
+}
+
+/// The error for a scan that stopped at damage (recovery rule 6): the file
+/// and offset of the failed fragment, and what proves the log went on.
+fn damage_error(files: &LogFiles, outcome: &recovery::ScanOutcome, damage: &Damage) -> Error {
+    let at = outcome.stop_lsn;
+    let (fi, offset) = files.locate(at);
+    let file = files.files.get(fi).map_or_else(
+        || files.dir.join(files::file_name(fi as u32)),
+        |f| f.path().to_path_buf(),
+    );
+    let proof = match damage.claimed_by {
+        Some(q) => format!(
+            "the record at LSN {q}, appended after it, says the log was durable up to LSN {}",
+            damage.durable_lsn
+        ),
+        None => format!(
+            "the checkpoint slot says the log was durable up to LSN {}",
+            damage.durable_lsn
+        ),
+    };
+    Error::corrupt(
+        file,
+        offset,
+        format!(
+            "the redo log is damaged at LSN {at} ({}), and {proof}: this is not the torn end a \
+             crash leaves, and at least {} bytes of acknowledged log after it would be lost. \
+             Nothing was changed; restore the database from a backup (`quill dump` lists the \
+             records before the damage)",
+            outcome.stop,
+            damage.durable_lsn.saturating_sub(at)
+        ),
+    )
 }
 
 /// Hand every record after the checkpoint of the log in `dir` to `on_record`
@@ -641,7 +691,7 @@ pub fn scan_read_only(
     on_record: &mut dyn FnMut(&RecoveredRecord<'_>) -> Result<()>,
 ) -> Result<()> {
     let (files, slot) = LogFiles::open(vfs, dir, false, false)?;
-    recovery::scan(&files, slot.checkpoint_lsn.0, slot.epoch, on_record)?;
+    recovery::scan(&files, &slot, on_record)?;
     Ok(())
 }
 

@@ -7,8 +7,8 @@
 //!
 //! 1. its stored LSN equals `p` (rejects zeros, garbage, and stale records
 //!    from the previous lap of the circle, whose LSN is `p - capacity`);
-//! 2. reserved bits are zero, its kind is known and its length within the
-//!    format bound;
+//! 2. its kind is known, its length within the format bound and its
+//!    durability hint within reach;
 //! 3. its epoch is at most the checkpoint slot's epoch and at least the
 //!    previous accepted fragment's epoch;
 //! 4. its CRC-32C matches (header tail, payload, LSN);
@@ -28,9 +28,24 @@
 //!
 //! The scan never reads past `checkpoint + capacity`, where the circle would
 //! wrap onto the checkpoint itself.
+//!
+//! Damage versus a torn end (rule 6, the reason open refuses a log rather
+//! than dropping what follows the stop): a crash only loses, keeps or tears
+//! writes that no completed sync covers, so a stop below any point the log
+//! is known to have been durable up to is damage. Known from two places:
+//! the checkpoint slot's durable LSN (made durable with the slot), and the
+//! durability hint of every valid fragment after the stop (`format.rs`),
+//! searched for at every 8-byte position up to [`format::HINT_REACH`]
+//! bytes on (further on, no hint can reach back). A fragment counts if its
+//! stored LSN is its position, its header is plausible, its epoch at most
+//! the slot's and its CRC matches; its hint is true whichever generation
+//! wrote it, because a hint never claims more than was durable and durable
+//! bytes are never rewritten with other contents. Damage that no later
+//! fragment and no slot can prove (the last few records before the end of
+//! the log) is indistinguishable from a torn end and ends the log there.
 
 use super::files::LogFiles;
-use super::format::{self, BLOCK, FragmentKind, RECORD_HEADER, RecordHeader};
+use super::format::{self, BLOCK, CheckpointSlot, FragmentKind, RECORD_HEADER, RecordHeader};
 use crate::io::AlignedBuf;
 use crate::{Lsn, Result};
 
@@ -72,6 +87,32 @@ pub enum StopReason {
     Capacity,
 }
 
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StopReason::Clean => f.write_str("zeros where a record header should be"),
+            StopReason::LsnMismatch { found } => {
+                write!(f, "a header naming LSN {found}, not its position")
+            }
+            StopReason::Malformed => f.write_str("an impossible record header"),
+            StopReason::Epoch { found } => write!(f, "a record of an out-of-order epoch {found}"),
+            StopReason::Checksum => f.write_str("a record that fails its checksum"),
+            StopReason::FragmentOrder => f.write_str("fragments of a record out of order"),
+            StopReason::Capacity => f.write_str("the scan went once around the log"),
+        }
+    }
+}
+
+/// Proof that a scan's stop is damage to durable log, not a torn end.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Damage {
+    /// The LSN the log is known to have been durable up to, beyond the stop.
+    pub durable_lsn: u64,
+    /// What says so: the LSN of a later fragment whose durability hint
+    /// claims it, or `None` for the checkpoint slot's durable LSN.
+    pub claimed_by: Option<u64>,
+}
+
 /// What a scan found.
 #[derive(Debug)]
 pub(crate) struct ScanOutcome {
@@ -87,6 +128,8 @@ pub(crate) struct ScanOutcome {
     pub stop_lsn: u64,
     /// Bytes `[block_floor(end), end)`, to seed the ring's tail block.
     pub tail: Vec<u8>,
+    /// Set when the stop is provably damage (rule 6).
+    pub damage: Option<Damage>,
 }
 
 /// Sequential reader of the log stream by LSN, through an aligned window.
@@ -134,14 +177,93 @@ struct Partial {
     data: Vec<u8>,
 }
 
-/// Scan from `from` (a checkpoint LSN), calling `on_record` for each complete
-/// logical record. `slot_epoch` is the epoch of the checkpoint slot read.
+/// The fragment at `p` if it passes rules 1 to 4: its header, and the
+/// payload with its CRC verified.
+fn valid_fragment<'w>(
+    win: &'w mut Window<'_>,
+    p: u64,
+    slot_epoch: u32,
+    limit: u64,
+) -> Result<Result<(RecordHeader, &'w [u8]), StopReason>> {
+    let mut raw = [0u8; RECORD_HEADER];
+    raw.copy_from_slice(win.get(p, RECORD_HEADER)?);
+    if raw.iter().all(|&b| b == 0) {
+        return Ok(Err(StopReason::Clean));
+    }
+    let h = RecordHeader::decode(&raw);
+    if h.lsn != p {
+        return Ok(Err(StopReason::LsnMismatch { found: h.lsn }));
+    }
+    if !h.plausible() {
+        return Ok(Err(StopReason::Malformed));
+    }
+    if h.epoch > slot_epoch {
+        return Ok(Err(StopReason::Epoch { found: h.epoch }));
+    }
+    let size = h.size();
+    if p + size > limit {
+        return Ok(Err(StopReason::Capacity));
+    }
+    let frag = win.get(p, size as usize)?;
+    let (head, rest) = frag.split_at(RECORD_HEADER.min(frag.len()));
+    let mut tail = [0u8; 12];
+    if let Some(t) = head.get(12..RECORD_HEADER) {
+        tail.copy_from_slice(t);
+    }
+    // The hint's bytes count as zero in the CRC's first part (format.rs).
+    tail[10] = 0;
+    tail[11] = 0;
+    let Some(body) = rest.get(..h.len as usize) else {
+        return Ok(Err(StopReason::Malformed));
+    };
+    if format::crc_finish(format::crc_begin(&tail, body), p, h.hint) != h.crc {
+        return Ok(Err(StopReason::Checksum));
+    }
+    Ok(Ok((h, body)))
+}
+
+/// Rule 6: whether the log is known to have been durable past `stop`.
+fn find_damage(
+    win: &mut Window<'_>,
+    stop: u64,
+    slot: &CheckpointSlot,
+    limit: u64,
+) -> Result<Option<Damage>> {
+    if slot.durable_lsn.0 > stop {
+        return Ok(Some(Damage {
+            durable_lsn: slot.durable_lsn.0,
+            claimed_by: None,
+        }));
+    }
+    let end = limit.min(stop.saturating_add(format::HINT_REACH));
+    let mut q = stop + 8;
+    while q + RECORD_HEADER as u64 <= end {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(win.get(q, 8)?);
+        if u64::from_le_bytes(word) == q
+            && let Ok((h, _)) = valid_fragment(win, q, slot.epoch, limit)?
+            && let Some(claim) = h.claim(q)
+            && claim > stop
+        {
+            return Ok(Some(Damage {
+                durable_lsn: claim,
+                claimed_by: Some(q),
+            }));
+        }
+        q += 8;
+    }
+    Ok(None)
+}
+
+/// Scan from the checkpoint of `slot`, calling `on_record` for each
+/// complete logical record, then check the stop (rule 6).
 pub(crate) fn scan(
     files: &LogFiles,
-    from: u64,
-    slot_epoch: u32,
+    slot: &CheckpointSlot,
     on_record: &mut dyn FnMut(&RecoveredRecord<'_>) -> Result<()>,
 ) -> Result<ScanOutcome> {
+    let from = slot.checkpoint_lsn.0;
+    let slot_epoch = slot.epoch;
     let limit = from + files.capacity();
     let mut win = Window::new(files);
     let mut p = from;
@@ -153,37 +275,17 @@ pub(crate) fn scan(
         if p + RECORD_HEADER as u64 > limit {
             break StopReason::Capacity;
         }
-        let mut raw = [0u8; RECORD_HEADER];
-        raw.copy_from_slice(win.get(p, RECORD_HEADER)?);
-        if raw.iter().all(|&b| b == 0) {
-            break StopReason::Clean;
-        }
-        let h = RecordHeader::decode(&raw);
-        if h.lsn != p {
-            break StopReason::LsnMismatch { found: h.lsn };
+        let (h, body) = match valid_fragment(&mut win, p, slot_epoch, limit)? {
+            Ok(found) => found,
+            Err(reason) => break reason,
+        };
+        if h.epoch < last_epoch {
+            break StopReason::Epoch { found: h.epoch };
         }
         let Some(kind) = h.kind() else {
             break StopReason::Malformed;
         };
-        if !h.plausible() {
-            break StopReason::Malformed;
-        }
-        if h.epoch > slot_epoch || h.epoch < last_epoch {
-            break StopReason::Epoch { found: h.epoch };
-        }
         let size = h.size();
-        if p + size > limit {
-            break StopReason::Capacity;
-        }
-        let frag = win.get(p, size as usize)?;
-        let mut tail = [0u8; 12];
-        tail.copy_from_slice(frag.get(12..RECORD_HEADER).unwrap_or_default());
-        let body = frag
-            .get(RECORD_HEADER..RECORD_HEADER + h.len as usize)
-            .unwrap_or_default();
-        if format::crc_finish(format::crc_begin(&tail, body), p) != h.crc {
-            break StopReason::Checksum;
-        }
         let end = p + size;
         match (kind, partial.as_mut()) {
             (FragmentKind::Full, None) => {
@@ -224,6 +326,10 @@ pub(crate) fn scan(
         p = end;
     };
     let end = partial.as_ref().map_or(p, |part| part.start);
+    let damage = match stop {
+        StopReason::Capacity => None,
+        _ => find_damage(&mut win, p, slot, limit)?,
+    };
     let tail_start = format::block_floor(end);
     let tail = win.get(tail_start, (end - tail_start) as usize)?.to_vec();
     debug_assert!(tail.len() < BLOCK as usize);
@@ -234,5 +340,6 @@ pub(crate) fn scan(
         stop,
         stop_lsn: p,
         tail,
+        damage,
     })
 }

@@ -158,13 +158,16 @@ fn run_cycles(seed: u64, gens: Vec<Generation>) -> Result<(), TestCaseError> {
                 }
             }
         }
+        // Flips model what a crash may do to writes no sync covered: past
+        // everything synced (which later records may say was durable).
+        let synced = log.synced_lsn().0;
         let crashed = fs.crash(generation.crash);
         // The crashed process's handle sees only errors now; dropping it must
         // not panic.
         drop(log);
         fs = crashed;
         for (off, xor) in &generation.flips {
-            let lsn = acked.max(8) + off;
+            let lsn = acked.max(synced).max(8) + off;
             flip(&fs, lsn, *xor);
         }
     }
@@ -179,8 +182,16 @@ fn run_cycles(seed: u64, gens: Vec<Generation>) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// Cases: `QUILL_CRASH_CASES` (default 96) for longer runs.
+fn cases() -> u32 {
+    std::env::var("QUILL_CRASH_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(96)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
     #[test]
     fn recovery_finds_a_prefix_with_every_acknowledged_commit(
         seed in any::<u64>(),
@@ -190,11 +201,59 @@ proptest! {
     }
 }
 
-/// Bytes flipped inside an acknowledged record are damage, not a torn tail:
-/// recovery stops there, and the log stays openable.
+/// Issue 13 item 3: damage in the middle of the log was read as its end,
+/// and the committed records after it were dropped without a word. Each
+/// record here is committed (synced) before the next is appended, so every
+/// later record says the damaged one was durable: open refuses, naming the
+/// file and offset, and changes nothing.
 #[test]
-fn damage_inside_acknowledged_data_stops_the_scan_cleanly() {
+fn damage_before_acknowledged_records_is_an_error_naming_file_and_offset() {
     let fs = SimFs::new(7);
+    let log = Log::create(vfs(&fs), dir(), small_opts()).unwrap();
+    let mut ends = vec![log.end_lsn()];
+    for i in 0..20 {
+        let end = log.append(1, &payload(i, 100)).unwrap();
+        log.commit(end, Durability::Sync).unwrap();
+        ends.push(end);
+    }
+    drop(log);
+    // Damage record 10 (a byte of its payload).
+    let at = ends[9].0;
+    flip(&fs, at + 40, 0x55);
+    let before = fs.current_bytes(&dir().join("log.000")).unwrap();
+    match open_collect(&fs, small_opts()) {
+        Err(e @ quill::Error::Corrupt { .. }) => {
+            let quill::Error::Corrupt { file, offset, .. } = &e else {
+                unreachable!()
+            };
+            let cap = small_opts().file_size - HEADER_AREA;
+            assert_eq!(*file, dir().join("log.000"));
+            assert_eq!(*offset, HEADER_AREA + at % cap, "{e}");
+            assert!(e.to_string().contains(&format!("LSN {at}")), "{e}");
+        }
+        Err(e) => panic!("expected Corrupt, got {e}"),
+        Ok((_, recs, report)) => panic!(
+            "opened with {} of 20 records, stop {:?}: committed records dropped",
+            recs.len(),
+            report.stop
+        ),
+    }
+    assert_eq!(
+        fs.current_bytes(&dir().join("log.000")).unwrap(),
+        before,
+        "a refused open changed the log"
+    );
+    // The same damage is what `inspect` (quill status) reports.
+    let info = quill::log::inspect(&fs, dir()).unwrap();
+    assert!(info.damage.is_some());
+}
+
+/// Damage to records that nothing later says were durable is the torn end
+/// a crash may leave (they were appended and never synced on their own):
+/// the log ends before them and stays openable.
+#[test]
+fn damage_that_no_later_record_proves_ends_the_log() {
+    let fs = SimFs::new(8);
     let log = Log::create(vfs(&fs), dir(), small_opts()).unwrap();
     let mut ends = Vec::new();
     for i in 0..20 {
@@ -202,7 +261,6 @@ fn damage_inside_acknowledged_data_stops_the_scan_cleanly() {
     }
     log.commit(*ends.last().unwrap(), Durability::Sync).unwrap();
     drop(log);
-    // Flip a byte in the payload of record 10.
     flip(&fs, ends[9].0 + 40, 0x55);
     let (_log, recs, report) = open_collect(&fs, small_opts()).unwrap();
     assert_eq!(recs.len(), 10);
