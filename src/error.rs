@@ -176,6 +176,28 @@ pub enum Error {
         path: PathBuf,
     },
 
+    /// A change was asked of a database or log opened read-only.
+    #[error("{} is open read-only: {what} needs a read-write open", dir.display())]
+    ReadOnly {
+        /// The database or log directory.
+        dir: PathBuf,
+        /// What was refused.
+        what: &'static str,
+    },
+
+    /// A read-only open found that recovery must first write to the
+    /// database (it was not closed cleanly).
+    #[error(
+        "{} was not closed cleanly: {reason}. Recovery writes, so a read-only open cannot show it; open it read-write once (`quill check --repair` recovers it, then checks)",
+        dir.display()
+    )]
+    NeedsRecovery {
+        /// The database or log directory.
+        dir: PathBuf,
+        /// What recovery would have to do.
+        reason: String,
+    },
+
     /// A directory opened as a database holds none.
     #[error(
         "{} holds no Quill database (no data.qdb and no log/): check the path, or open it with create_if_missing (Db::open's default) to create one",

@@ -261,6 +261,12 @@ impl Catalog {
     /// later call must pass the same store.
     pub fn open(store: &Store) -> Result<Catalog> {
         let root = match store.root(CATALOG_ROOT_SLOT)? {
+            PageId(0) if store.is_read_only() => {
+                return Err(Error::NeedsRecovery {
+                    dir: store.dir().to_path_buf(),
+                    reason: "it has no catalog yet (it was never opened as a database)".into(),
+                });
+            }
             PageId(0) => {
                 let t = Tree::create(store)?;
                 let mut mtr = store.mtr()?;

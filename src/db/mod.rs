@@ -254,6 +254,21 @@ pub struct DbInner {
     ddl: Mutex<()>,
     vfs: Arc<dyn Vfs>,
     dir: std::path::PathBuf,
+    /// Opened read-only: nothing is written, ever.
+    pub(crate) read_only: bool,
+}
+
+impl DbInner {
+    /// `Err(ReadOnly)` for a change asked of a read-only database.
+    pub(crate) fn check_writable(&self, what: &'static str) -> Result<()> {
+        if self.read_only {
+            return Err(Error::ReadOnly {
+                dir: self.dir.clone(),
+                what,
+            });
+        }
+        Ok(())
+    }
 }
 
 /// An open database. Share it between threads by reference (it is
@@ -418,6 +433,12 @@ fn recover(db: &DbInner) -> Result<TxnRecovery> {
             report.history += 1;
             continue;
         }
+        if db.read_only {
+            return Err(Error::NeedsRecovery {
+                dir: db.dir.clone(),
+                reason: format!("transaction {t} never committed and must be rolled back"),
+            });
+        }
         let recs: Vec<_> = db
             .undo
             .records(&db.store, t, 1, Direction::Backward)
@@ -447,6 +468,40 @@ impl Db {
         } else {
             Store::open(vfs.clone(), path, opts.store.clone())?
         };
+        Db::start(vfs, path, store, opts)
+    }
+
+    /// Open the database in directory `path` without writing to it, ever
+    /// (for inspection tools, and for databases on read-only file systems
+    /// or media): see [`Store::open_read_only`]. Reads and read-only
+    /// transactions work; anything that would write fails with
+    /// [`Error::ReadOnly`]. A database that was not closed cleanly (redo
+    /// to apply, or a transaction to roll back) is refused with
+    /// [`Error::NeedsRecovery`]. Other read-only opens may share the
+    /// directory; a writer may not.
+    pub fn open_read_only(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        Db::open_read_only_with(Arc::new(RealFs::new()), path.as_ref(), opts)
+    }
+
+    /// [`Db::open_read_only`] on a given file system.
+    pub fn open_read_only_with(vfs: Arc<dyn Vfs>, path: &Path, opts: Options) -> Result<Db> {
+        let store = Store::open_read_only(vfs.clone(), path, opts.store.clone())?;
+        Db::start(
+            vfs,
+            path,
+            store,
+            Options {
+                purge: false,
+                ..opts
+            },
+        )
+    }
+
+    /// Load the catalog and the undo log of an open store, recover
+    /// transactions (or, read-only, check that none needs it) and start
+    /// purge.
+    fn start(vfs: Arc<dyn Vfs>, path: &Path, store: Store, opts: Options) -> Result<Db> {
+        let read_only = store.is_read_only();
         let catalog = Catalog::open(&store)?;
         let (undo, reserved) = UndoLog::open(&store)?;
         let (by_name, by_id) = table_maps(&catalog);
@@ -473,11 +528,18 @@ impl Db {
             ddl: Mutex::new(()),
             vfs,
             dir: path.to_path_buf(),
+            read_only,
         };
-        let next = reserved + 1 + TRX_ID_BATCH;
-        let lsn = inner.undo.reserve(&inner.store, next)?;
-        inner.store.commit(lsn, Durability::Sync)?;
-        inner.reserved.store(next, Ordering::Release);
+        if read_only {
+            // Ids of read-only transactions are never logged (UL4 holds
+            // trivially): no reservation is written.
+            inner.reserved.store(u64::MAX, Ordering::Release);
+        } else {
+            let next = reserved + 1 + TRX_ID_BATCH;
+            let lsn = inner.undo.reserve(&inner.store, next)?;
+            inner.store.commit(lsn, Durability::Sync)?;
+            inner.reserved.store(next, Ordering::Release);
+        }
         let report = recover(&inner)?;
         if !report.rolled_back.is_empty() {
             tracing::info!(
@@ -506,8 +568,14 @@ impl Db {
         })
     }
 
+    /// Whether the database was opened read-only ([`Db::open_read_only`]).
+    pub fn is_read_only(&self) -> bool {
+        self.inner.read_only
+    }
+
     /// Create a table; durable when this returns.
     pub fn create_table(&self, def: TableDef) -> Result<Table> {
+        self.inner.check_writable("creating a table")?;
         let _ddl = self.inner.ddl.lock();
         let schema = self.inner.catalog.create_table(&self.inner.store, def)?;
         let st = Arc::new(table::TableState::new(schema.clone()));
@@ -553,6 +621,7 @@ impl Db {
     /// [`Error::DuplicateKey`] if `index` is unique and two live rows share
     /// a key.
     pub fn create_index(&self, table: &str, index: IndexDef) -> Result<()> {
+        self.inner.check_writable("creating an index")?;
         let _ddl = self.inner.ddl.lock();
         let t = self.table(table)?;
         let mut guard = t.state.schema.write();
@@ -647,6 +716,7 @@ impl Db {
     /// Run purge until the history is empty or nothing more can be purged
     /// now (for tests and tools; the purge thread does this on its own).
     pub fn purge_now(&self) -> Result<u64> {
+        self.inner.check_writable("purge")?;
         let mut total = 0;
         loop {
             let n = purge::purge_batch(&self.inner, 1000)?;
@@ -662,6 +732,7 @@ impl Db {
         let Db { inner, purge } = self;
         drop(purge);
         match Arc::try_unwrap(inner) {
+            Ok(inner) if inner.read_only => inner.store.close(),
             Ok(inner) => {
                 let stats = inner.stats();
                 if let Ok(json) = serde_json::to_vec_pretty(&stats) {

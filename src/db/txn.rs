@@ -178,6 +178,7 @@ impl<'db> Txn<'db> {
         // READ COMMITTED writes act on the newest version and need no
         // view; REPEATABLE READ takes its snapshot at the first statement.
         self.check_open()?;
+        self.db.check_writable("a write statement")?;
         self.ensure_id()?;
         if self.opts.isolation == Isolation::RepeatableRead && self.view.is_none() {
             self.statement_view()?;

@@ -121,6 +121,8 @@ struct State {
     /// Directory locks held: (exclusive, shared holders). A crash
     /// releases them all, as the death of every process does.
     locks: HashMap<PathBuf, (bool, u32)>,
+    /// Mounted read-only: every change fails with `EROFS`.
+    read_only: bool,
 }
 
 /// The simulated disk. Cloning gives another handle to the same disk.
@@ -149,6 +151,7 @@ impl SimFs {
                 sync_latency: Duration::ZERO,
                 stats: SimStats::default(),
                 locks: HashMap::new(),
+                read_only: false,
             })),
             seed,
         }
@@ -179,6 +182,13 @@ impl SimFs {
             sticky,
             triggered: false,
         };
+    }
+
+    /// Mount the disk read-only (or read-write again): from now on every
+    /// open for writing, write, sync, allocation, length change and
+    /// directory change fails as a read-only file system's does (`EROFS`).
+    pub fn set_read_only(&self, read_only: bool) {
+        self.state.lock().read_only = read_only;
     }
 
     /// Make every sync take `latency` longer.
@@ -316,6 +326,7 @@ impl SimFs {
                 sync_latency: Duration::ZERO,
                 stats: SimStats::default(),
                 locks: HashMap::new(),
+                read_only: false,
             })),
             seed: crash_seed,
         }
@@ -375,6 +386,15 @@ fn crashed(op: &'static str, path: &Path) -> IoError {
     }
 }
 
+/// The error of a change on a read-only disk.
+fn read_only(op: &'static str, path: &Path) -> IoError {
+    IoError::Os {
+        op,
+        path: path.to_path_buf(),
+        source: std::io::Error::from_raw_os_error(30), // EROFS
+    }
+}
+
 fn not_found(op: &'static str, path: &Path) -> IoError {
     IoError::Os {
         op,
@@ -388,6 +408,9 @@ impl Vfs for SimFs {
         let mut st = self.state.lock();
         if st.crashed {
             return Err(crashed("open", path));
+        }
+        if st.read_only && (options.write || options.create || options.create_new) {
+            return Err(read_only("open", path));
         }
         let existing = st.names.get(path).copied();
         let ino = match existing {
@@ -433,6 +456,9 @@ impl Vfs for SimFs {
         if st.crashed {
             return Err(crashed("mkdir", path));
         }
+        if st.read_only && !st.dirs.contains(path) {
+            return Err(read_only("mkdir", path));
+        }
         for anc in path.ancestors() {
             st.dirs.insert(anc.to_path_buf());
         }
@@ -444,6 +470,9 @@ impl Vfs for SimFs {
         if st.crashed {
             return Err(crashed("unlink", path));
         }
+        if st.read_only {
+            return Err(read_only("unlink", path));
+        }
         st.names
             .remove(path)
             .map(|_| ())
@@ -454,6 +483,9 @@ impl Vfs for SimFs {
         let mut st = self.state.lock();
         if st.crashed {
             return Err(crashed("rename", from));
+        }
+        if st.read_only {
+            return Err(read_only("rename", from));
         }
         let ino = st
             .names
@@ -489,6 +521,9 @@ impl Vfs for SimFs {
         if st.crashed {
             return Err(crashed("rm -r", path));
         }
+        if st.read_only {
+            return Err(read_only("rm -r", path));
+        }
         st.names.retain(|p, _| !p.starts_with(path));
         st.dirs.retain(|p| !p.starts_with(path));
         Ok(())
@@ -498,6 +533,10 @@ impl Vfs for SimFs {
         let mut st = self.state.lock();
         if st.crashed {
             return Err(crashed("lock", dir));
+        }
+        if st.read_only && kind == LockKind::Exclusive {
+            // The lock file cannot be opened for writing.
+            return Err(read_only("open", &dir.join(super::LOCK_FILE)));
         }
         let entry = st.locks.entry(dir.to_path_buf()).or_insert((false, 0));
         let free = match kind {
@@ -581,6 +620,9 @@ impl SimFile {
         let st = &mut *guard;
         if st.crashed {
             return Err(crashed(op, &self.path));
+        }
+        if st.read_only {
+            return Err(read_only(op, &self.path));
         }
         // A durable write includes a flush, so sync faults apply to it too.
         let fail = st.write_fault.fire() | (durable && st.sync_fault.fire());
@@ -757,6 +799,9 @@ impl File for SimFile {
         if st.crashed {
             return Err(crashed("fallocate", &self.path));
         }
+        if st.read_only {
+            return Err(read_only("fallocate", &self.path));
+        }
         let inode = st
             .inodes
             .get_mut(&self.ino)
@@ -784,6 +829,9 @@ impl File for SimFile {
         let mut st = self.fs.state.lock();
         if st.crashed {
             return Err(crashed("ftruncate", &self.path));
+        }
+        if st.read_only {
+            return Err(read_only("ftruncate", &self.path));
         }
         let inode = st
             .inodes

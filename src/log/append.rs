@@ -32,6 +32,7 @@ impl Core {
     /// pass to `commit`).
     pub(crate) fn append(&self, rtype: u8, payload: &[u8]) -> Result<u64> {
         self.check_failed()?;
+        self.check_writable("appending a record")?;
         let len = payload.len() as u64;
         if len > self.record_max {
             return Err(Error::LimitExceeded {

@@ -91,6 +91,9 @@ pub(crate) struct Core {
     pub(crate) capacity: u64,
     /// End of the log when this open began.
     pub(crate) start_lsn: u64,
+    /// Opened read-only ([`super::Log::open_read_only`]): appends and
+    /// checkpoints are refused, and nothing is ever written or synced.
+    pub(crate) read_only: bool,
 
     pub(crate) reserved: CachePadded<AtomicU64>,
     pub(crate) filled: CachePadded<AtomicU64>,
@@ -151,6 +154,7 @@ impl Core {
         slot: CheckpointSlot,
         end: u64,
         tail: &[u8],
+        read_only: bool,
     ) -> Arc<Core> {
         let ring = Ring::new(opts.buffer_size);
         let tail_start = format::block_floor(end);
@@ -168,6 +172,7 @@ impl Core {
             record_max: capacity / 4,
             capacity,
             start_lsn: end,
+            read_only,
             epoch: slot.epoch,
             reserved: CachePadded::new(AtomicU64::new(end)),
             filled: CachePadded::new(AtomicU64::new(end)),
@@ -228,6 +233,18 @@ impl Core {
     pub(crate) fn check_failed(&self) -> Result<()> {
         if self.failed.load(Ordering::Acquire) || self.shutdown.load(Ordering::Acquire) {
             return Err(self.poisoned());
+        }
+        Ok(())
+    }
+
+    /// `Err(ReadOnly)` for a change asked of a read-only log.
+    #[inline]
+    pub(crate) fn check_writable(&self, what: &'static str) -> Result<()> {
+        if self.read_only {
+            return Err(Error::ReadOnly {
+                dir: self.files.dir.clone(),
+                what,
+            });
         }
         Ok(())
     }

@@ -275,7 +275,7 @@ impl Log {
             log_id,
         )?;
         let end = slot.checkpoint_lsn.0;
-        let core = Core::new(opts, files, slot, end, &[]);
+        let core = Core::new(opts, files, slot, end, &[], false);
         Log::start(core, vfs, lock)
     }
 
@@ -349,8 +349,66 @@ impl Log {
             epoch,
             duration: started.elapsed(),
         };
-        let core = Core::new(opts, files, new_slot, outcome.end, &outcome.tail);
+        let core = Core::new(opts, files, new_slot, outcome.end, &outcome.tail, false);
         Ok((Log::start(core, vfs, lock)?, report))
+    }
+
+    /// Open an existing log without writing to it: the files are opened
+    /// read-only, the directory's lock is shared (readers together, never
+    /// beside a writer), and nothing is synced, appended, checkpointed or
+    /// saved, ever. A log with records after its checkpoint still needs
+    /// recovery (their changes may not be on the pages yet), which writes:
+    /// that is [`Error::NeedsRecovery`], as is damage (recovery rule 6).
+    pub fn open_read_only(
+        vfs: Arc<dyn Vfs>,
+        dir: &Path,
+        opts: LogOptions,
+    ) -> Result<(Log, RecoveryReport)> {
+        let started = Instant::now();
+        let first = first_file(dir);
+        if !vfs.exists(&first)? {
+            return Err(Error::NotFound { path: first });
+        }
+        let lock = vfs.lock_dir(dir, LockKind::Shared)?;
+        let (files, slot) = LogFiles::open(vfs.as_ref(), dir, false, false)?;
+        let outcome = recovery::scan(&files, &slot, &mut |_| Ok(()))?;
+        if let Some(damage) = &outcome.damage {
+            return Err(damage_error(&files, &outcome, damage));
+        }
+        if outcome.records > 0 {
+            return Err(Error::NeedsRecovery {
+                dir: dir.to_path_buf(),
+                reason: format!(
+                    "its redo log holds {} records ({} bytes) after the last checkpoint, which \
+                     recovery must apply",
+                    outcome.records,
+                    outcome.end - slot.checkpoint_lsn.0
+                ),
+            });
+        }
+        let report = RecoveryReport {
+            checkpoint_lsn: slot.checkpoint_lsn,
+            end_lsn: Lsn(outcome.end),
+            records: 0,
+            payload_bytes: 0,
+            stop: outcome.stop,
+            stop_lsn: Lsn(outcome.stop_lsn),
+            epoch: slot.epoch,
+            duration: started.elapsed(),
+        };
+        // Nothing is appended: the smallest buffer will do.
+        let opts = LogOptions {
+            buffer_size: 4 * BLOCK as usize,
+            mode: CommitMode::Leader,
+            ..opts
+        };
+        let core = Core::new(opts, files, slot, outcome.end, &outcome.tail, true);
+        Ok((Log::start(core, vfs, lock)?, report))
+    }
+
+    /// Whether the log was opened read-only ([`Log::open_read_only`]).
+    pub fn is_read_only(&self) -> bool {
+        self.core.read_only
     }
 
     fn start(core: Arc<Core>, vfs: Arc<dyn Vfs>, lock: DirLock) -> Result<Log> {
@@ -506,6 +564,11 @@ impl Log {
         }
         self.closed = true;
         let c = &self.core;
+        if c.read_only {
+            // Nothing to make durable, and nothing may be written.
+            c.shutdown.store(true, Ordering::Release);
+            return Ok(());
+        }
         let mut result = Ok(());
         if !self.is_failed() {
             let pending = c
@@ -733,6 +796,7 @@ impl Core {
     ///    covers.
     pub(crate) fn checkpoint(&self, lsn: u64, defer: bool) -> Result<()> {
         self.check_failed()?;
+        self.check_writable("a checkpoint")?;
         let end = self.reserved.load(Ordering::Acquire);
         if !lsn.is_multiple_of(8) || lsn > end {
             return Err(Error::InvalidArgument {

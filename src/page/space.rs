@@ -199,16 +199,24 @@ impl DataFile {
         })
     }
 
-    /// Open an existing tablespace file: check magic, version and page
-    /// size from the superblock's first 4 KiB. The full superblock is
-    /// checked when the buffer pool reads it.
-    pub fn open(vfs: &dyn Vfs, path: &Path, direct: bool) -> Result<DataFile> {
+    /// Open an existing tablespace file, for writing or (`write` false)
+    /// only for reading: check magic, version and page size from the
+    /// superblock's first 4 KiB. The full superblock is checked when the
+    /// buffer pool reads it.
+    pub fn open(vfs: &dyn Vfs, path: &Path, direct: bool, write: bool) -> Result<DataFile> {
         if !vfs.exists(path)? {
             return Err(Error::NotFound {
                 path: path.to_path_buf(),
             });
         }
-        let file = vfs.open(path, OpenOptions::read_write().with_direct(direct))?;
+        let file = vfs.open(
+            path,
+            OpenOptions {
+                write,
+                direct,
+                ..OpenOptions::default()
+            },
+        )?;
         let size = file.size()?;
         if size < 4096 {
             return Err(Error::corrupt(

@@ -274,6 +274,8 @@ pub struct Store {
     cleaner: Option<JoinHandle<()>>,
     recovery: Option<StoreRecovery>,
     closed: bool,
+    /// Opened read-only: no mtr may start, nothing is written at close.
+    read_only: bool,
     /// The directory lock (T5); declared last, so released last.
     _lock: DirLock,
 }
@@ -439,17 +441,9 @@ impl Store {
         lock: DirLock,
     ) -> Result<Store> {
         let started = Instant::now();
-        let data = DataFile::open(vfs.as_ref(), &dir.join(DATA_FILE), opts.direct_io)?;
+        let data = DataFile::open(vfs.as_ref(), &dir.join(DATA_FILE), opts.direct_io, true)?;
         let page_size = data.page_size();
-        let header = crate::log::peek(vfs.as_ref(), &dir.join(LOG_DIR))?;
-        if data.version() >= 2 && data.db_id() != header.id {
-            return Err(Error::ForeignLog {
-                log_dir: dir.join(LOG_DIR),
-                log_id: header.id,
-                data_file: dir.join(DATA_FILE),
-                data_id: data.db_id(),
-            });
-        }
+        let header = Self::check_identity(vfs.as_ref(), dir, &data)?;
         let unbound = data.version() < 2;
         let dw = Self::doublewrite(vfs.as_ref(), dir, &data, &opts)?;
         let checkpoint = header.checkpoint_lsn;
@@ -512,6 +506,81 @@ impl Store {
             store.bind_to_log()?;
         }
         Ok(store)
+    }
+
+    /// T7: the log in `dir` is the one `data` belongs to. Returns what its
+    /// files say.
+    fn check_identity(vfs: &dyn Vfs, dir: &Path, data: &DataFile) -> Result<crate::log::LogHeader> {
+        let header = crate::log::peek(vfs, &dir.join(LOG_DIR))?;
+        if data.version() >= 2 && data.db_id() != header.id {
+            return Err(Error::ForeignLog {
+                log_dir: dir.join(LOG_DIR),
+                log_id: header.id,
+                data_file: dir.join(DATA_FILE),
+                data_id: data.db_id(),
+            });
+        }
+        Ok(header)
+    }
+
+    /// Open the store in `dir` without writing anything, ever: the
+    /// directory's lock is shared (other readers may open it too, a writer
+    /// may not, T5), the files are opened read-only, and nothing is
+    /// repaired, recovered, flushed, checkpointed or saved. A store that
+    /// needs recovery (records after the log's checkpoint) is refused with
+    /// [`Error::NeedsRecovery`]; write operations fail with
+    /// [`Error::ReadOnly`]. For tools (`quill check`, `status`, `dump`)
+    /// and read-only file systems.
+    pub fn open_read_only(vfs: Arc<dyn Vfs>, dir: &Path, opts: StoreOptions) -> Result<Store> {
+        if !vfs.exists(dir)? {
+            return Err(Error::NoDatabase {
+                dir: dir.to_path_buf(),
+            });
+        }
+        let lock = vfs.lock_dir(dir, LockKind::Shared)?;
+        match layout(vfs.as_ref(), dir)? {
+            Layout::Complete => {}
+            Layout::Empty => {
+                return Err(Error::NoDatabase {
+                    dir: dir.to_path_buf(),
+                });
+            }
+            Layout::Creating => {
+                return Err(Error::NeedsRecovery {
+                    dir: dir.to_path_buf(),
+                    reason: "its creation did not finish".into(),
+                });
+            }
+            other => return Err(incomplete(dir, other)),
+        }
+        let data = DataFile::open(vfs.as_ref(), &dir.join(DATA_FILE), false, false)?;
+        Self::check_identity(vfs.as_ref(), dir, &data)?;
+        let page_size = data.page_size();
+        let (log, report) = Log::open_read_only(vfs.clone(), &dir.join(LOG_DIR), opts.log.clone())?;
+        // No doublewrite area: nothing is written, and a clean log means
+        // no page write can be torn (every page write precedes the
+        // checkpoint that covers it, T2).
+        let pool = BufferPool::new(Arc::new(data), frames_for(opts.pool_bytes, page_size), None);
+        drop(pool.fetch_read(PageId(0))?);
+        let recovery = StoreRecovery {
+            log: report,
+            records_applied: 0,
+            page_changes: 0,
+            pages_repaired: Vec::new(),
+            duration: Duration::ZERO,
+        };
+        let opts = StoreOptions {
+            cleaner: false,
+            ..opts
+        };
+        let mut store = Self::start(vfs, dir, pool, log, opts, Some(recovery), lock)?;
+        store.read_only = true;
+        Ok(store)
+    }
+
+    /// Whether the store was opened read-only ([`Store::open_read_only`]).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     /// Migrate a format 1 superblock to format 2: record the log's id as
@@ -601,6 +670,7 @@ impl Store {
             cleaner,
             recovery,
             closed: false,
+            read_only: false,
             _lock: lock,
         })
     }
@@ -623,6 +693,12 @@ impl Store {
     /// Start a mini-transaction (after throttling if the log is nearly
     /// full, T4).
     pub fn mtr(&self) -> Result<Mtr<'_>> {
+        if self.read_only {
+            return Err(Error::ReadOnly {
+                dir: self.dir.clone(),
+                what: "a change",
+            });
+        }
         self.shared.pool.check_poisoned()?;
         self.throttle()?;
         Ok(Mtr::new(&self.shared.pool, &self.shared.log))
@@ -779,6 +855,9 @@ impl Store {
         }
         self.closed = true;
         self.stop_cleaner();
+        if self.read_only {
+            return Ok(());
+        }
         let s = &self.shared;
         let mut result = Ok(());
         if !s.log.is_failed() && s.pool.check_poisoned().is_ok() {
@@ -916,7 +995,7 @@ pub fn inspect(vfs: &dyn Vfs, dir: &Path) -> Result<StoreInfo> {
         return Err(Error::NotFound { path });
     }
     // Check magic and version the way open does.
-    let data = DataFile::open(vfs, &path, false)?;
+    let data = DataFile::open(vfs, &path, false, false)?;
     let mut sb = crate::io::AlignedBuf::new(data.page_size());
     data.read_page(PageId(0), &mut sb)?;
     let file_bytes = vfs

@@ -138,6 +138,12 @@ impl UndoLog {
     /// return it with the reserved transaction id (UL4).
     pub fn open(store: &Store) -> Result<(UndoLog, TrxId)> {
         let root = match store.root(UNDO_ROOT_SLOT)? {
+            PageId(0) if store.is_read_only() => {
+                return Err(Error::NeedsRecovery {
+                    dir: store.dir().to_path_buf(),
+                    reason: "it has no undo log yet (it was never opened as a database)".into(),
+                });
+            }
             PageId(0) => {
                 let t = Tree::create(store)?;
                 let mut mtr = store.mtr()?;
@@ -154,6 +160,13 @@ impl UndoLog {
             None => 0,
             Some(v) => match v.as_slice() {
                 [UNDO_LOG_VERSION, rest @ ..] if rest.len() == 8 => crate::page::get_u64(rest, 0),
+                [UNDO_LOG_VERSION_SEPARATE_MARKS, ..] if store.is_read_only() => {
+                    return Err(Error::NeedsRecovery {
+                        dir: store.dir().to_path_buf(),
+                        reason: "its undo log is of format 1, which a read-write open migrates"
+                            .into(),
+                    });
+                }
                 [UNDO_LOG_VERSION_SEPARATE_MARKS, rest @ ..] if rest.len() == 8 => {
                     let reserved = crate::page::get_u64(rest, 0);
                     log.migrate_marks(store)?;
