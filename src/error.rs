@@ -200,7 +200,7 @@ pub enum Error {
 
     /// A directory opened as a database holds none.
     #[error(
-        "{} holds no Quill database (no data.qdb and no log/): check the path, or open it with create_if_missing (Db::open's default) to create one",
+        "{} holds no Quill database (no data.qdb, no log/): is the path right?",
         dir.display()
     )]
     NoDatabase {

@@ -34,8 +34,9 @@ use crate::{Error, Result};
 /// Parameters of a commit benchmark run.
 #[derive(Clone, Debug, Serialize)]
 pub struct CommitConfig {
-    /// Database directory; its log (`DIR/log`) is created at the start of the
-    /// run, reopened by every row, and left for `quill status DIR`.
+    /// The log's directory (a benchmark's own, `bench::claim_dir`): the log
+    /// is created there at the start of the run, reopened by every row,
+    /// and left for `quill status DIR`.
     pub dir: PathBuf,
     /// Client counts.
     pub clients: Vec<usize>,
@@ -399,8 +400,8 @@ fn spawn_checkpointer(log: Arc<Log>, stop: Arc<AtomicBool>) -> std::thread::Join
 /// whose files are already allocated and recycled, not one being created).
 fn create_log(cfg: &CommitConfig) -> Result<()> {
     let vfs = RealFs::new();
-    let dir = cfg.dir.join("log");
-    vfs.remove_dir_all(&dir)?;
+    super::fresh_dir(&vfs, &cfg.dir)?;
+    let dir = cfg.dir.clone();
     let log = Log::create(Arc::new(vfs), &dir, log_options(cfg, CommitMode::Leader))?;
     log.close()
 }
@@ -425,7 +426,7 @@ pub fn run_row(
     let vfs: Arc<dyn Vfs> = Arc::new(RealFs::with_sync_delay(Duration::from_secs_f64(
         combo.fsync_delay_ms / 1000.0,
     )));
-    let dir = cfg.dir.join("log");
+    let dir = cfg.dir.clone();
     let (log, _) = Log::open(vfs, &dir, log_options(cfg, combo.mode), |_| Ok(()))?;
     let log = Arc::new(log);
     let stop_ck = Arc::new(AtomicBool::new(false));

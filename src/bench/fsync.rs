@@ -358,14 +358,16 @@ pub fn total_writes(cfg: &FsyncConfig) -> u64 {
     (combos(cfg).len() * cfg.iterations * cfg.rounds) as u64
 }
 
-/// Print the report as a table.
-pub fn print_table(report: &FsyncReport) {
-    println!(
-        "{:<10} {:<10} {:<8} {:>8} {:>10} {:>10} {:>10} {:>12}",
+/// The report as a table, one line per row, and the fastest combination.
+pub fn table(report: &FsyncReport) -> String {
+    use std::fmt::Write as _;
+    let mut out = format!(
+        "{:<10} {:<10} {:<8} {:>8} {:>10} {:>10} {:>10} {:>12}\n",
         "prep", "method", "direct", "samples", "p50_us", "p99_us", "max_us", "write_p50_us"
     );
     for r in &report.rows {
-        println!(
+        let _ = writeln!(
+            out,
             "{:<10} {:<10} {:<8} {:>8} {:>10.1} {:>10.1} {:>10.1} {:>12}",
             r.preparation.name(),
             r.method.name(),
@@ -378,7 +380,8 @@ pub fn print_table(report: &FsyncReport) {
         );
     }
     if let Some(f) = &report.fastest {
-        println!(
+        let _ = writeln!(
+            out,
             "fastest: {} + {} (direct: {}), median {:.1} us => at most {:.0} durable commits/s for one client",
             f.preparation.name(),
             f.method.name(),
@@ -387,4 +390,5 @@ pub fn print_table(report: &FsyncReport) {
             1e6 / f.p50_us.max(0.001)
         );
     }
+    out
 }

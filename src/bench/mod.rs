@@ -38,7 +38,75 @@ pub mod storage;
 pub mod txn;
 pub mod window;
 
+use std::path::Path;
+
 use serde::Serialize;
+
+use crate::io::{OpenOptions, Vfs};
+use crate::{Error, Result};
+
+/// Name of the file that marks a directory as a benchmark's own: a
+/// benchmark deletes what is in its directory, so it works only in a new
+/// or empty directory, or one a benchmark marked.
+pub const BENCH_MARKER: &str = ".quill-bench";
+
+/// Check that a benchmark may use `dir` (it does not exist, is empty, or
+/// holds [`BENCH_MARKER`]) and mark it, creating it if needed; refuse a
+/// directory holding anything else (a database, say), whose files the
+/// benchmark would delete.
+pub fn claim_dir(vfs: &dyn Vfs, dir: &Path) -> Result<()> {
+    if vfs.exists(dir)? {
+        let names = vfs.list_dir(dir)?;
+        if !names.is_empty() && !names.iter().any(|n| n == BENCH_MARKER) {
+            let database = names
+                .iter()
+                .any(|n| n == crate::store::DATA_FILE || n == "log");
+            return Err(Error::InvalidArgument {
+                what: "benchmark directory",
+                reason: format!(
+                    "{} holds {} that no Quill benchmark created ({}); a benchmark deletes \
+                     what is in its directory, so give --dir a new or empty directory",
+                    dir.display(),
+                    if database { "a database" } else { "files" },
+                    names.join(", ")
+                ),
+            });
+        }
+    } else {
+        vfs.create_dir_all(dir)?;
+    }
+    let marker = vfs.open(
+        &dir.join(BENCH_MARKER),
+        OpenOptions {
+            create: true,
+            write: true,
+            ..OpenOptions::default()
+        },
+    )?;
+    marker.set_len(0)?;
+    marker.write_all_at(
+        b"This directory belongs to Quill's benchmarks, which delete what is in it.\n",
+        0,
+    )?;
+    Ok(())
+}
+
+/// [`claim_dir`], then empty `dir` (keeping the mark): a fresh directory
+/// for a benchmark run.
+pub fn fresh_dir(vfs: &dyn Vfs, dir: &Path) -> Result<()> {
+    claim_dir(vfs, dir)?;
+    for name in vfs.list_dir(dir)? {
+        if name != BENCH_MARKER {
+            let path = dir.join(&name);
+            if vfs.list_dir(&path).is_ok() {
+                vfs.remove_dir_all(&path)?;
+            } else {
+                vfs.remove_file(&path)?;
+            }
+        }
+    }
+    Ok(())
+}
 
 /// Where and when a benchmark ran, recorded beside every result.
 #[derive(Clone, Debug, Serialize)]

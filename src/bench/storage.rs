@@ -192,8 +192,9 @@ pub struct RecoveryFigures {
 }
 
 fn fresh_dir(cfg: &StorageConfig, w: Workload) -> Result<PathBuf> {
-    let dir = cfg.dir.join(w.name());
     let vfs = RealFs::new();
+    super::claim_dir(&vfs, &cfg.dir)?;
+    let dir = cfg.dir.join(w.name());
     vfs.remove_dir_all(&dir)?;
     Ok(dir)
 }

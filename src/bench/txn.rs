@@ -179,12 +179,7 @@ pub fn run(
             reason: "needs at least one table, one row and one client count".into(),
         });
     }
-    if cfg.dir.exists() {
-        std::fs::remove_dir_all(&cfg.dir).map_err(|e| Error::InvalidArgument {
-            what: "benchmark directory",
-            reason: format!("cannot empty {}: {e}", cfg.dir.display()),
-        })?;
-    }
+    super::fresh_dir(&crate::io::RealFs::new(), &cfg.dir)?;
     let vfs: Arc<dyn crate::io::Vfs> = if cfg.fsync_delay_ms > 0.0 {
         Arc::new(crate::io::RealFs::with_sync_delay(Duration::from_secs_f64(
             cfg.fsync_delay_ms / 1000.0,

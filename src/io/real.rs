@@ -134,19 +134,27 @@ impl Vfs for RealFs {
     fn lock_dir(&self, dir: &Path, kind: LockKind) -> IoResult<DirLock> {
         let path = dir.join(LOCK_FILE);
         let rw = OFlags::RDWR | OFlags::CREATE | OFlags::CLOEXEC;
-        let fd = match rustix::fs::open(&path, rw, Mode::from_raw_mode(0o644)) {
-            Ok(fd) => fd,
-            // A reader on a read-only file system or directory: lock the
-            // file if it exists, else nobody can be writing here.
-            Err(Errno::ROFS | Errno::ACCESS | Errno::PERM) if kind == LockKind::Shared => {
-                match rustix::fs::open(&path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()) {
-                    Ok(fd) => fd,
-                    Err(Errno::NOENT) => return Ok(DirLock::new(Box::new(()))),
-                    Err(e) => return Err(os("open", &path, e)),
+        let ro = OFlags::RDONLY | OFlags::CLOEXEC;
+        let opened = match kind {
+            // A writer creates the lock file (and names itself in it).
+            LockKind::Exclusive => rustix::fs::open(&path, rw, Mode::from_raw_mode(0o644)),
+            // A reader writes nothing if the file exists; if it does not,
+            // it creates it so a writer that comes later sees the lock,
+            // unless nothing can be created here (a read-only file system
+            // or directory), where nobody can be writing.
+            LockKind::Shared => match rustix::fs::open(&path, ro, Mode::empty()) {
+                Err(Errno::NOENT) => {
+                    match rustix::fs::open(&path, rw, Mode::from_raw_mode(0o644)) {
+                        Err(Errno::ROFS | Errno::ACCESS | Errno::PERM) => {
+                            return Ok(DirLock::new(Box::new(())));
+                        }
+                        other => other,
+                    }
                 }
-            }
-            Err(e) => return Err(os("open", &path, e)),
+                other => other,
+            },
         };
+        let fd = opened.map_err(|e| os("open", &path, e))?;
         let op = match kind {
             LockKind::Exclusive => rustix::fs::FlockOperation::NonBlockingLockExclusive,
             LockKind::Shared => rustix::fs::FlockOperation::NonBlockingLockShared,

@@ -83,6 +83,24 @@ pub fn init_superblock(page: &mut [u8], page_size: usize, space_id: u64, db_id: 
     put(page, SB_DB_ID, &db_id.to_le_bytes());
 }
 
+/// The page size of the Quill tablespace `file` (of `size` bytes) seems
+/// to have, judged by its page 1 alone (a valid page whose header names
+/// page 1): for telling a damaged superblock from a foreign file.
+fn quill_pages_follow(file: &dyn File, size: u64) -> Result<Option<usize>> {
+    let mut page_size = super::MIN_PAGE_SIZE;
+    while page_size <= super::MAX_PAGE_SIZE {
+        if size >= 2 * page_size as u64 {
+            let mut page = AlignedBuf::new(page_size);
+            file.read_exact_at(&mut page, page_size as u64)?;
+            if super::verify(&page, PageId(1), super::space_id(&page)) == PageCheck::Valid {
+                return Ok(Some(page_size));
+            }
+        }
+        page_size *= 2;
+    }
+    Ok(None)
+}
+
 /// Counters for data-page I/O, kept apart from log and doublewrite I/O.
 #[derive(Debug, Default)]
 pub struct IoCounters {
@@ -228,15 +246,30 @@ impl DataFile {
         let mut head = AlignedBuf::new(4096);
         file.read_exact_at(&mut head, 0)?;
         let magic = head.get(SB_MAGIC..SB_MAGIC + 8).unwrap_or_default();
-        if magic != SPACE_MAGIC {
-            return Err(Error::Foreign {
-                file: path.to_path_buf(),
-                expected: "tablespace file",
-                found: magic.to_vec(),
-            });
-        }
         let version = get_u32(&head, SB_VERSION);
-        if !(MIN_SPACE_FORMAT_VERSION..=SPACE_FORMAT_VERSION).contains(&version) {
+        let foreign = magic != SPACE_MAGIC;
+        if foreign || !(MIN_SPACE_FORMAT_VERSION..=SPACE_FORMAT_VERSION).contains(&version) {
+            // A file whose other pages are Quill's has a damaged superblock;
+            // anything else is another kind of file or a future format.
+            if let Some(page_size) = quill_pages_follow(file.as_ref(), size)? {
+                return Err(Error::CorruptPage {
+                    file: path.to_path_buf(),
+                    page: 0,
+                    reason: format!(
+                        "the superblock is damaged (magic {magic:02x?}, format version {version}), \
+                         though page 1 is a valid page of a {page_size}-byte-page Quill \
+                         tablespace; the database cannot be opened without it: restore it from \
+                         a backup"
+                    ),
+                });
+            }
+            if foreign {
+                return Err(Error::Foreign {
+                    file: path.to_path_buf(),
+                    expected: "tablespace file",
+                    found: magic.to_vec(),
+                });
+            }
             return Err(Error::UnsupportedVersion {
                 file: path.to_path_buf(),
                 found: version,

@@ -22,8 +22,21 @@ fn foreign_and_short_files_are_errors() {
     let fs = SimFs::new(1);
     made(&fs);
     let data = dir().join("data.qdb");
-    // Wrong magic.
+    // Damaged magic in an otherwise Quill file: a damaged superblock (item
+    // 9: it was reported as "not a Quill tablespace file").
     assert!(fs.corrupt(&data, 48, b"NOTQUILL"));
+    match Store::open(vfs(&fs), dir(), opts(64)) {
+        Err(e @ Error::CorruptPage { page: 0, .. }) => {
+            assert!(e.to_string().contains("superblock is damaged"), "{e}")
+        }
+        other => panic!("expected CorruptPage, got {other:?}"),
+    }
+    // A foreign file in its place.
+    let fs = SimFs::new(5);
+    made(&fs);
+    let mut sqlite = b"SQLite format 3\0".to_vec();
+    sqlite.resize(64 << 10, 7);
+    assert!(fs.corrupt(&data, 0, &sqlite));
     match Store::open(vfs(&fs), dir(), opts(64)) {
         Err(Error::Foreign { .. }) => {}
         other => panic!("expected Foreign, got {other:?}"),

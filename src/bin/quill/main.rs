@@ -1,5 +1,7 @@
 //! The `quill` command line: benchmarks, status and inspection tools.
 
+#[macro_use]
+mod out;
 mod torture;
 mod torture_txn;
 
@@ -50,8 +52,9 @@ enum Cmd {
     /// present, nothing beyond a prefix of what the child did, every page
     /// valid). Runs until --seconds have passed.
     Torture {
-        /// Database directory (wiped first).
-        #[arg(long, default_value = "quill-data/torture")]
+        /// Directory for the test's database (emptied first; refused if it
+        /// holds anything a Quill benchmark or test did not create).
+        #[arg(long, default_value = "quill-bench/torture")]
         dir: PathBuf,
         /// How long to keep killing and recovering.
         #[arg(long, default_value_t = 60.0)]
@@ -80,11 +83,11 @@ enum Cmd {
         #[arg(long)]
         txn: bool,
     },
-    /// Open a database (recovering it if needed: redo, then rollback of
-    /// transactions that never committed) and check every table: B+tree
-    /// structure, every live row in every secondary index, every index
-    /// entry backed by a version of its row, unique indexes unique. Exits
-    /// with status 1 if anything is wrong.
+    /// Check every table of a database: B+tree structure, every live row
+    /// in every secondary index, every index entry backed by a version of
+    /// its row, unique indexes unique. Opens the database read-only and
+    /// writes nothing; a database that was not closed cleanly needs
+    /// recovery first (--repair). Exits with status 1 if anything is wrong.
     Check {
         /// Database directory.
         #[arg(default_value = DEFAULT_DIR)]
@@ -92,6 +95,11 @@ enum Cmd {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// Open the database read-write, recovering it if it needs it
+        /// (redo, then rollback of transactions that never committed),
+        /// before checking.
+        #[arg(long)]
+        repair: bool,
     },
     /// List the records of a log from its checkpoint to its end.
     Dump {
@@ -159,7 +167,7 @@ struct ReportArgs {
 struct InsertArgs {
     /// Database directory (emptied first; each engine and configuration
     /// gets a subdirectory, removed after its run).
-    #[arg(long, default_value = "quill-data/bench-insert")]
+    #[arg(long, default_value = "quill-bench/insert")]
     dir: PathBuf,
     #[command(flatten)]
     peers: PeerArgs,
@@ -235,7 +243,7 @@ impl PeerArgs {
 #[derive(Args)]
 struct OltpArgs {
     /// Database directory (emptied first).
-    #[arg(long, default_value = "quill-data/bench-oltp")]
+    #[arg(long, default_value = "quill-bench/oltp")]
     dir: PathBuf,
     /// Tables `sbtestN`.
     #[arg(long, default_value_t = 8)]
@@ -272,7 +280,7 @@ struct OltpArgs {
 #[derive(Args)]
 struct TxnArgs {
     /// Database directory (emptied first).
-    #[arg(long, default_value = "quill-data/bench-txn")]
+    #[arg(long, default_value = "quill-bench/txn")]
     dir: PathBuf,
     /// Tables `sbtestN`.
     #[arg(long, default_value_t = 8)]
@@ -314,7 +322,7 @@ struct TxnArgs {
 struct StorageArgs {
     /// Directory for the databases (one subdirectory per workload; each
     /// run starts fresh).
-    #[arg(long, default_value = "quill-data/bench-storage")]
+    #[arg(long, default_value = "quill-bench/storage")]
     dir: PathBuf,
     /// Workloads, comma-separated: inorder, random, recovery, stall.
     #[arg(long, value_delimiter = ',', default_value = "inorder,random")]
@@ -362,8 +370,9 @@ struct StorageArgs {
 
 #[derive(Args)]
 struct FsyncArgs {
-    /// Directory on the file system to measure.
-    #[arg(long, default_value = DEFAULT_DIR)]
+    /// Directory on the file system to measure (its test files are
+    /// created and removed there).
+    #[arg(long, default_value = "quill-bench/fsync")]
     dir: PathBuf,
     /// Timed writes per combination and round.
     #[arg(long, default_value_t = 500)]
@@ -387,8 +396,10 @@ struct FsyncArgs {
 
 #[derive(Args)]
 struct CommitArgs {
-    /// Database directory; its log is recreated for every row.
-    #[arg(long, default_value = DEFAULT_DIR)]
+    /// Directory for the benchmark's log (emptied first; refused if it
+    /// holds anything a Quill benchmark did not create, such as a
+    /// database). Each row reopens the log created at the start.
+    #[arg(long, default_value = "quill-bench/commit")]
     dir: PathBuf,
     /// Client counts, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
@@ -484,7 +495,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Bench(BenchCmd::Oltp(a)) => bench_oltp(a),
         Cmd::Bench(BenchCmd::Insert(a)) => bench_insert(a),
         Cmd::Bench(BenchCmd::Report(a)) => bench_report(a),
-        Cmd::Check { dir, json } => check(&dir, json),
+        Cmd::Check { dir, json, repair } => check(&dir, json, repair),
         Cmd::Status { dir, json } => status(&dir, json),
         Cmd::Dump { dir, limit } => dump(&dir, limit),
         Cmd::Torture {
@@ -499,22 +510,26 @@ fn run(cli: Cli) -> Result<()> {
             } else {
                 "quill torture"
             };
-            println!(
+            outln!(
                 "{name}: seed {seed}, {seconds} s, in {} (rerun with --seed {seed})",
                 dir.display()
             );
-            let say = |l: String| println!("{l}");
+            let say = |l: String| outln!("{l}");
             if txn {
                 let out = torture_txn::run(&dir, seconds, seed, &say)?;
-                println!(
+                outln!(
                     "passed: {} rounds of kill -9 and recovery, {} transactions acknowledged, {} rolled back by recovery",
-                    out.rounds, out.acked, out.rolled_back
+                    out.rounds,
+                    out.acked,
+                    out.rolled_back
                 );
             } else {
                 let out = torture::run(&dir, seconds, seed, &say)?;
-                println!(
+                outln!(
                     "passed: {} rounds of kill -9 and recovery, {} operations acknowledged, {} entries at the end",
-                    out.rounds, out.acked, out.entries
+                    out.rounds,
+                    out.acked,
+                    out.entries
                 );
             }
             Ok(())
@@ -550,7 +565,7 @@ fn progress(total: u64, unit: &str) -> ProgressBar {
 /// Print a line above the progress bar (or plainly when it is hidden).
 fn say(pb: &ProgressBar, line: String) {
     if pb.is_hidden() {
-        println!("{line}");
+        outln!("{line}");
     } else {
         pb.println(line);
     }
@@ -662,7 +677,7 @@ fn bench_fsync(a: FsyncArgs) -> Result<()> {
     };
     std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
     let machine = Machine::describe(&a.dir);
-    println!(
+    outln!(
         "quill bench fsync: {} rounds x {} aligned 4 KiB write+sync per combination in {} ({}; {} cores; kernel {})",
         a.rounds,
         a.iterations,
@@ -674,7 +689,7 @@ fn bench_fsync(a: FsyncArgs) -> Result<()> {
     let pb = progress(fsync::total_writes(&cfg), "writes");
     let report = fsync::run(&RealFs::new(), &cfg, &|| pb.inc(1)).context("fsync benchmark")?;
     pb.finish_and_clear();
-    fsync::print_table(&report);
+    outp!("{}", fsync::table(&report));
     save_json(
         a.json.as_deref(),
         "quill bench fsync",
@@ -712,7 +727,7 @@ fn bench_commit(a: CommitArgs) -> Result<()> {
     std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
     let machine = Machine::describe(&a.dir);
     let combos = cfg.combos().len();
-    println!(
+    outln!(
         "quill bench commit: {combos} combinations x {} repeats, {:.1}s warm-up + {:.1}s measured each, {}-byte records, log {} x {} bytes in {} ({}; {} cores; kernel {})",
         cfg.repeat,
         cfg.warmup,
@@ -720,12 +735,12 @@ fn bench_commit(a: CommitArgs) -> Result<()> {
         cfg.record_bytes,
         cfg.file_count,
         cfg.file_size,
-        a.dir.join("log").display(),
+        a.dir.display(),
         machine.filesystem,
         machine.nproc,
         machine.kernel
     );
-    println!("each client loops: append one record, commit it; latency is append + commit");
+    outln!("each client loops: append one record, commit it; latency is append + commit");
     let pb = progress((cfg.total_seconds() * 10.0).ceil() as u64, "x0.1s");
     let step = std::cell::Cell::new(0.0f64);
     let tick = |dt: f64| {
@@ -742,18 +757,19 @@ fn bench_commit(a: CommitArgs) -> Result<()> {
     pb.finish_and_clear();
     let summary = commit::summarize(&cfg, &rows);
     if cfg.repeat > 1 {
-        println!("\nmedians over {} repeats:", cfg.repeat);
-        println!("{}", commit::table_header());
+        outln!("\nmedians over {} repeats:", cfg.repeat);
+        outln!("{}", commit::table_header());
         for s in &summary {
-            println!("{}", commit::table_line(s));
+            outln!("{}", commit::table_line(s));
         }
     }
     if let Some(last) = rows.last() {
-        println!(
+        outln!(
             "\nlog statistics of the last row ({} clients, {}):",
-            last.combo.clients, last.combo.mode
+            last.combo.clients,
+            last.combo.mode
         );
-        println!("{}", last.log);
+        outln!("{}", last.log);
     }
     save_json(
         a.json.as_deref(),
@@ -787,7 +803,7 @@ fn bench_storage(a: StorageArgs) -> Result<()> {
     };
     std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
     let machine = Machine::describe(&a.dir);
-    println!(
+    outln!(
         "quill bench storage: workloads {:?}; {}-byte values, 8-byte keys, a durable commit every {} rows; {}-byte pages; doublewrite {}; in {} ({}; {} cores; kernel {})",
         cfg.workloads,
         cfg.value_bytes,
@@ -808,7 +824,7 @@ fn bench_storage(a: StorageArgs) -> Result<()> {
     };
     let rows = bench::storage::run(&cfg, &tick, &mut on_row).context("storage benchmark")?;
     pb.finish_and_clear();
-    println!(
+    outln!(
         "pgw/1k: data-page writes per 1000 rows (pages flushed at close included); log/dw B/row: redo log and doublewrite bytes per row; reads/row: page reads per row over the last quarter of the rows; p50/p99/max: one commit = {} puts + a durable commit; urgent: flush rounds with the log over 3/4 full",
         cfg.rows_per_commit
     );
@@ -826,7 +842,7 @@ fn bench_report(a: ReportArgs) -> Result<()> {
     let png = a.png.unwrap_or_else(|| a.json.with_extension("png"));
     let misses = bench::report::write(&a.json, &md, &png)
         .with_context(|| format!("reporting on {}", a.json.display()))?;
-    println!(
+    outln!(
         "wrote {} and {}; goal {}",
         md.display(),
         png.display(),
@@ -843,12 +859,9 @@ fn bench_insert(a: InsertArgs) -> Result<()> {
     if a.clients.is_empty() || a.clients.contains(&0) {
         anyhow::bail!("--clients: each count must be at least 1");
     }
-    if a.dir.exists() {
-        std::fs::remove_dir_all(&a.dir).with_context(|| format!("emptying {}", a.dir.display()))?;
-    }
-    std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
+    bench::fresh_dir(&RealFs::new(), &a.dir)?;
     let machine = Machine::describe(&a.dir);
-    println!(
+    outln!(
         "quill bench insert: steps {:?} on {:?}; {:?} clients; {} rows per table; transactions {:?}; durable commits; {:.0} s windows after {:.0} s warm-up; in {} ({}; {} cores; kernel {})",
         a.steps.iter().map(|s| s.name()).collect::<Vec<_>>(),
         a.peers.engines,
@@ -917,7 +930,7 @@ fn bench_insert(a: InsertArgs) -> Result<()> {
         }
     }
     pb.finish_and_clear();
-    println!(
+    outln!(
         "rows/s: rows inserted per second (l.x: rows indexed per second); q/s: queries per second (! = the background inserts missed 95% of their target rate); fsync/c: log syncs per write commit; ins p50/p99: insert commit latency in us (l.x: per index); q p99: query latency in us; per op: per row inserted (l.x: per row indexed; query steps: per query); cpu and csw: getrusage of the process; wbytes: bytes written to storage (/proc/self/io); log/data/dblw: the engine's own counts"
     );
     save_json(
@@ -973,7 +986,7 @@ fn bench_txn(a: TxnArgs) -> Result<()> {
             .with_context(|| format!("creating {}", parent.display()))?;
     }
     let machine = Machine::describe(a.dir.parent().unwrap_or(Path::new(".")));
-    println!(
+    outln!(
         "quill bench txn: {:?} at {:?} clients; {} tables x {} rows; {:?} commits; {:.0} s measured after {:.0} s warm-up; sync delay {} ms; in {} ({}; {} cores; kernel {})",
         cfg.workloads.iter().map(|w| w.name()).collect::<Vec<_>>(),
         cfg.threads,
@@ -995,7 +1008,7 @@ fn bench_txn(a: TxnArgs) -> Result<()> {
     let mut on_row = |r: &bench::txn::TxnRow| say(pb, bench::txn::table_line(r));
     let rows = bench::txn::run(&cfg, &tick, &mut on_row).context("txn benchmark")?;
     pb.finish_and_clear();
-    println!(
+    outln!(
         "tps: transactions per second; fsync/c: log syncs per committed transaction (commits, write-ahead syncs, checkpoint slots; data-file syncs are in the JSON as data_syncs_per_commit); p50/p95/p99: begin to commit return; cpu us/tx and csw/tx: getrusage deltas of the whole process per transaction; history: unpurged transactions at the end of the window"
     );
     save_json(
@@ -1016,15 +1029,9 @@ fn bench_oltp(a: OltpArgs) -> Result<()> {
         seconds: a.seconds,
         warmup: a.warmup,
     };
-    if a.dir.exists() {
-        std::fs::remove_dir_all(&a.dir).with_context(|| format!("emptying {}", a.dir.display()))?;
-    }
-    if let Some(parent) = a.dir.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("creating {}", parent.display()))?;
-    }
-    let machine = Machine::describe(a.dir.parent().unwrap_or(Path::new(".")));
-    println!(
+    bench::fresh_dir(&RealFs::new(), &a.dir)?;
+    let machine = Machine::describe(&a.dir);
+    outln!(
         "quill bench oltp: {:?} on {:?} at {:?} threads; {} tables x {} rows; durable commits; {:.0} s measured after {:.0} s warm-up; in {} ({}; {} cores; kernel {})",
         cfg.shapes.iter().map(|w| w.name()).collect::<Vec<_>>(),
         a.peers.engines,
@@ -1095,7 +1102,7 @@ fn bench_oltp(a: OltpArgs) -> Result<()> {
         engine.close().with_context(|| format!("closing {name}"))?;
     }
     pb.finish_and_clear();
-    println!(
+    outln!(
         "tps/qps: transactions/statements per second; fsync/c: the engine's log syncs per transaction (n/a: the engine cannot count them; SQLite syncs through its VFS); p50/p95/p99: whole transaction; cpu us/tx and csw/tx: getrusage deltas of the process; wbytes/tx: bytes the process wrote to storage (/proc/self/io)"
     );
     save_json(
@@ -1117,19 +1124,25 @@ fn log_dir(dir: &Path) -> PathBuf {
     }
 }
 
-fn check(dir: &Path, json: bool) -> Result<()> {
+fn check(dir: &Path, json: bool, repair: bool) -> Result<()> {
     let opts = quill::db::Options {
         create_if_missing: false,
         purge: false,
         ..quill::db::Options::default()
     };
-    let db = quill::db::Db::open(dir, opts)
-        .with_context(|| format!("opening the database in {}", dir.display()))?;
+    let db = if repair {
+        quill::db::Db::open(dir, opts).with_context(|| {
+            format!("opening (and recovering) the database in {}", dir.display())
+        })?
+    } else {
+        quill::db::Db::open_read_only(dir, opts)
+            .with_context(|| format!("opening the database in {} read-only", dir.display()))?
+    };
     let report = db.check().context("checking")?;
     let recovery = db.stats().recovery;
     db.close().context("closing")?;
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(
                 &serde_json::json!({ "report": report, "recovery": recovery })
@@ -1139,22 +1152,25 @@ fn check(dir: &Path, json: bool) -> Result<()> {
         if let Some(r) = &recovery
             && !r.rolled_back.is_empty()
         {
-            println!(
+            outln!(
                 "recovery rolled back {} transactions that never committed ({} undo records, {:.1} ms)",
                 r.rolled_back.len(),
                 r.undo_records,
                 r.duration.as_secs_f64() * 1e3
             );
         }
-        println!(
+        outln!(
             "checked {} tables: {} records ({} live rows), {} index entries",
-            report.tables, report.records, report.live_rows, report.index_entries
+            report.tables,
+            report.records,
+            report.live_rows,
+            report.index_entries
         );
         for p in &report.problems {
-            println!("PROBLEM: {p}");
+            outln!("PROBLEM: {p}");
         }
         if report.is_ok() {
-            println!("no problems found");
+            outln!("no problems found");
         }
     }
     if !report.is_ok() {
@@ -1163,17 +1179,46 @@ fn check(dir: &Path, json: bool) -> Result<()> {
     Ok(())
 }
 
+/// Take a shared lock on `dir` for reading it, if its lock is free; when a
+/// writer holds it, say so (the files on disk may lag the live database)
+/// and read anyway: status and dump only read.
+fn read_lock(vfs: &dyn Vfs, dir: &Path) -> Option<quill::io::DirLock> {
+    match vfs.lock_dir(dir, quill::io::LockKind::Shared) {
+        Ok(lock) => Some(lock),
+        Err(quill::io::IoError::Locked { holder, .. }) => {
+            eprintln!(
+                "note: {} is in use by {}; showing its files as they are on disk now (the live database may be ahead of them)",
+                dir.display(),
+                holder.map_or_else(|| "another process".to_string(), |p| format!("process {p}"))
+            );
+            None
+        }
+        Err(e) if e.is_not_found() => None,
+        Err(e) => {
+            eprintln!(
+                "note: could not lock {} for reading ({e}); reading anyway",
+                dir.display()
+            );
+            None
+        }
+    }
+}
+
 fn status(dir: &Path, json: bool) -> Result<()> {
     let vfs: Arc<dyn Vfs> = Arc::new(RealFs::new());
+    if !dir.exists() {
+        anyhow::bail!("{} does not exist", dir.display());
+    }
+    let _lock = read_lock(vfs.as_ref(), dir);
     let ld = log_dir(dir);
     let info = log::inspect(vfs.as_ref(), &ld)
         .with_context(|| format!("reading the log in {}", ld.display()))?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&info)?);
+        outln!("{}", serde_json::to_string_pretty(&info)?);
         return Ok(());
     }
-    println!("database {}", dir.display());
-    println!(
+    outln!("database {}", dir.display());
+    outln!(
         "redo log {}: {} files x {} bytes = {} bytes of log (id {})",
         info.dir.display(),
         info.file_count,
@@ -1181,7 +1226,7 @@ fn status(dir: &Path, json: bool) -> Result<()> {
         info.capacity_bytes,
         info.log_id
     );
-    println!(
+    outln!(
         "  checkpoint LSN {} (slot seq {}, epoch {}); end LSN {} ({} records, {} bytes after the checkpoint; scan stopped: {:?})",
         info.checkpoint_lsn,
         info.checkpoint_seq,
@@ -1194,14 +1239,14 @@ fn status(dir: &Path, json: bool) -> Result<()> {
     match &info.last_close {
         Some(saved) => {
             let age = bench::unix_now().saturating_sub(saved.saved_unix);
-            println!("statistics saved at the last clean close ({age} s ago):");
-            println!("{}", saved.stats);
+            outln!("statistics saved at the last clean close ({age} s ago):");
+            outln!("{}", saved.stats);
         }
-        None => println!("no statistics saved (the log was never closed cleanly)"),
+        None => outln!("no statistics saved (the log was never closed cleanly)"),
     }
     match quill::store::inspect(vfs.as_ref(), dir) {
         Ok(st) => {
-            println!(
+            outln!(
                 "tablespace {}: {}-byte pages, {} pages ({} free), {} bytes on disk; trees at root slots {:?}",
                 dir.join(quill::store::DATA_FILE).display(),
                 st.page_size,
@@ -1212,33 +1257,37 @@ fn status(dir: &Path, json: bool) -> Result<()> {
             );
             match &st.last_close {
                 Some(s) => {
-                    println!("storage statistics saved at the last clean close:");
-                    print!("{s}");
+                    outln!("storage statistics saved at the last clean close:");
+                    outp!("{s}");
                 }
-                None => println!("no storage statistics saved (never closed cleanly)"),
+                None => outln!("no storage statistics saved (never closed cleanly)"),
             }
         }
         Err(quill::Error::NotFound { .. }) => {
-            println!("no tablespace in {} (a log only)", dir.display())
+            outln!("no tablespace in {} (a log only)", dir.display())
         }
         Err(e) => return Err(e).context("reading the tablespace"),
     }
     match quill::db::saved_stats(vfs.as_ref(), dir) {
         Some(s) => {
-            println!("transaction statistics saved at the last clean close:");
-            print!("{s}");
+            outln!("transaction statistics saved at the last clean close:");
+            outp!("{s}");
         }
-        None => println!("no transaction statistics saved (no tables, or never closed cleanly)"),
+        None => outln!("no transaction statistics saved (no tables, or never closed cleanly)"),
     }
     Ok(())
 }
 
 fn dump(dir: &Path, limit: u64) -> Result<()> {
     let vfs: Arc<dyn Vfs> = Arc::new(RealFs::new());
+    if !dir.exists() {
+        anyhow::bail!("{} does not exist", dir.display());
+    }
+    let _lock = read_lock(vfs.as_ref(), dir);
     let ld = log_dir(dir);
     let info = log::inspect(vfs.as_ref(), &ld)
         .with_context(|| format!("reading the log in {}", ld.display()))?;
-    println!(
+    outln!(
         "log {}: checkpoint {} end {} ({} records; scan stopped: {:?})",
         ld.display(),
         info.checkpoint_lsn,
@@ -1247,9 +1296,16 @@ fn dump(dir: &Path, limit: u64) -> Result<()> {
         info.stop
     );
     let mut shown = 0u64;
-    log::scan_read_only(vfs.as_ref(), &ld, &mut |r| {
+    let scanned = log::scan_read_only(vfs.as_ref(), &ld, &mut |r| {
+        if out::closed() {
+            // Nobody reads any more: end the scan (the error is ours).
+            return Err(quill::Error::InvalidArgument {
+                what: "output",
+                reason: "standard output closed".into(),
+            });
+        }
         if shown < limit {
-            println!(
+            outln!(
                 "lsn {:>14} end {:>14} type {:>3} bytes {}",
                 r.lsn,
                 r.end,
@@ -1259,9 +1315,13 @@ fn dump(dir: &Path, limit: u64) -> Result<()> {
         }
         shown += 1;
         Ok(())
-    })?;
+    });
+    if out::closed() {
+        return Ok(());
+    }
+    scanned?;
     if shown > limit {
-        println!("... {} more", shown - limit);
+        outln!("... {} more", shown - limit);
     }
     Ok(())
 }

@@ -219,8 +219,7 @@ pub struct Outcome {
 /// emptied for the first round.
 pub fn prepare(dir: &Path) -> Result<PathBuf> {
     let exe = std::env::current_exe().context("locating the quill binary")?;
-    RealFs::new().remove_dir_all(dir)?;
-    std::fs::create_dir_all(dir)?;
+    quill::bench::fresh_dir(&RealFs::new(), dir)?;
     Ok(exe)
 }
 

@@ -1,0 +1,287 @@
+//! The `quill` command line as a new user meets it (issue 13): output into
+//! a closed pipe, inspection tools that write nothing, a database in use by
+//! another process, benchmarks pointed at a database, and errors that say
+//! what is wrong and where.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use quill::catalog::schema::{IndexDef, TableDef};
+use quill::catalog::{Column, ColumnType, Value};
+use quill::db::{Db, Options};
+
+fn quill(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_quill"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A small database with one table and an index, closed cleanly.
+fn database(dir: &Path) {
+    let db = Db::open(dir, small()).unwrap();
+    let t = db
+        .create_table(TableDef {
+            name: "items".into(),
+            columns: vec![
+                Column::new("id", ColumnType::Int64, false),
+                Column::new("name", ColumnType::Text { max_len: 50 }, false),
+            ],
+            primary_key: vec![0],
+            indexes: vec![IndexDef {
+                name: "by_name".into(),
+                columns: vec![1],
+                unique: false,
+            }],
+        })
+        .unwrap();
+    let mut tx = db.begin().unwrap();
+    for i in 0..200 {
+        tx.insert(&t, &[Value::Int64(i), Value::Text(format!("item {i}"))])
+            .unwrap();
+    }
+    tx.commit().unwrap();
+    db.close().unwrap();
+}
+
+fn small() -> Options {
+    let mut o = Options::default();
+    o.store.pool_bytes = 8 << 20;
+    o.store.log.file_size = 8 << 20;
+    o.store.log.buffer_size = 1 << 20;
+    o
+}
+
+/// Every file under `dir` with its bytes.
+fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(files(&p));
+        } else {
+            out.insert(p.clone(), std::fs::read(&p).unwrap());
+        }
+    }
+    out
+}
+
+/// Run `quill args` with its stdout a pipe whose reading end is closed at
+/// once; it must end quietly (status 0, no panic).
+fn into_closed_pipe(args: &[&str]) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_quill"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    assert!(out.status.success(), "{args:?}: {:?} {err}", out.status);
+}
+
+/// Item 7: `quill status | head` and `quill dump | head` panicked on the
+/// closed pipe.
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    database(&dir);
+    // A log with records after its checkpoint, so dump has lines to print.
+    let logdir = tmp.path().join("log");
+    let log = quill::log::Log::create(
+        std::sync::Arc::new(quill::io::RealFs::new()),
+        &logdir,
+        quill::log::LogOptions {
+            file_size: 8 << 20,
+            buffer_size: 1 << 20,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut end = log.end_lsn();
+    for i in 0..5000u32 {
+        end = log.append(1, &i.to_le_bytes()).unwrap();
+    }
+    log.commit(end, quill::Durability::Sync).unwrap();
+    drop(log);
+    let d = dir.to_str().unwrap();
+    let l = logdir.to_str().unwrap();
+    for _ in 0..3 {
+        into_closed_pipe(&["status", d]);
+        into_closed_pipe(&["dump", l, "--limit", "5000"]);
+        into_closed_pipe(&["check", d]);
+        into_closed_pipe(&["--help"]);
+    }
+}
+
+/// Item 5 and 2: `quill check` and `quill status` write nothing (check ran
+/// recovery, appended to the log, took a checkpoint and rewrote saved
+/// statistics), and `check` refuses a database another process has open
+/// (it used to run recovery under it).
+#[test]
+fn inspection_writes_nothing_and_respects_a_live_database() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    database(&dir);
+    let d = dir.to_str().unwrap();
+    let before = files(&dir);
+    let out = quill(&["check", d]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("200 live rows"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(quill(&["status", d]).status.success());
+    assert!(quill(&["dump", d]).status.success());
+    assert!(quill(&["check", "--json", d]).status.success());
+    assert_eq!(files(&dir), before, "an inspection tool changed a file");
+
+    let live = Db::open(&dir, small()).unwrap();
+    let pid = std::process::id().to_string();
+    let out = quill(&["check", d]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains(&format!("in use by process {pid}")), "{err}");
+    let out = quill(&["check", "--repair", d]);
+    assert_eq!(out.status.code(), Some(1));
+    // Status reads on, and says the files may lag.
+    let out = quill(&["status", d]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("in use by process"),
+        "{}",
+        text(&out.stderr)
+    );
+    live.close().unwrap();
+}
+
+/// A database that needs recovery: check says so and how (--repair), and
+/// `check --repair` recovers it, then checks.
+#[test]
+fn check_repair_recovers_what_check_refuses() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    database(&dir);
+    {
+        // Leave records after the checkpoint: a commit, then no close (a
+        // dropped Db writes nothing more, like a process that exits).
+        let db = Db::open(&dir, small()).unwrap();
+        let t = db.table("items").unwrap();
+        let mut tx = db.begin().unwrap();
+        tx.insert(&t, &[Value::Int64(1000), Value::Text("late".into())])
+            .unwrap();
+        tx.commit().unwrap();
+        drop(t);
+        drop(db);
+    }
+    let d = dir.to_str().unwrap();
+    let before = files(&dir);
+    let out = quill(&["check", d]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("not closed cleanly") && err.contains("--repair"),
+        "{err}"
+    );
+    assert_eq!(files(&dir), before, "a refused check changed a file");
+    let out = quill(&["check", "--repair", d]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("201 live rows"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = quill(&["check", d]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+/// Item 4: `quill bench commit --dir <a database>` recreated its log, and
+/// the database was gone. Benchmarks refuse a directory they did not make.
+#[test]
+fn benchmarks_refuse_a_database_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    database(&dir);
+    let before = files(&dir);
+    let d = dir.to_str().unwrap();
+    for args in [
+        vec![
+            "bench",
+            "commit",
+            "--dir",
+            d,
+            "--clients",
+            "1",
+            "--seconds",
+            "0.1",
+        ],
+        vec!["bench", "storage", "--dir", d, "--rows", "10"],
+        vec![
+            "bench",
+            "txn",
+            "--dir",
+            d,
+            "--table-size",
+            "10",
+            "--threads",
+            "1",
+        ],
+        vec!["torture", "--dir", d, "--seconds", "0.1"],
+    ] {
+        let out = quill(&args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("holds a database"), "{args:?}: {err}");
+    }
+    assert_eq!(
+        files(&dir),
+        before,
+        "a refused benchmark changed the database"
+    );
+    Db::open(&dir, small()).unwrap().close().unwrap();
+}
+
+/// Item 9: errors name what is wrong, where, and what to do, once each.
+#[test]
+fn errors_say_what_where_and_what_to_do() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = quill(&["check", tmp.path().join("nowhere").to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert!(err.contains("holds no Quill database"), "{err}");
+    // A missing tablespace is named as missing (it was "log.000 already
+    // exists"), and nothing is recreated.
+    let dir = tmp.path().join("db");
+    database(&dir);
+    std::fs::rename(dir.join("data.qdb"), tmp.path().join("moved.qdb")).unwrap();
+    let out = quill(&["check", "--repair", dir.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert!(err.contains("data.qdb is missing"), "{err}");
+    assert!(!dir.join("data.qdb").exists());
+    match Db::open(&dir, small()) {
+        Err(e @ quill::Error::Incomplete { .. }) => assert!(e.to_string().contains("restore")),
+        other => panic!("expected Incomplete, got {other:?}"),
+    }
+    std::fs::rename(tmp.path().join("moved.qdb"), dir.join("data.qdb")).unwrap();
+    // An OS error appears once, not twice.
+    let data = dir.join("data.qdb");
+    std::fs::rename(&data, tmp.path().join("moved.qdb")).unwrap();
+    std::fs::create_dir(&data).unwrap();
+    for args in [vec!["check", "--repair"], vec!["check"]] {
+        let mut args = args.clone();
+        args.push(dir.to_str().unwrap());
+        let out = quill(&args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("data.qdb"), "{err}");
+        assert_eq!(err.matches("(os error").count(), 1, "printed twice: {err}");
+    }
+}
