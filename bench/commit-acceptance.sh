@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Reproduces every figure of bench/results/commit.md in one run:
 #   bash bench/commit-acceptance.sh [DIR] [OUT]
-# DIR: directory on the file system to measure (default ./quill-data)
+# DIR: directory on the file system to measure (default ./quill-bench;
+#      each benchmark uses a subdirectory of its own)
 # OUT: where JSON results go (default bench/results/commit-<date>)
 # Then checks the acceptance criteria with bench/check_commit.py.
 #
@@ -11,7 +12,7 @@
 # the checker takes the median of the per-round ratios.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DIR=${1:-quill-data}
+DIR=${1:-quill-bench}
 OUT=${2:-bench/results/commit-$(date -u +%Y%m%d)}
 S=${SECONDS_PER_ROW:-3}
 ROUNDS=${ROUNDS:-5}
@@ -21,18 +22,18 @@ Q=./target/release/quill
 . bench/host.sh
 host_start
 set -x
-$Q bench fsync --dir "$DIR" --iterations 1000 --rounds 3 --buffered --json "$OUT/fsync.json"
+$Q bench fsync --dir "$DIR/fsync" --iterations 1000 --rounds 3 --buffered --json "$OUT/fsync.json"
 for i in $(seq 1 "$ROUNDS"); do
-  $Q bench fsync --dir "$DIR" --iterations 2000 --rounds 1 --preparations overwrite,rewrite --json "$OUT/round$i-fsync.json"
-  $Q bench commit --dir "$DIR" --clients 1 --mode leader,flusher,naive --seconds "$S" --json "$OUT/round$i-modes.json"
-  $Q bench commit --dir "$DIR" --clients 1 --async true --seconds "$S" --json "$OUT/round$i-async.json"
+  $Q bench fsync --dir "$DIR/fsync" --iterations 2000 --rounds 1 --preparations overwrite,rewrite --json "$OUT/round$i-fsync.json"
+  $Q bench commit --dir "$DIR/commit" --clients 1 --mode leader,flusher,naive --seconds "$S" --json "$OUT/round$i-modes.json"
+  $Q bench commit --dir "$DIR/commit" --clients 1 --async true --seconds "$S" --json "$OUT/round$i-async.json"
 done
-$Q bench commit --dir "$DIR" --clients 4,16,64,256 --mode leader,flusher,naive \
+$Q bench commit --dir "$DIR/commit" --clients 4,16,64,256 --mode leader,flusher,naive \
   --seconds "$S" --repeat 3 --json "$OUT/modes.json"
-$Q bench commit --dir "$DIR" --clients 64 --async false,true --seconds "$S" --repeat 3 --json "$OUT/async.json"
-$Q bench commit --dir "$DIR" --clients 1,4,16,64,256 --mode leader,flusher,naive --fsync-delay-ms 5 \
+$Q bench commit --dir "$DIR/commit" --clients 64 --async false,true --seconds "$S" --repeat 3 --json "$OUT/async.json"
+$Q bench commit --dir "$DIR/commit" --clients 1,4,16,64,256 --mode leader,flusher,naive --fsync-delay-ms 5 \
   --seconds "$S" --repeat 2 --json "$OUT/slow.json"
-$Q bench commit --dir "$DIR" --clients 1,16,64 --durability write,lazy --seconds "$S" --json "$OUT/durability.json"
+$Q bench commit --dir "$DIR/commit" --clients 1,16,64 --durability write,lazy --seconds "$S" --json "$OUT/durability.json"
 set +x
 host_end "$OUT"
 python3 bench/check_commit.py "$OUT"

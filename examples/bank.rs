@@ -4,7 +4,8 @@
 //! an index.
 //!
 //! Run: `cargo run --release --example bank [DIR]` (default
-//! `quill-data/example-bank`, emptied first).
+//! `quill-bench/example-bank`, emptied first; a directory the example did
+//! not make is refused).
 
 use std::ops::Bound::{Included, Unbounded};
 
@@ -54,8 +55,8 @@ fn transfer(db: &Db, accounts: &Table, from: i64, to: i64, amount: i64) -> quill
 fn main() -> quill::Result<()> {
     let dir = std::env::args()
         .nth(1)
-        .unwrap_or_else(|| "quill-data/example-bank".into());
-    let _ = std::fs::remove_dir_all(&dir);
+        .unwrap_or_else(|| "quill-bench/example-bank".into());
+    quill::bench::fresh_dir(&quill::io::RealFs::new(), std::path::Path::new(&dir))?;
     let db = Db::open(&dir, Options::default())?;
     let accounts = db.create_table(TableDef {
         name: "accounts".into(),

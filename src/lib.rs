@@ -1,22 +1,70 @@
-//! Quill: an embedded, crash-safe, transactional storage engine.
+//! Quill: an embedded, crash-safe, transactional storage engine in the
+//! InnoDB family: B+tree tables and secondary indexes in a buffer pool, a
+//! redo log with group commit, undo-based MVCC transactions, checkpoints
+//! and crash recovery.
 //!
-//! Today the crate holds the bottom of the stack (see `ARCHITECTURE.md` in the
-//! steering repository and `docs/` here):
+//! Start at [`Db`]: open a directory, create tables, run transactions.
 //!
-//! * [`io`]: the only code that touches files. A real implementation over
-//!   `pwrite`/`pread`/`fdatasync`/`fallocate` with `O_DIRECT`, and a simulated
-//!   disk that models power loss (dropped, kept and torn unsynced writes) and
-//!   injected failures.
-//! * [`log`]: the redo log. Concurrent appends without a mutex on the copy path,
-//!   leader-based group commit with no dedicated threads, durability levels,
-//!   async commit, checkpoint slots and the recovery scan.
-//! * [`stats`]: counters and latency histograms that the log (and later layers)
-//!   report through, kept per subsystem so log, data-page and doublewrite I/O
-//!   never mix.
-//! * [`bench`]: the benchmarks behind `quill bench`.
+//! ```no_run
+//! use quill::catalog::{Column, ColumnType, Value};
+//! use quill::catalog::schema::TableDef;
+//! use quill::db::{Db, Options};
 //!
-//! Layers point down only: `bench` uses `log` and `io`; `log` uses `io` and
-//! `stats`; `io` and `stats` use nothing else of Quill.
+//! # fn main() -> quill::Result<()> {
+//! let db = Db::open("my-data", Options::default())?; // creates or recovers
+//! let t = db.create_table(TableDef {
+//!     name: "kv".into(),
+//!     columns: vec![
+//!         Column::new("k", ColumnType::Int64, false),
+//!         Column::new("v", ColumnType::Text { max_len: 100 }, true),
+//!     ],
+//!     primary_key: vec![0],
+//!     indexes: vec![],
+//! })?;
+//! let mut tx = db.begin()?;
+//! tx.insert(&t, &[Value::Int64(1), Value::Text("one".into())])?;
+//! tx.commit()?; // durable when this returns
+//! db.close()?;
+//! # Ok(()) }
+//! ```
+//!
+//! # Layers, bottom up
+//! Each module states its invariants in its own documentation; the
+//! on-disk formats are also described in `docs/` of the source repository
+//! (`log-format.md`, `storage-format.md`, `transactions.md`).
+//!
+//! * [`io`]: the only code that touches files: real files (`pread`,
+//!   `pwrite`, `fdatasync`, `fallocate`, `O_DIRECT`, the directory lock) and
+//!   a simulated disk that loses, keeps or tears unsynced writes at a
+//!   simulated power loss and injects failures.
+//! * [`log`]: the redo log: appends without a mutex on the copy path,
+//!   group commit with no dedicated thread, durability levels, async
+//!   commit, checkpoint slots, and the recovery scan that tells a torn end
+//!   from damage.
+//! * [`page`] and [`buffer`]: the page format and tablespace file, the
+//!   buffer pool (page hash, LRU, flush list, write-ahead rule) and the
+//!   doublewrite area.
+//! * [`mtr`]: mini-transactions: page latches held and redo collected,
+//!   committed atomically.
+//! * [`btree`]: B+trees over byte-string keys: search, insert, delete,
+//!   splits and merges, range scans, bulk build.
+//! * [`store`]: the storage engine below transactions: a database
+//!   directory, its recovery, checkpoints and page cleaner.
+//! * [`catalog`]: column types, the key and row encodings, table schemas.
+//! * [`txn`]: transaction ids, read views, row locks, undo.
+//! * [`db`]: the embedded database: [`Db`], [`Txn`], tables, purge,
+//!   recovery rollback, read-only opens and `check`.
+//! * [`stats`]: counters and latency histograms, kept per subsystem.
+//! * [`mod@bench`]: the benchmarks behind `quill bench`.
+//!
+//! Layers point down only: a module uses the ones before it in this list,
+//! never one after it, with one exception: [`mtr`] replays B+tree node
+//! changes, so it knows the node layout ([`btree::node`]).
+//!
+//! # Errors
+//! Every fallible call returns [`Error`]; [`Error::is_retryable`] marks
+//! deadlocks, lock-wait timeouts and serialization failures, after which
+//! a transaction may be retried.
 #![cfg_attr(
     not(test),
     deny(

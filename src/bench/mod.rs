@@ -170,11 +170,7 @@ fn filesystem_of(dir: &std::path::Path) -> String {
 }
 
 /// Seconds since the Unix epoch, for result files.
-pub fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
+pub use crate::stats::unix_now;
 
 /// The value at quantile `q` (0..=1) of `sorted`, nearest rank.
 pub fn quantile(sorted: &[u64], q: f64) -> u64 {

@@ -111,7 +111,7 @@ pub struct StorageConfig {
 impl Default for StorageConfig {
     fn default() -> Self {
         StorageConfig {
-            dir: PathBuf::from("quill-data/bench-storage"),
+            dir: PathBuf::from("quill-bench/storage"),
             workloads: vec![Workload::Inorder, Workload::Random],
             rows: 1_000_000,
             random_rows: 2_000_000,

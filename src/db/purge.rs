@@ -23,7 +23,7 @@
 //! The thread sleeps (10 ms) only when there is nothing to purge, so it
 //! catches up at once when load drops. Under sustained load with many
 //! more clients than cores the thread alone gets too little CPU, so
-//! committing writers help while the history is long ([`help`]).
+//! committing writers help while the history is long (`help`).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -15,7 +15,7 @@
 //!   current version and older ones down to the first version visible to
 //!   every view, [`TrxRegistry::purge_bound`]) has its entry in every
 //!   secondary index. Entries are added with the version that needs them
-//!   and removed only by purge or rollback after [`needed_has_key`] finds
+//!   and removed only by purge or rollback after `needed_has_key` finds
 //!   no such version with that key.
 //! * TB2. A record's header names the undo record that holds its previous
 //!   version (`roll`, within the writer `trx`), so the chain can be walked
@@ -28,7 +28,7 @@
 //!   grows, keys never change, and every other key written since is
 //!   another draw. So such an insert skips the duplicate-key lookup if,
 //!   after taking the key's row lock, the table has still stored no
-//!   explicit key ([`TableState::no_explicit_keys`]). The check after the
+//!   explicit key (`TableState::no_explicit_keys`). The check after the
 //!   lock closes the race with an explicit insert of the same key: an
 //!   explicit insert marks the table before it takes its row lock, so
 //!   either it holds the lock first (and the mark is visible once the

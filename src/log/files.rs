@@ -58,7 +58,7 @@ impl LogFiles {
                 path: dir.join(file_name(0)),
             });
         }
-        let created_unix = crate::bench::unix_now();
+        let created_unix = crate::stats::unix_now();
         let zeros = AlignedBuf::new(1 << 20);
         let mut files = Vec::with_capacity(file_count as usize);
         let mut header = None;

@@ -597,7 +597,7 @@ impl Log {
 
     fn save_stats(&self) -> Result<()> {
         let saved = SavedStats {
-            saved_unix: crate::bench::unix_now(),
+            saved_unix: crate::stats::unix_now(),
             stats: self.stats(),
         };
         let json = serde_json::to_vec_pretty(&saved).map_err(|e| Error::InvalidArgument {

@@ -248,6 +248,14 @@ impl Ewma {
     }
 }
 
+/// Seconds since the Unix epoch (0 if the clock is before it): the time
+/// stamps of log headers and saved statistics.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
