@@ -186,8 +186,14 @@ pub(crate) fn secondary<'s>(store: &'s Store, schema: &TableSchema, i: usize) ->
         .map(|&r| Tree::open(store, PageId(r)))
 }
 
-/// Encoded primary key of a row (not for hidden keys).
+/// Encoded primary key of a row (not for hidden keys). `values` has one
+/// value per column (checked at insert, produced so by `decode`).
 pub(crate) fn pk_of(schema: &TableSchema, values: &[Value]) -> Vec<u8> {
+    debug_assert_eq!(
+        values.len(),
+        schema.def.columns.len(),
+        "a row has one value per column"
+    );
     let vals: Vec<Value> = schema
         .def
         .primary_key
@@ -199,8 +205,18 @@ pub(crate) fn pk_of(schema: &TableSchema, values: &[Value]) -> Vec<u8> {
     out
 }
 
-/// Encoded key of secondary index `i` for a row.
+/// Encoded key of secondary index `i` (a position in the schema's
+/// indexes) for a row of one value per column.
 pub(crate) fn sec_key_of(schema: &TableSchema, i: usize, values: &[Value]) -> Vec<u8> {
+    debug_assert!(
+        i < schema.def.indexes.len(),
+        "an index position of the schema"
+    );
+    debug_assert_eq!(
+        values.len(),
+        schema.def.columns.len(),
+        "a row has one value per column"
+    );
     let mut out = Vec::new();
     if let Some(ix) = schema.def.indexes.get(i) {
         let vals: Vec<Value> = ix
@@ -222,8 +238,13 @@ pub(crate) fn sec_key_has_null(schema: &TableSchema, i: usize, values: &[Value])
     })
 }
 
-/// Column types of secondary index `i`.
+/// Column types of secondary index `i` (a position in the schema's
+/// indexes).
 pub(crate) fn sec_types(schema: &TableSchema, i: usize) -> Vec<ColumnType> {
+    debug_assert!(
+        i < schema.def.indexes.len(),
+        "an index position of the schema"
+    );
     schema
         .def
         .indexes

@@ -305,7 +305,13 @@ impl File for RealFile {
 
     fn size(&self) -> IoResult<u64> {
         let st = rustix::fs::fstat(&self.fd).map_err(|e| os("fstat", &self.path, e))?;
-        Ok(u64::try_from(st.st_size).unwrap_or(0))
+        u64::try_from(st.st_size).map_err(|_| {
+            os_std(
+                "fstat",
+                &self.path,
+                std::io::Error::other(format!("negative file size {}", st.st_size)),
+            )
+        })
     }
 
     fn set_len(&self, len: u64) -> IoResult<()> {

@@ -10,6 +10,14 @@
 //! A log whose creation was cut short has no valid checkpoint slot and is
 //! rejected at open with a clear error.
 //!
+//! Invariants:
+//! * F1. A read or write of the stream is split at file ends into pieces,
+//!   each non-empty and within the caller's buffer; together they cover
+//!   the buffer exactly, in order.
+//! * F2. `locate` maps an LSN to the file `(lsn / cap) % count` at offset
+//!   `HEADER_AREA + lsn % cap`: inside the file's data area, never in its
+//!   header area.
+//!
 //! Because every file is allocated and zero-filled once at creation (the
 //! fastest preparation measured by `quill bench fsync`), moving to the next
 //! file needs no allocation, no directory sync and no metadata journal
@@ -77,7 +85,8 @@ impl LogFiles {
             let mut at = 0;
             while at < file_size {
                 let n = (file_size - at).min(zeros.len() as u64) as usize;
-                f.write_all_at(zeros.get(..n).unwrap_or_default(), at)?;
+                #[allow(clippy::indexing_slicing)] // n <= zeros.len() by the min above
+                f.write_all_at(&zeros[..n], at)?;
                 at += n as u64;
             }
             let h = FileHeader {
@@ -202,11 +211,11 @@ impl LogFiles {
 
     /// File index and offset of the byte at `lsn`.
     pub(crate) fn locate(&self, lsn: u64) -> (usize, u64) {
+        debug_assert!(!self.files.is_empty() && self.cap > 0, "log files F2");
         let n = self.files.len().max(1) as u64;
-        (
-            ((lsn / self.cap) % n) as usize,
-            HEADER_AREA + lsn % self.cap,
-        )
+        let off = HEADER_AREA + lsn % self.cap;
+        debug_assert!(off < self.header.file_size, "log files F2");
+        (((lsn / self.cap) % n) as usize, off)
     }
 
     fn file(&self, index: usize) -> Result<&dyn File> {
@@ -220,7 +229,10 @@ impl LogFiles {
     /// ends; with `dsync` each piece is durable on return (`RWF_DSYNC`).
     /// Returns the number of write calls made.
     pub(crate) fn write(&self, lsn: u64, data: &[u8], dsync: bool) -> Result<u64> {
-        debug_assert_eq!(lsn % BLOCK, 0, "log I/O is block-aligned");
+        assert!(
+            lsn.is_multiple_of(BLOCK) && (data.len() as u64).is_multiple_of(BLOCK),
+            "log writer: whole aligned blocks only"
+        );
         let mut done = 0usize;
         let mut calls = 0;
         while done < data.len() {
@@ -228,7 +240,13 @@ impl LogFiles {
             let (fi, off) = self.locate(at);
             let room = (self.cap - at % self.cap) as usize;
             let n = room.min(data.len() - done);
-            let piece = data.get(done..done + n).unwrap_or_default();
+            // Files F1: a piece ends at the buffer's end or the file's,
+            // whichever comes first, and is never empty; slicing past the
+            // buffer would be our bug, so it stops loudly (it used to
+            // write nothing for such a piece and lose the commit).
+            assert!(n > 0 && done + n <= data.len(), "log files F1");
+            #[allow(clippy::indexing_slicing)] // F1, asserted above
+            let piece = &data[done..done + n];
             let f = self.file(fi)?;
             if dsync {
                 f.write_all_at_dsync(piece, off)?;
@@ -250,7 +268,9 @@ impl LogFiles {
             let (fi, off) = self.locate(at);
             let room = (self.cap - at % self.cap) as usize;
             let n = room.min(buf.len() - done);
-            let piece = buf.get_mut(done..done + n).unwrap_or_default();
+            assert!(n > 0 && done + n <= buf.len(), "log files F1");
+            #[allow(clippy::indexing_slicing)] // F1, asserted above
+            let piece = &mut buf[done..done + n];
             self.file(fi)?.read_exact_at(piece, off)?;
             done += n;
         }

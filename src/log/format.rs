@@ -151,34 +151,53 @@ pub const fn fragment_size(payload_len: u64) -> u64 {
     align8(RECORD_HEADER as u64 + payload_len)
 }
 
-fn get_u32(b: &[u8], at: usize) -> u32 {
-    let mut w = [0u8; 4];
-    if let Some(s) = b.get(at..at + 4) {
-        w.copy_from_slice(s);
+/// Bytes at the start of a file header or checkpoint slot block that hold
+/// its fields (invariant F1: every offset the encoders write and the
+/// decoders read lies below this; a decoder checks its input is at least
+/// this long before it reads a field, so the accessors below index
+/// directly, and a wrong offset is a bug that stops loudly).
+const FIELDS_LEN: usize = 72;
+
+/// `Err` unless `b` holds every field (F1).
+fn check_fields(b: &[u8]) -> Result<(), DecodeError> {
+    if b.len() < FIELDS_LEN {
+        return Err(DecodeError::Field("block length"));
     }
-    u32::from_le_bytes(w)
+    Ok(())
 }
 
+#[allow(clippy::indexing_slicing)] // F1: in bounds, checked at entry
+fn get_u32(b: &[u8], at: usize) -> u32 {
+    debug_assert!(at + 4 <= FIELDS_LEN, "log format F1");
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+#[allow(clippy::indexing_slicing)] // F1: in bounds, checked at entry
 fn get_u64(b: &[u8], at: usize) -> u64 {
+    debug_assert!(at + 8 <= FIELDS_LEN, "log format F1");
     let mut w = [0u8; 8];
-    if let Some(s) = b.get(at..at + 8) {
-        w.copy_from_slice(s);
-    }
+    w.copy_from_slice(&b[at..at + 8]);
     u64::from_le_bytes(w)
 }
 
+#[allow(clippy::indexing_slicing)] // F1: in bounds, checked at entry
 fn get_u128(b: &[u8], at: usize) -> u128 {
+    debug_assert!(at + 16 <= FIELDS_LEN, "log format F1");
     let mut w = [0u8; 16];
-    if let Some(s) = b.get(at..at + 16) {
-        w.copy_from_slice(s);
-    }
+    w.copy_from_slice(&b[at..at + 16]);
     u128::from_le_bytes(w)
 }
 
-fn put(b: &mut [u8], at: usize, v: &[u8]) {
-    if let Some(d) = b.get_mut(at..at + v.len()) {
-        d.copy_from_slice(v);
-    }
+#[allow(clippy::indexing_slicing)] // F1: the encoders' blocks are BLOCK long
+fn put(b: &mut [u8; BLOCK as usize], at: usize, v: &[u8]) {
+    assert!(at + v.len() <= FIELDS_LEN, "log format F1");
+    b[at..at + v.len()].copy_from_slice(v);
+}
+
+#[allow(clippy::indexing_slicing)] // F1: in bounds, checked at entry
+fn crc_of_fields(b: &[u8], len: usize) -> u32 {
+    assert!(len <= FIELDS_LEN, "log format F1");
+    crc32c(&b[..len])
 }
 
 /// Why a header or slot failed to decode.
@@ -259,17 +278,18 @@ impl FileHeader {
         put(&mut b, 40, &self.file_size.to_le_bytes());
         put(&mut b, 48, &(BLOCK as u32).to_le_bytes());
         put(&mut b, 52, &self.created_unix.to_le_bytes());
-        let crc = crc32c(b.get(..FILE_HEADER_LEN).unwrap_or_default());
+        let crc = crc_of_fields(&b, FILE_HEADER_LEN);
         put(&mut b, FILE_HEADER_LEN, &crc.to_le_bytes());
         b
     }
 
     /// Decode and verify a block.
     pub fn decode(b: &[u8]) -> Result<Self, DecodeError> {
-        let magic = b.get(..8).unwrap_or_default();
+        let magic = b.get(..8).unwrap_or(b);
         if magic != FILE_MAGIC {
             return Err(DecodeError::Magic(magic.to_vec()));
         }
+        check_fields(b)?;
         let version = get_u32(b, 8);
         if !(MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(DecodeError::Version(version));
@@ -278,7 +298,7 @@ impl FileHeader {
             return Err(DecodeError::Field("header length"));
         }
         let stored = get_u32(b, FILE_HEADER_LEN);
-        let computed = crc32c(b.get(..FILE_HEADER_LEN).unwrap_or_default());
+        let computed = crc_of_fields(b, FILE_HEADER_LEN);
         if stored != computed {
             return Err(DecodeError::Checksum { stored, computed });
         }
@@ -345,23 +365,24 @@ impl CheckpointSlot {
         put(&mut b, 40, &self.checkpoint_lsn.0.to_le_bytes());
         put(&mut b, 48, &self.epoch.to_le_bytes());
         put(&mut b, 56, &self.durable_lsn.0.to_le_bytes());
-        let crc = crc32c(b.get(..CHECKPOINT_LEN).unwrap_or_default());
+        let crc = crc_of_fields(&b, CHECKPOINT_LEN);
         put(&mut b, CHECKPOINT_LEN, &crc.to_le_bytes());
         b
     }
 
     /// Decode and verify a block.
     pub fn decode(b: &[u8]) -> Result<Self, DecodeError> {
-        let magic = b.get(..8).unwrap_or_default();
+        let magic = b.get(..8).unwrap_or(b);
         if magic != CHECKPOINT_MAGIC {
             return Err(DecodeError::Magic(magic.to_vec()));
         }
+        check_fields(b)?;
         let version = get_u32(b, 8);
         if !(MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(DecodeError::Version(version));
         }
         let stored = get_u32(b, CHECKPOINT_LEN);
-        let computed = crc32c(b.get(..CHECKPOINT_LEN).unwrap_or_default());
+        let computed = crc_of_fields(b, CHECKPOINT_LEN);
         if stored != computed {
             return Err(DecodeError::Checksum { stored, computed });
         }

@@ -151,7 +151,8 @@ impl<'a> Window<'a> {
         }
     }
 
-    /// Bytes `[lsn, lsn + n)`; `n` must fit the window with a block of slack.
+    /// Bytes `[lsn, lsn + n)`, reading the window again around `lsn` when
+    /// they are not in it (W1: afterwards the window holds them).
     fn get(&mut self, lsn: u64, n: usize) -> Result<&[u8]> {
         let end = lsn + n as u64;
         if lsn < self.start || end > self.start + self.len as u64 {
@@ -160,14 +161,17 @@ impl<'a> Window<'a> {
             if want > self.buf.len() as u64 {
                 self.buf = AlignedBuf::new(want as usize);
             }
-            let len = self.buf.len();
-            self.files
-                .read(from, self.buf.get_mut(..len).unwrap_or_default())?;
+            self.files.read(from, &mut self.buf)?;
             self.start = from;
-            self.len = len;
+            self.len = self.buf.len();
         }
         let lo = (lsn - self.start) as usize;
-        Ok(self.buf.get(lo..lo + n).unwrap_or_default())
+        assert!(
+            lo + n <= self.len,
+            "recovery W1: the window holds what get returns"
+        );
+        #[allow(clippy::indexing_slicing)] // W1, asserted above
+        Ok(&self.buf[lo..lo + n])
     }
 }
 
@@ -326,6 +330,10 @@ pub(crate) fn scan(
         p = end;
     };
     let end = partial.as_ref().map_or(p, |part| part.start);
+    debug_assert!(
+        from <= end && end <= p && p <= limit,
+        "recovery: the end is a record boundary at or before the stop, within one lap"
+    );
     let damage = match stop {
         StopReason::Capacity => None,
         _ => find_damage(&mut win, p, slot, limit)?,

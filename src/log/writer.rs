@@ -99,6 +99,10 @@ impl Writer {
                 self.boundary = p;
             }
         }
+        debug_assert!(
+            self.boundary <= p && p <= reserved.max(self.filled),
+            "writer I1/I4: the scanned prefix stays within what was reserved"
+        );
         self.filled = p;
         core.filled.store(p, Ordering::Release);
         p
@@ -123,6 +127,10 @@ impl Writer {
         while self.written < filled {
             let from = format::block_floor(self.written);
             let to = filled.min(from + max as u64);
+            assert!(
+                from <= self.written && self.written < to && to <= filled,
+                "writer I2: a write starts at the tail block and moves forward"
+            );
             let len = (to - from) as usize;
             let blocks = (format::block_ceil(to) - from) as usize;
             let Some(buf) = self.staging.get_mut(..blocks) else {
@@ -256,6 +264,10 @@ impl Core {
 
     /// Publish that everything `w` wrote is durable (core I1, writer I4).
     pub(crate) fn mark_durable(&self, w: &Written) {
+        debug_assert!(
+            w.boundary <= w.written && w.written <= self.written.load(Ordering::Acquire),
+            "core I1: durable <= written"
+        );
         self.durable.fetch_max(w.written, Ordering::AcqRel);
         self.durable_boundary
             .fetch_max(w.boundary, Ordering::AcqRel);

@@ -245,7 +245,8 @@ impl DataFile {
         }
         let mut head = AlignedBuf::new(4096);
         file.read_exact_at(&mut head, 0)?;
-        let magic = head.get(SB_MAGIC..SB_MAGIC + 8).unwrap_or_default();
+        #[allow(clippy::indexing_slicing)] // the superblock's fields lie in its first 4 KiB
+        let magic = &head[SB_MAGIC..SB_MAGIC + 8];
         let version = get_u32(&head, SB_VERSION);
         let foreign = magic != SPACE_MAGIC;
         if foreign || !(MIN_SPACE_FORMAT_VERSION..=SPACE_FORMAT_VERSION).contains(&version) {
@@ -354,11 +355,13 @@ impl DataFile {
                 // exists through an aligned buffer, the rest stays zero.
                 let mut tmp = AlignedBuf::new(self.page_size);
                 let have = (size - off) as usize & !4095;
+                // Less than a page remains (off + page_size > size).
+                assert!(have < self.page_size && have <= buf.len(), "space S2");
                 if have > 0 {
-                    let part = tmp.get_mut(..have).unwrap_or_default();
-                    self.file.read_exact_at(part, off)?;
-                    if let (Some(d), Some(s)) = (buf.get_mut(..have), tmp.get(..have)) {
-                        d.copy_from_slice(s);
+                    #[allow(clippy::indexing_slicing)] // asserted above
+                    {
+                        self.file.read_exact_at(&mut tmp[..have], off)?;
+                        buf[..have].copy_from_slice(&tmp[..have]);
                     }
                 }
             }

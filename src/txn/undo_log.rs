@@ -263,9 +263,13 @@ impl UndoLog {
         let hi = commit_key(trx);
         self.tree(store)
             .range(Bound::Included(&lo), Bound::Excluded(&hi), dir)
-            .map(|item| {
+            .map(move |item| {
                 let (k, v) = item?;
-                let seq = seq_of(&k).unwrap_or(0);
+                let seq = seq_of(&k).ok_or_else(|| Error::CorruptPage {
+                    file: store.pool().file().path().to_path_buf(),
+                    page: 0,
+                    reason: format!("undo log key {k:02x?} is not an undo record's key"),
+                })?;
                 Ok((seq, UndoRecord::decode(&v)?))
             })
     }
