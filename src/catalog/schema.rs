@@ -166,9 +166,12 @@ impl TableDef {
     /// `max_key_len` bytes (the B+tree limit of the store's page size).
     pub fn check_key_lengths(&self, max_key_len: usize) -> Result<()> {
         let limit = max_key_len as u64;
-        let worst = |cols: &[usize]| -> u64 {
+        // The longest encoding of `cols` (of only their fixed-size ones,
+        // for the advice on how long a variable one may be).
+        let worst = |cols: &[usize], fixed_only: bool| -> u64 {
             cols.iter()
                 .filter_map(|&k| self.columns.get(k))
+                .filter(|c| !fixed_only || c.ty.fixed_size().is_some())
                 .map(|c| super::keycode::max_encoded_len(&c.ty))
                 .sum()
         };
@@ -182,7 +185,7 @@ impl TableDef {
         let pk_len = if self.primary_key.is_empty() {
             super::keycode::max_encoded_len(&ColumnType::Int64)
         } else {
-            worst(&self.primary_key)
+            worst(&self.primary_key, false)
         };
         let pk_desc = if self.primary_key.is_empty() {
             "the hidden row id".to_string()
@@ -198,13 +201,7 @@ impl TableDef {
             )
         };
         if pk_len > limit {
-            let fixed = self
-                .primary_key
-                .iter()
-                .filter_map(|&k| self.columns.get(k))
-                .filter(|c| c.ty.fixed_size().is_some())
-                .map(|c| super::keycode::max_encoded_len(&c.ty))
-                .sum();
+            let fixed = worst(&self.primary_key, true);
             return Err(invalid(format!(
                 "table {}: its primary key {pk_desc} can take up to {pk_len} bytes, over the \
                  key limit of {limit} bytes for this database's page size; {}",
@@ -213,16 +210,9 @@ impl TableDef {
             )));
         }
         for ix in &self.indexes {
-            let len = worst(&ix.columns) + pk_len;
+            let len = worst(&ix.columns, false) + pk_len;
             if len > limit {
-                let fixed = ix
-                    .columns
-                    .iter()
-                    .filter_map(|&k| self.columns.get(k))
-                    .filter(|c| c.ty.fixed_size().is_some())
-                    .map(|c| super::keycode::max_encoded_len(&c.ty))
-                    .sum::<u64>()
-                    + pk_len;
+                let fixed = worst(&ix.columns, true) + pk_len;
                 return Err(invalid(format!(
                     "table {}: index {} on ({}) has entries of up to {len} bytes (its key, then \
                      the primary key {pk_desc}), over the key limit of {limit} bytes for this \

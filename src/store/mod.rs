@@ -407,14 +407,22 @@ impl Store {
 
     /// Open an existing store and recover it (T1).
     pub fn open(vfs: Arc<dyn Vfs>, dir: &Path, opts: StoreOptions) -> Result<Store> {
+        let lock = Self::lock_existing(vfs.as_ref(), dir, LockKind::Exclusive)?;
+        Self::open_locked(vfs, dir, opts, lock)
+    }
+
+    /// Lock the directory `dir` (T5) and check that it holds a whole
+    /// database (T6): `NoDatabase` for none, `Incomplete` for part of one
+    /// or a creation that did not finish.
+    fn lock_existing(vfs: &dyn Vfs, dir: &Path, kind: LockKind) -> Result<DirLock> {
         if !vfs.exists(dir)? {
             return Err(Error::NoDatabase {
                 dir: dir.to_path_buf(),
             });
         }
-        let lock = vfs.lock_dir(dir, LockKind::Exclusive)?;
-        match layout(vfs.as_ref(), dir)? {
-            Layout::Complete => Self::open_locked(vfs, dir, opts, lock),
+        let lock = vfs.lock_dir(dir, kind)?;
+        match layout(vfs, dir)? {
+            Layout::Complete => Ok(lock),
             Layout::Empty => Err(Error::NoDatabase {
                 dir: dir.to_path_buf(),
             }),
@@ -532,27 +540,7 @@ impl Store {
     /// [`Error::ReadOnly`]. For tools (`quill check`, `status`, `dump`)
     /// and read-only file systems.
     pub fn open_read_only(vfs: Arc<dyn Vfs>, dir: &Path, opts: StoreOptions) -> Result<Store> {
-        if !vfs.exists(dir)? {
-            return Err(Error::NoDatabase {
-                dir: dir.to_path_buf(),
-            });
-        }
-        let lock = vfs.lock_dir(dir, LockKind::Shared)?;
-        match layout(vfs.as_ref(), dir)? {
-            Layout::Complete => {}
-            Layout::Empty => {
-                return Err(Error::NoDatabase {
-                    dir: dir.to_path_buf(),
-                });
-            }
-            Layout::Creating => {
-                return Err(Error::NeedsRecovery {
-                    dir: dir.to_path_buf(),
-                    reason: "its creation did not finish".into(),
-                });
-            }
-            other => return Err(incomplete(dir, other)),
-        }
+        let lock = Self::lock_existing(vfs.as_ref(), dir, LockKind::Shared)?;
         let data = DataFile::open(vfs.as_ref(), &dir.join(DATA_FILE), false, false)?;
         Self::check_identity(vfs.as_ref(), dir, &data)?;
         let page_size = data.page_size();
