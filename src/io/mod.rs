@@ -39,15 +39,18 @@ pub const DIRECT_IO_ALIGN: usize = 4096;
 #[derive(Debug, thiserror::Error)]
 pub enum IoError {
     /// The operating system refused or failed the operation.
-    #[error("{op} {}: {source}", path.display())]
+    ///
+    /// The OS message is part of this error's own text and deliberately not
+    /// exposed as [`std::error::Error::source`]: a caller that prints the
+    /// chain (`anyhow`'s `{:#}`) would otherwise print it twice.
+    #[error("{op} {}: {error}", path.display())]
     Os {
         /// The operation (`open`, `write`, `fdatasync`, ...).
         op: &'static str,
         /// The file or directory.
         path: PathBuf,
         /// The OS error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// Direct I/O with a misaligned buffer, offset or length (a Quill bug).
     #[error("{op} {}: direct I/O needs {align}-byte alignment (offset {offset}, length {len})", path.display(), align = DIRECT_IO_ALIGN)]
@@ -94,7 +97,7 @@ pub enum IoError {
 impl IoError {
     /// True if the error means "no such file or directory".
     pub fn is_not_found(&self) -> bool {
-        matches!(self, IoError::Os { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+        matches!(self, IoError::Os { error, .. } if error.kind() == std::io::ErrorKind::NotFound)
     }
 }
 
@@ -218,4 +221,38 @@ pub(crate) fn check_aligned(
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 13 item 9: the CLI prints errors with anyhow's `{:#}` (the
+    /// whole `source()` chain); the OS message must appear once, and a
+    /// caller printing only `Display` must still see it.
+    #[test]
+    fn os_error_message_printed_once() {
+        let os = std::io::Error::from_raw_os_error(30); // EROFS
+        let msg = os.to_string();
+        assert!(msg.contains("os error 30"), "{msg}");
+        let e = crate::Error::Io(IoError::Os {
+            op: "open",
+            path: PathBuf::from("/ro/log/log.000"),
+            error: os,
+        });
+        assert_eq!(e.to_string(), format!("open /ro/log/log.000: {msg}"));
+        let chain = format!("{:#}", anyhow::Error::new(e));
+        assert_eq!(chain.matches(&msg).count(), 1, "{chain}");
+        assert_eq!(chain, format!("open /ro/log/log.000: {msg}"));
+        let context = format!(
+            "{:#}",
+            anyhow::Error::new(crate::Error::Io(IoError::Os {
+                op: "fdatasync",
+                path: PathBuf::from("/d/f"),
+                error: std::io::Error::from_raw_os_error(30),
+            }))
+            .context("opening the database")
+        );
+        assert_eq!(context.matches("os error 30").count(), 1, "{context}");
+    }
 }

@@ -38,15 +38,15 @@ fn os(op: &'static str, path: &Path, errno: Errno) -> IoError {
     IoError::Os {
         op,
         path: path.to_path_buf(),
-        source: std::io::Error::from(errno),
+        error: std::io::Error::from(errno),
     }
 }
 
-fn os_std(op: &'static str, path: &Path, source: std::io::Error) -> IoError {
+fn os_std(op: &'static str, path: &Path, error: std::io::Error) -> IoError {
     IoError::Os {
         op,
         path: path.to_path_buf(),
-        source,
+        error,
     }
 }
 

@@ -374,7 +374,7 @@ fn not_found(op: &'static str, path: &Path) -> IoError {
     IoError::Os {
         op,
         path: path.to_path_buf(),
-        source: std::io::ErrorKind::NotFound.into(),
+        error: std::io::ErrorKind::NotFound.into(),
     }
 }
 
@@ -390,7 +390,7 @@ impl Vfs for SimFs {
                 return Err(IoError::Os {
                     op: "open",
                     path: path.to_path_buf(),
-                    source: std::io::ErrorKind::AlreadyExists.into(),
+                    error: std::io::ErrorKind::AlreadyExists.into(),
                 });
             }
             Some(ino) => ino,
