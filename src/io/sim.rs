@@ -16,6 +16,15 @@
 //! * Faults: the n-th write or sync from now can fail (once, or from then on),
 //!   and every sync can take extra time. A dsync write counts as a write and
 //!   a sync for faults, statistics and latency.
+//! * A file system without `fallocate`: after [`SimFs::refuse_allocate`],
+//!   every `allocate` fails with `EOPNOTSUPP`, as FUSE and some network file
+//!   systems answer, so [`File::preallocate`](super::File::preallocate)
+//!   takes its zero-filling fallback. The refusal survives [`SimFs::crash`]
+//!   (it is a property of the file system). Setting the environment variable
+//!   `QUILL_SIMFS_REFUSE_ALLOCATE=1` makes every new disk refuse from the
+//!   start, so a whole test suite can run that way:
+//!   `QUILL_SIMFS_REFUSE_ALLOCATE=1 cargo test --test log --test storage --test txn`
+//!   (`.ci/run` does).
 //!
 //! Invariants:
 //! 1. `durable` only changes by sync (of everything pending, in order) or by a
@@ -118,6 +127,8 @@ struct State {
     sync_fault: Fault,
     sync_latency: Duration,
     stats: SimStats,
+    /// `allocate` fails with `EOPNOTSUPP`.
+    refuse_allocate: bool,
 }
 
 /// The simulated disk. Cloning gives another handle to the same disk.
@@ -128,8 +139,15 @@ pub struct SimFs {
 }
 
 impl SimFs {
+    /// Environment variable that, set to `1`, makes [`SimFs::new`] refuse
+    /// `allocate` (see the module documentation).
+    pub const REFUSE_ALLOCATE_ENV: &str = "QUILL_SIMFS_REFUSE_ALLOCATE";
+
     /// An empty disk whose random choices (tears, faults) follow `seed`.
+    /// It refuses `allocate` if the environment variable
+    /// `QUILL_SIMFS_REFUSE_ALLOCATE` is `1` ([`SimFs::REFUSE_ALLOCATE_ENV`]).
     pub fn new(seed: u64) -> Self {
+        let refuse_allocate = std::env::var_os(Self::REFUSE_ALLOCATE_ENV).is_some_and(|v| v == "1");
         let mut dirs = BTreeSet::new();
         dirs.insert(PathBuf::from("/"));
         SimFs {
@@ -145,9 +163,17 @@ impl SimFs {
                 sync_fault: Fault::default(),
                 sync_latency: Duration::ZERO,
                 stats: SimStats::default(),
+                refuse_allocate,
             })),
             seed,
         }
+    }
+
+    /// With `refuse` set, every `allocate` from now on fails with
+    /// `EOPNOTSUPP`, like a file system without `fallocate`; unset, it
+    /// works again.
+    pub fn refuse_allocate(&self, refuse: bool) {
+        self.state.lock().refuse_allocate = refuse;
     }
 
     /// The seed this disk was created with.
@@ -311,6 +337,7 @@ impl SimFs {
                 sync_fault: Fault::default(),
                 sync_latency: Duration::ZERO,
                 stats: SimStats::default(),
+                refuse_allocate: st.refuse_allocate,
             })),
             seed: crash_seed,
         }
@@ -704,6 +731,15 @@ impl File for SimFile {
         let mut st = self.fs.state.lock();
         if st.crashed {
             return Err(crashed("fallocate", &self.path));
+        }
+        if st.refuse_allocate {
+            return Err(IoError::Os {
+                op: "fallocate",
+                path: self.path.clone(),
+                error: std::io::Error::from_raw_os_error(
+                    rustix::io::Errno::OPNOTSUPP.raw_os_error(),
+                ),
+            });
         }
         let inode = st
             .inodes
