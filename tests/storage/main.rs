@@ -5,5 +5,6 @@ mod common;
 mod concurrency;
 mod crash;
 mod model;
+mod no_fallocate;
 mod open_errors;
 mod pool;

@@ -5,4 +5,5 @@ mod basic;
 mod common;
 mod crash;
 mod isolation;
+mod no_fallocate;
 mod serial;
