@@ -16,6 +16,10 @@
 //! `RWF_DSYNC` on each `pwritev2`. On ext4 the first two preparations make
 //! each sync commit a journal transaction (size or extent changes), which is
 //! what the `overwrite` rows avoid.
+//!
+//! Where the file system has no `fallocate` (FUSE, some network file
+//! systems), the `fallocate` rows are left out and the report says so
+//! ([`FsyncReport::fallocate_unsupported`]); the other rows still run.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -156,6 +160,9 @@ pub struct FsyncReport {
     pub rows: Vec<FsyncRow>,
     /// The row with the lowest median.
     pub fastest: Option<FsyncRow>,
+    /// The file system does not support `fallocate`: the `fallocate` rows
+    /// could not run and are missing from `rows`.
+    pub fallocate_unsupported: bool,
 }
 
 /// One (preparation, method, direct) combination.
@@ -318,15 +325,25 @@ pub fn run(vfs: &dyn Vfs, cfg: &FsyncConfig, tick: &dyn Fn()) -> Result<FsyncRep
             direct: false,
         })
         .collect();
+    let mut fallocate_unsupported = false;
     for _ in 0..cfg.rounds {
         for (&combo, s) in list.iter().zip(samples.iter_mut()) {
-            run_one(vfs, &path, combo, cfg.iterations, s, tick)?;
+            if combo.prep == Preparation::Fallocate && fallocate_unsupported {
+                continue;
+            }
+            match run_one(vfs, &path, combo, cfg.iterations, s, tick) {
+                Err(Error::Io(e)) if combo.prep == Preparation::Fallocate && e.is_unsupported() => {
+                    fallocate_unsupported = true;
+                }
+                other => other?,
+            }
         }
     }
     let us = |ns: u64| ns as f64 / 1000.0;
     let rows: Vec<FsyncRow> = list
         .iter()
         .zip(samples.iter_mut())
+        .filter(|(_, s)| !s.total_ns.is_empty())
         .map(|(combo, s)| {
             s.total_ns.sort_unstable();
             s.write_ns.sort_unstable();
@@ -350,7 +367,11 @@ pub fn run(vfs: &dyn Vfs, cfg: &FsyncConfig, tick: &dyn Fn()) -> Result<FsyncRep
         .iter()
         .min_by(|a, b| a.p50_us.total_cmp(&b.p50_us))
         .cloned();
-    Ok(FsyncReport { rows, fastest })
+    Ok(FsyncReport {
+        rows,
+        fastest,
+        fallocate_unsupported,
+    })
 }
 
 /// Total timed writes a config performs (for a progress bar).
@@ -379,6 +400,9 @@ pub fn table(report: &FsyncReport) -> String {
             r.write_p50_us.map_or("-".into(), |w| format!("{w:.1}")),
         );
     }
+    if report.fallocate_unsupported {
+        println!("fallocate: not supported by this file system (its rows were skipped)");
+    }
     if let Some(f) = &report.fastest {
         let _ = writeln!(
             out,
@@ -391,4 +415,39 @@ pub fn table(report: &FsyncReport) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::SimFs;
+
+    /// Without `fallocate` the benchmark still runs every other row and
+    /// says why the `fallocate` rows are missing.
+    #[test]
+    fn unsupported_fallocate_skips_its_rows_only() {
+        let fs = SimFs::new(7);
+        fs.refuse_allocate(true);
+        let cfg = FsyncConfig {
+            dir: PathBuf::from("/bench"),
+            iterations: 3,
+            rounds: 2,
+            buffered: false,
+            preparations: Vec::new(),
+            methods: Vec::new(),
+        };
+        let report = run(&fs, &cfg, &|| {}).unwrap();
+        assert!(report.fallocate_unsupported);
+        assert_eq!(report.rows.len(), 9);
+        assert!(
+            report
+                .rows
+                .iter()
+                .all(|r| r.preparation != Preparation::Fallocate && r.samples == 6)
+        );
+        fs.refuse_allocate(false);
+        let report = run(&fs, &cfg, &|| {}).unwrap();
+        assert!(!report.fallocate_unsupported);
+        assert_eq!(report.rows.len(), 12);
+    }
 }

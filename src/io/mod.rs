@@ -11,7 +11,14 @@
 //! * [`SimFs`]: an in-memory disk for tests that keeps durable and
 //!   not-yet-synced bytes apart and, driven by a seed, can drop, keep or tear
 //!   (at 512-byte boundaries) every unsynced write at a simulated power loss,
-//!   add latency to syncs, and fail a chosen write or sync.
+//!   add latency to syncs, fail a chosen write or sync, and refuse
+//!   `allocate` like a file system without `fallocate`
+//!   ([`SimFs::refuse_allocate`], or for every disk of a test run the
+//!   environment variable `QUILL_SIMFS_REFUSE_ALLOCATE=1`).
+//!
+//! The engine reserves file space with [`File::preallocate`]: `fallocate`
+//! where the file system has it, otherwise (FUSE, some network file systems)
+//! extending the file and writing zeros, with one logged warning.
 //!
 //! # Invariants
 //! 1. Nothing outside this module opens a file, writes, reads, or syncs.
@@ -31,6 +38,7 @@ mod sim;
 
 use std::fmt::Debug;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use aligned::AlignedBuf;
 pub use real::RealFs;
@@ -43,15 +51,18 @@ pub const DIRECT_IO_ALIGN: usize = 4096;
 #[derive(Debug, thiserror::Error)]
 pub enum IoError {
     /// The operating system refused or failed the operation.
-    #[error("{op} {}: {source}", path.display())]
+    ///
+    /// The OS message is part of this error's own text and deliberately not
+    /// exposed as [`std::error::Error::source`]: a caller that prints the
+    /// chain (`anyhow`'s `{:#}`) would otherwise print it twice.
+    #[error("{op} {}: {error}", path.display())]
     Os {
         /// The operation (`open`, `write`, `fdatasync`, ...).
         op: &'static str,
         /// The file or directory.
         path: PathBuf,
         /// The OS error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// Direct I/O with a misaligned buffer, offset or length (a Quill bug).
     #[error("{op} {}: direct I/O needs {align}-byte alignment (offset {offset}, length {len})", path.display(), align = DIRECT_IO_ALIGN)]
@@ -111,7 +122,27 @@ pub enum IoError {
 impl IoError {
     /// True if the error means "no such file or directory".
     pub fn is_not_found(&self) -> bool {
-        matches!(self, IoError::Os { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+        matches!(self, IoError::Os { error, .. } if error.kind() == std::io::ErrorKind::NotFound)
+    }
+
+    /// True if the file system does not support the operation at all, as
+    /// opposed to failing it: `EOPNOTSUPP`/`ENOTSUP` or `ENOSYS` from the
+    /// OS (what `fallocate` answers on FUSE and some network file systems),
+    /// or an error of kind [`std::io::ErrorKind::Unsupported`]. The
+    /// simulated disk's refused `allocate` ([`SimFs::refuse_allocate`]) is
+    /// such an error. Retrying is pointless; a fallback may exist (see
+    /// [`File::preallocate`]).
+    pub fn is_unsupported(&self) -> bool {
+        let IoError::Os { error, .. } = self else {
+            return false;
+        };
+        if error.kind() == std::io::ErrorKind::Unsupported {
+            return true;
+        }
+        use rustix::io::Errno;
+        // ENOTSUP equals EOPNOTSUPP on Linux, not everywhere.
+        Errno::from_io_error(error)
+            .is_some_and(|e| e == Errno::OPNOTSUPP || e == Errno::NOTSUP || e == Errno::NOSYS)
     }
 }
 
@@ -219,14 +250,80 @@ pub trait File: Send + Sync + Debug {
     /// Make the full file durable including metadata (`fsync`).
     fn sync_all(&self) -> IoResult<()>;
     /// Reserve blocks for `[offset, offset + len)` without writing them
-    /// (`fallocate`); the file grows if needed.
+    /// (`fallocate`); the file grows if needed. Fails with an error for
+    /// which [`IoError::is_unsupported`] is true where the file system has
+    /// no `fallocate`; engine code calls [`File::preallocate`] instead.
     fn allocate(&self, offset: u64, len: u64) -> IoResult<()>;
+    /// Make `[offset, offset + len)` part of the file with its blocks
+    /// reserved: [`File::allocate`], or where the file system does not
+    /// support it (FUSE, some network file systems), extend the file and
+    /// write zeros over the added bytes, as InnoDB does. Bytes that existed
+    /// before are never changed (as with `fallocate`). The first fallback in
+    /// the process logs one warning. Like `allocate`, nothing is durable
+    /// before a sync.
+    fn preallocate(&self, offset: u64, len: u64) -> IoResult<()> {
+        match self.allocate(offset, len) {
+            Err(e) if e.is_unsupported() => {
+                warn_no_fallocate(self.path());
+                zero_extend(self, offset.saturating_add(len))
+            }
+            other => other,
+        }
+    }
     /// Current size in bytes.
     fn size(&self) -> IoResult<u64>;
     /// Truncate or extend to `len` bytes.
     fn set_len(&self, len: u64) -> IoResult<()>;
     /// Whether I/O on this handle bypasses the page cache.
     fn is_direct(&self) -> bool;
+}
+
+/// Largest zero-filling write of [`File::preallocate`]'s fallback.
+const ZERO_FILL_CHUNK: u64 = 1 << 20;
+
+/// Log, once per process, that `fallocate` is unsupported where `path` lives.
+fn warn_no_fallocate(path: &Path) {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    if !WARNED.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            path = %path.display(),
+            "the file system does not support fallocate; files are zero-filled instead \
+             (slower to create and grow; logged once)"
+        );
+    }
+}
+
+/// Extend `f` to at least `end` bytes and write zeros over what was added.
+///
+/// `set_len` first gives the exact size; then zeros are written in aligned
+/// blocks of at most [`ZERO_FILL_CHUNK`] from the old size rounded up to
+/// [`DIRECT_IO_ALIGN`] (the bytes before that share the old last block,
+/// which already exists, and read as zeros after `set_len`), so direct
+/// handles accept every write. On a direct handle a partial last block is
+/// left to `set_len` alone; on a buffered one it is written too.
+fn zero_extend<F: File + ?Sized>(f: &F, end: u64) -> IoResult<()> {
+    let old = f.size()?;
+    if old >= end {
+        return Ok(());
+    }
+    f.set_len(end)?;
+    let align = DIRECT_IO_ALIGN as u64;
+    let stop = if f.is_direct() {
+        end - end % align
+    } else {
+        end
+    };
+    let mut at = old.next_multiple_of(align);
+    if at >= stop {
+        return Ok(());
+    }
+    let zeros = AlignedBuf::new((stop - at).min(ZERO_FILL_CHUNK) as usize);
+    while at < stop {
+        let n = (stop - at).min(zeros.len() as u64) as usize;
+        f.write_all_at(zeros.get(..n).unwrap_or_default(), at)?;
+        at += n as u64;
+    }
+    Ok(())
 }
 
 /// Replace the contents of a small, non-critical file (statistics):
@@ -265,4 +362,165 @@ pub(crate) fn check_aligned(
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(fs: &SimFs, path: &str, direct: bool) -> Box<dyn File> {
+        fs.create_dir_all(Path::new("/d")).unwrap();
+        fs.open(
+            Path::new(path),
+            OpenOptions {
+                create: true,
+                write: true,
+                direct,
+                ..OpenOptions::default()
+            },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn unsupported_means_not_supported_only() {
+        let os = |error: std::io::Error| IoError::Os {
+            op: "fallocate",
+            path: PathBuf::from("/d/a"),
+            error,
+        };
+        for code in [
+            rustix::io::Errno::OPNOTSUPP,
+            rustix::io::Errno::NOTSUP,
+            rustix::io::Errno::NOSYS,
+        ] {
+            let e = os(std::io::Error::from_raw_os_error(code.raw_os_error()));
+            assert!(e.is_unsupported(), "{e}");
+        }
+        assert!(os(std::io::ErrorKind::Unsupported.into()).is_unsupported());
+        for code in [rustix::io::Errno::NOSPC, rustix::io::Errno::INVAL] {
+            let e = os(std::io::Error::from_raw_os_error(code.raw_os_error()));
+            assert!(!e.is_unsupported(), "{e}");
+        }
+        let injected = IoError::Injected {
+            op: "fallocate",
+            path: PathBuf::from("/d/a"),
+        };
+        assert!(!injected.is_unsupported());
+    }
+
+    #[test]
+    fn refused_allocate_is_unsupported() {
+        let fs = SimFs::new(1);
+        fs.refuse_allocate(true);
+        let f = open(&fs, "/d/a", false);
+        let e = f.allocate(0, 4096).unwrap_err();
+        assert!(e.is_unsupported(), "{e}");
+        assert_eq!(f.size().unwrap(), 0);
+        fs.refuse_allocate(false);
+        f.allocate(0, 4096).unwrap();
+        assert_eq!(f.size().unwrap(), 4096);
+    }
+
+    /// A refused `allocate` falls back to extending and zero-filling:
+    /// the file reaches the size asked for, existing bytes stay, new bytes
+    /// are zeros, written (not a hole), and durable after a sync.
+    #[test]
+    fn preallocate_falls_back_to_zero_fill() {
+        let fs = SimFs::new(2);
+        fs.refuse_allocate(true);
+        let f = open(&fs, "/d/a", false);
+        let old: Vec<u8> = (1..=100u8).cycle().take(5000).collect();
+        f.write_all_at(&old, 0).unwrap();
+        let writes = fs.stats().writes;
+        let end = (3 << 20) + 100;
+        f.preallocate(0, end).unwrap();
+        assert_eq!(f.size().unwrap(), end);
+        let img = fs.current_bytes(Path::new("/d/a")).unwrap();
+        assert_eq!(img.len() as u64, end);
+        assert_eq!(img.get(..old.len()).unwrap(), &old[..]);
+        assert!(img.get(old.len()..).unwrap().iter().all(|&b| b == 0));
+        // Zeros from 8192 (5000 rounded up) to the end, just under 3 MiB,
+        // in 1 MiB chunks: three writes.
+        assert_eq!(fs.stats().writes - writes, 3);
+        f.sync_all().unwrap();
+        fs.sync_dir(Path::new("/d")).unwrap();
+        let after = fs.crash(CrashMode::DropUnsynced);
+        assert_eq!(after.current_bytes(Path::new("/d/a")).unwrap(), img);
+        // The refusal is a property of the file system: it survives a crash.
+        let g = after
+            .open(Path::new("/d/a"), OpenOptions::read_write())
+            .unwrap();
+        assert!(g.allocate(0, end + 4096).unwrap_err().is_unsupported());
+    }
+
+    #[test]
+    fn preallocate_fallback_on_a_direct_handle() {
+        let fs = SimFs::new(3);
+        fs.refuse_allocate(true);
+        let f = open(&fs, "/d/a", true);
+        let mut page = AlignedBuf::new(4096);
+        page.fill(0xAB);
+        f.write_all_at(&page, 0).unwrap();
+        // Past the end, with an unaligned end: every write must stay aligned.
+        f.preallocate(8192, (1 << 20) + 8192 + 100).unwrap();
+        let end = 8192 + (1 << 20) + 8192 + 100;
+        assert_eq!(f.size().unwrap(), end);
+        let img = fs.current_bytes(Path::new("/d/a")).unwrap();
+        assert!(img.get(..4096).unwrap().iter().all(|&b| b == 0xAB));
+        assert!(img.get(4096..).unwrap().iter().all(|&b| b == 0));
+        let mut back = AlignedBuf::new(4096);
+        f.read_exact_at(&mut back, 4096 * 200).unwrap();
+        assert!(back.iter().all(|&b| b == 0));
+        f.read_exact_at(&mut back, 0).unwrap();
+        assert!(back.iter().all(|&b| b == 0xAB));
+        // Growing again from an unaligned size, and a range already inside
+        // the file, leave existing bytes alone.
+        f.preallocate(0, 4096).unwrap();
+        f.preallocate(end - 100, 3 * 4096).unwrap();
+        assert_eq!(f.size().unwrap(), end - 100 + 3 * 4096);
+        let img2 = fs.current_bytes(Path::new("/d/a")).unwrap();
+        assert_eq!(img2.get(..img.len()).unwrap(), &img[..]);
+        assert!(img2.get(img.len()..).unwrap().iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn preallocate_uses_allocate_where_supported() {
+        let fs = SimFs::new(4);
+        fs.refuse_allocate(false);
+        let f = open(&fs, "/d/a", true);
+        let writes = fs.stats().writes;
+        f.preallocate(0, 1 << 20).unwrap();
+        assert_eq!(f.size().unwrap(), 1 << 20);
+        assert_eq!(fs.stats().writes, writes, "allocate writes nothing");
+    }
+
+    /// Issue 13 item 9: the CLI prints errors with anyhow's `{:#}` (the
+    /// whole `source()` chain); the OS message must appear once, and a
+    /// caller printing only `Display` must still see it.
+    #[test]
+    fn os_error_message_printed_once() {
+        let os = std::io::Error::from_raw_os_error(30); // EROFS
+        let msg = os.to_string();
+        assert!(msg.contains("os error 30"), "{msg}");
+        let e = crate::Error::Io(IoError::Os {
+            op: "open",
+            path: PathBuf::from("/ro/log/log.000"),
+            error: os,
+        });
+        assert_eq!(e.to_string(), format!("open /ro/log/log.000: {msg}"));
+        let chain = format!("{:#}", anyhow::Error::new(e));
+        assert_eq!(chain.matches(&msg).count(), 1, "{chain}");
+        assert_eq!(chain, format!("open /ro/log/log.000: {msg}"));
+        let context = format!(
+            "{:#}",
+            anyhow::Error::new(crate::Error::Io(IoError::Os {
+                op: "fdatasync",
+                path: PathBuf::from("/d/f"),
+                error: std::io::Error::from_raw_os_error(30),
+            }))
+            .context("opening the database")
+        );
+        assert_eq!(context.matches("os error 30").count(), 1, "{context}");
+    }
 }

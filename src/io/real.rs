@@ -40,15 +40,15 @@ fn os(op: &'static str, path: &Path, errno: Errno) -> IoError {
     IoError::Os {
         op,
         path: path.to_path_buf(),
-        source: std::io::Error::from(errno),
+        error: std::io::Error::from(errno),
     }
 }
 
-fn os_std(op: &'static str, path: &Path, source: std::io::Error) -> IoError {
+fn os_std(op: &'static str, path: &Path, error: std::io::Error) -> IoError {
     IoError::Os {
         op,
         path: path.to_path_buf(),
-        source,
+        error,
     }
 }
 
@@ -70,15 +70,33 @@ impl Vfs for RealFs {
         }
         let mode = Mode::from_raw_mode(0o644);
         let mut direct = options.direct;
-        let fd = if direct {
+        let refused = |direct: &mut bool| {
+            tracing::warn!(
+                path = %path.display(),
+                "file system refuses O_DIRECT; falling back to buffered I/O"
+            );
+            *direct = false;
+        };
+        let fd = if direct && options.create_new {
+            // A file system that refuses O_DIRECT creates the file before
+            // refusing (ramfs, tmpfs before Linux 6.6), so an O_EXCL retry
+            // would fail with EEXIST. Create buffered first (O_EXCL holds),
+            // then reopen the new file with O_DIRECT.
+            let created = rustix::fs::open(path, flags, mode).map_err(|e| os("open", path, e))?;
+            let reopen = flags & !(OFlags::CREATE | OFlags::EXCL);
+            match rustix::fs::open(path, reopen | OFlags::DIRECT, mode) {
+                Ok(fd) => fd,
+                Err(Errno::INVAL) => {
+                    refused(&mut direct);
+                    created
+                }
+                Err(e) => return Err(os("open", path, e)),
+            }
+        } else if direct {
             match rustix::fs::open(path, flags | OFlags::DIRECT, mode) {
                 Ok(fd) => fd,
                 Err(Errno::INVAL) => {
-                    tracing::warn!(
-                        path = %path.display(),
-                        "file system refuses O_DIRECT; falling back to buffered I/O"
-                    );
-                    direct = false;
+                    refused(&mut direct);
                     rustix::fs::open(path, flags, mode).map_err(|e| os("open", path, e))?
                 }
                 Err(e) => return Err(os("open", path, e)),

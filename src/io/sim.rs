@@ -16,6 +16,15 @@
 //! * Faults: the n-th write or sync from now can fail (once, or from then on),
 //!   and every sync can take extra time. A dsync write counts as a write and
 //!   a sync for faults, statistics and latency.
+//! * A file system without `fallocate`: after [`SimFs::refuse_allocate`],
+//!   every `allocate` fails with `EOPNOTSUPP`, as FUSE and some network file
+//!   systems answer, so [`File::preallocate`](super::File::preallocate)
+//!   takes its zero-filling fallback. The refusal survives [`SimFs::crash`]
+//!   (it is a property of the file system). Setting the environment variable
+//!   `QUILL_SIMFS_REFUSE_ALLOCATE=1` makes every new disk refuse from the
+//!   start, so a whole test suite can run that way:
+//!   `QUILL_SIMFS_REFUSE_ALLOCATE=1 cargo test --test log --test storage --test txn`
+//!   (`.ci/run` does).
 //!
 //! Invariants:
 //! 1. `durable` only changes by sync (of everything pending, in order) or by a
@@ -123,6 +132,8 @@ struct State {
     locks: HashMap<PathBuf, (bool, u32)>,
     /// Mounted read-only: every change fails with `EROFS`.
     read_only: bool,
+    /// `allocate` fails with `EOPNOTSUPP`.
+    refuse_allocate: bool,
 }
 
 /// The simulated disk. Cloning gives another handle to the same disk.
@@ -133,8 +144,15 @@ pub struct SimFs {
 }
 
 impl SimFs {
+    /// Environment variable that, set to `1`, makes [`SimFs::new`] refuse
+    /// `allocate` (see the module documentation).
+    pub const REFUSE_ALLOCATE_ENV: &str = "QUILL_SIMFS_REFUSE_ALLOCATE";
+
     /// An empty disk whose random choices (tears, faults) follow `seed`.
+    /// It refuses `allocate` if the environment variable
+    /// `QUILL_SIMFS_REFUSE_ALLOCATE` is `1` ([`SimFs::REFUSE_ALLOCATE_ENV`]).
     pub fn new(seed: u64) -> Self {
+        let refuse_allocate = std::env::var_os(Self::REFUSE_ALLOCATE_ENV).is_some_and(|v| v == "1");
         let mut dirs = BTreeSet::new();
         dirs.insert(PathBuf::from("/"));
         SimFs {
@@ -152,9 +170,17 @@ impl SimFs {
                 stats: SimStats::default(),
                 locks: HashMap::new(),
                 read_only: false,
+                refuse_allocate,
             })),
             seed,
         }
+    }
+
+    /// With `refuse` set, every `allocate` from now on fails with
+    /// `EOPNOTSUPP`, like a file system without `fallocate`; unset, it
+    /// works again.
+    pub fn refuse_allocate(&self, refuse: bool) {
+        self.state.lock().refuse_allocate = refuse;
     }
 
     /// The seed this disk was created with.
@@ -327,6 +353,7 @@ impl SimFs {
                 stats: SimStats::default(),
                 locks: HashMap::new(),
                 read_only: false,
+                refuse_allocate: st.refuse_allocate,
             })),
             seed: crash_seed,
         }
@@ -391,7 +418,7 @@ fn read_only(op: &'static str, path: &Path) -> IoError {
     IoError::Os {
         op,
         path: path.to_path_buf(),
-        source: std::io::Error::from_raw_os_error(30), // EROFS
+        error: std::io::Error::from_raw_os_error(30), // EROFS
     }
 }
 
@@ -399,7 +426,7 @@ fn not_found(op: &'static str, path: &Path) -> IoError {
     IoError::Os {
         op,
         path: path.to_path_buf(),
-        source: std::io::ErrorKind::NotFound.into(),
+        error: std::io::ErrorKind::NotFound.into(),
     }
 }
 
@@ -418,7 +445,7 @@ impl Vfs for SimFs {
                 return Err(IoError::Os {
                     op: "open",
                     path: path.to_path_buf(),
-                    source: std::io::ErrorKind::AlreadyExists.into(),
+                    error: std::io::ErrorKind::AlreadyExists.into(),
                 });
             }
             Some(ino) => ino,
@@ -801,6 +828,15 @@ impl File for SimFile {
         }
         if st.read_only {
             return Err(read_only("fallocate", &self.path));
+        }
+        if st.refuse_allocate {
+            return Err(IoError::Os {
+                op: "fallocate",
+                path: self.path.clone(),
+                error: std::io::Error::from_raw_os_error(
+                    rustix::io::Errno::OPNOTSUPP.raw_os_error(),
+                ),
+            });
         }
         let inode = st
             .inodes

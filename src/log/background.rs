@@ -98,7 +98,7 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<std::thread::J
             Error::Io(crate::io::IoError::Os {
                 op: "spawn thread",
                 path: name.into(),
-                source: e,
+                error: e,
             })
         })
 }

@@ -81,7 +81,7 @@ impl LogFiles {
                     ..OpenOptions::default()
                 },
             )?;
-            f.allocate(0, file_size)?;
+            f.preallocate(0, file_size)?;
             let mut at = 0;
             while at < file_size {
                 let n = (file_size - at).min(zeros.len() as u64) as usize;

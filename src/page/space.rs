@@ -403,7 +403,7 @@ impl DataFile {
         let target = end
             .max(have + chunk)
             .next_multiple_of(self.page_size as u64);
-        self.file.allocate(have, target - have)?;
+        self.file.preallocate(have, target - have)?;
         self.allocated.store(target, Ordering::Release);
         Ok(())
     }

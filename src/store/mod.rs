@@ -644,7 +644,7 @@ impl Store {
                         Error::Io(crate::io::IoError::Os {
                             op: "spawn page cleaner",
                             path: PathBuf::new(),
-                            source: e,
+                            error: e,
                         })
                     })?,
             )

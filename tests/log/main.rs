@@ -7,6 +7,7 @@ mod common;
 mod concurrency;
 mod crash;
 mod failure;
+mod no_fallocate;
 mod open_errors;
 mod review;
 mod semantics;

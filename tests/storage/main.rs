@@ -6,5 +6,6 @@ mod concurrency;
 mod crash;
 mod identity;
 mod model;
+mod no_fallocate;
 mod open_errors;
 mod pool;

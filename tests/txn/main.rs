@@ -5,5 +5,6 @@ mod basic;
 mod common;
 mod crash;
 mod isolation;
+mod no_fallocate;
 mod read_only;
 mod serial;
