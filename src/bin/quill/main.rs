@@ -699,6 +699,7 @@ fn bench_fsync(a: FsyncArgs) -> Result<()> {
             "rounds": a.rounds,
             "rows": report.rows,
             "fastest": report.fastest,
+            "fallocate_unsupported": report.fallocate_unsupported,
         }),
     )?;
     Ok(())
