@@ -170,7 +170,10 @@ pub enum Error {
     },
 
     /// Tried to create something that already exists.
-    #[error("{} already exists", path.display())]
+    #[error(
+        "{} already exists: something is there already (a database, or part of one); open it instead, or create the new one in another directory",
+        path.display()
+    )]
     AlreadyExists {
         /// The existing path.
         path: PathBuf,
@@ -237,7 +240,7 @@ pub enum Error {
     },
 
     /// Tried to open something that does not exist.
-    #[error("{} does not exist (create it first)", path.display())]
+    #[error("{} does not exist: check the path", path.display())]
     NotFound {
         /// The missing path.
         path: PathBuf,
