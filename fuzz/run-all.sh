@@ -12,9 +12,9 @@
 # Needs a nightly toolchain (`rustup toolchain install nightly`) and
 # cargo-fuzz (`cargo install cargo-fuzz`). Each target's corpus grows in
 # fuzz/corpus/<target>/ (not committed) from the committed seeds in
-# fuzz/seeds/<target>/; findings land in fuzz/artifacts/<target>/ and the
-# libFuzzer output in fuzz/logs/<target>.log. Exit status 1 if any target
-# failed.
+# fuzz/seeds/<target>/ (with fuzz/dicts/<target>.dict where there is
+# one); findings land in fuzz/artifacts/<target>/ and the libFuzzer output
+# in fuzz/logs/<target>.log. Exit status 1 if any target failed.
 set -uo pipefail
 cd "$(dirname "$0")"
 
@@ -41,6 +41,9 @@ for t in "${targets[@]}"; do
   cmd=(cargo +nightly fuzz run -a "$t" "corpus/$t" "seeds/$t" --
        "-max_total_time=$seconds" -timeout=10 -rss_limit_mb=2048
        -malloc_limit_mb=2048 -print_final_stats=1)
+  if [ -f "dicts/$t.dict" ]; then
+    cmd+=("-dict=dicts/$t.dict")
+  fi
   echo "== $t: ${cmd[*]}" >&2
   "${cmd[@]}" >"logs/$t.log" 2>&1
   status=$?

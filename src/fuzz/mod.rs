@@ -158,6 +158,12 @@ pub fn checkpoint_slot(data: &[u8]) {
 /// complete record of type 1 is decoded as a mini-transaction. Flags bit
 /// 0: recompute the CRC of every record the scan would reach.
 pub fn log_record_stream(data: &[u8]) {
+    exercise_log(&stream_image(data));
+}
+
+/// The log image with the stream of a [`log_record_stream`] input laid
+/// out from its checkpoint.
+fn stream_image(data: &[u8]) -> Files {
     let (flags, stream) = split_flags(data);
     let mut files = image::log_image().clone();
     let capacity = {
@@ -167,7 +173,7 @@ pub fn log_record_stream(data: &[u8]) {
     let cap = capacity / 2;
     for (index, name) in ["log.000", "log.001"].into_iter().enumerate() {
         let Some(f) = files.get_mut(&log_path(name)) else {
-            return;
+            continue;
         };
         for (i, &b) in stream.iter().take(capacity as usize).enumerate() {
             let lsn = format::INITIAL_LSN.0 + i as u64;
@@ -182,7 +188,7 @@ pub fn log_record_stream(data: &[u8]) {
     if flags & 1 != 0 {
         image::reseal_log_records(&mut files, Path::new(LOG_DIR));
     }
-    exercise_log(&files);
+    files
 }
 
 fn decode_mtr(payload: &[u8]) {
@@ -307,30 +313,7 @@ pub fn page(data: &[u8]) {
     }
     // The node functions on the input as it is (any length).
     exercise_node(body);
-    if pages.is_empty() {
-        return;
-    }
-    let mut files = image::clean_db_image().clone();
-    files.remove(&db_path(crate::buffer::DOUBLEWRITE_FILE));
-    let data_path = db_path(crate::store::DATA_FILE);
-    let Some(f) = files.get_mut(&data_path) else {
-        return;
-    };
-    let need = (1 + pages.len()) * PAGE;
-    if f.len() < need {
-        f.resize(need, 0);
-    }
-    for (i, p) in pages.iter().enumerate() {
-        overwrite(f, (1 + i) * PAGE, p);
-    }
-    let Ok(vfs) = image::materialize(&files) else {
-        return;
-    };
-    let opts = StoreOptions {
-        doublewrite: false,
-        ..image::db_options().store
-    };
-    let Ok(store) = Store::open(vfs, Path::new(DB_DIR), opts) else {
+    let Some(store) = tree_store(&pages) else {
         return;
     };
     let tree = Tree::open(&store, PageId(1));
@@ -375,6 +358,30 @@ pub fn page(data: &[u8]) {
         }
         let _ = tree.verify();
     }
+}
+
+/// A store whose pages 1.. are `pages` (the rest of the clean database
+/// image, whose trees they overwrite, does not matter).
+fn tree_store(pages: &[Vec<u8>]) -> Option<Store> {
+    if pages.is_empty() {
+        return None;
+    }
+    let mut files = image::clean_db_image().clone();
+    files.remove(&db_path(crate::buffer::DOUBLEWRITE_FILE));
+    let f = files.get_mut(&db_path(crate::store::DATA_FILE))?;
+    let need = (1 + pages.len()) * PAGE;
+    if f.len() < need {
+        f.resize(need, 0);
+    }
+    for (i, p) in pages.iter().enumerate() {
+        overwrite(f, (1 + i) * PAGE, p);
+    }
+    let vfs = image::materialize(&files).ok()?;
+    let opts = StoreOptions {
+        doublewrite: false,
+        ..image::db_options().store
+    };
+    Store::open(vfs, Path::new(DB_DIR), opts).ok()
 }
 
 /// Give `p` the header of a valid page `id` of the fuzz space (keeping
@@ -827,9 +834,11 @@ fn use_db(db: &Db, write: bool) {
             return;
         };
         let mut first: Option<Vec<Value>> = None;
-        for dir in [Direction::Forward, Direction::Backward] {
+        // Whole scans forward; backward ones share the code below the
+        // direction, so a few rows each keep a run short.
+        for (dir, limit) in [(Direction::Forward, SCAN_LIMIT), (Direction::Backward, 50)] {
             if let Ok(rows) = tx.scan(&t, Unbounded, Unbounded, dir) {
-                for row in rows.take(SCAN_LIMIT) {
+                for row in rows.take(limit) {
                     match row {
                         Ok(r) => {
                             first.get_or_insert(r);
@@ -840,7 +849,7 @@ fn use_db(db: &Db, write: bool) {
             }
             for ix in &schema.def.indexes {
                 if let Ok(rows) = tx.index_scan(&t, &ix.name, Unbounded, Unbounded, dir) {
-                    for row in rows.take(SCAN_LIMIT) {
+                    for row in rows.take(limit) {
                         if row.is_err() {
                             break;
                         }

@@ -348,13 +348,38 @@ fn undo_record() -> Result<Vec<Vec<u8>>> {
     ])
 }
 
+/// The statistics files of the clean image with every number replaced by
+/// a counter (timings differ from run to run; the seeds must not).
 fn stats_files() -> Result<Vec<Vec<u8>>> {
+    fn renumber(v: &mut serde_json::Value, next: &mut u64) {
+        match v {
+            serde_json::Value::Number(n) => {
+                *next += 1;
+                *n = if n.is_f64() {
+                    serde_json::Number::from_f64(*next as f64 + 0.5)
+                        .unwrap_or_else(|| serde_json::Number::from(*next))
+                } else {
+                    serde_json::Number::from(*next)
+                };
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(|x| renumber(x, next)),
+            serde_json::Value::Object(o) => o.values_mut().for_each(|x| renumber(x, next)),
+            _ => {}
+        }
+    }
     let files = image::clean_db_image();
-    Ok(vec![
-        file(files, "/db/log/log-stats.json")?.clone(),
-        file(files, "/db/store-stats.json")?.clone(),
-        file(files, "/db/txn-stats.json")?.clone(),
-    ])
+    let mut out = Vec::new();
+    for path in [
+        "/db/log/log-stats.json",
+        "/db/store-stats.json",
+        "/db/txn-stats.json",
+    ] {
+        let mut v: serde_json::Value = serde_json::from_slice(file(files, path)?)
+            .map_err(|e| image::harness_error(e.to_string()))?;
+        renumber(&mut v, &mut 0);
+        out.push(serde_json::to_vec_pretty(&v).map_err(|e| image::harness_error(e.to_string()))?);
+    }
+    Ok(out)
 }
 
 /// Mutation lists for `open_mutated_db` (files in path order: 0

@@ -218,6 +218,32 @@ fn images_are_deterministic() {
     assert_eq!(seeds("page"), seeds("page"));
 }
 
+/// The first seeds of the page and log stream targets reach what they
+/// are for: a whole B+tree, every record.
+#[test]
+fn seeds_reach_the_tree_and_the_records() {
+    let page_seed = &seeds("page")[0];
+    let pages: Vec<Vec<u8>> = page_seed[1..]
+        .chunks(super::PAGE)
+        .map(<[u8]>::to_vec)
+        .collect();
+    let store = super::tree_store(&pages).unwrap();
+    let check = crate::btree::Tree::open(&store, crate::page::PageId(1))
+        .verify()
+        .unwrap();
+    assert_eq!(check.entries, 120);
+    assert!(
+        check.overflow_pages >= 3 && check.internal == 1,
+        "{check:?}"
+    );
+    drop(store);
+    for (i, s) in seeds("log_record_stream").iter().enumerate() {
+        let vfs = image::materialize(&super::stream_image(s)).unwrap();
+        let info = crate::log::inspect(vfs.as_ref(), Path::new(image::LOG_DIR)).unwrap();
+        assert!(info.records_after_checkpoint >= 2, "seed {i}: {info:?}");
+    }
+}
+
 /// The seeds reach the decoders' success paths.
 #[test]
 fn seeds_decode() {
