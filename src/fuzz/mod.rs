@@ -811,12 +811,13 @@ fn mutate(files: &mut Files, path: &Path, sel: u8, offset: usize, bytes: &[u8]) 
 
 /// Open the database in `/db` of `vfs` and use it: check every table,
 /// scan every table and index both ways, run one writing transaction
-/// (with `write`) and close.
+/// (with `write`), purge, and close.
 fn exercise_db(vfs: Arc<dyn Vfs>, write: bool) {
     let Ok(db) = Db::open_with(vfs, Path::new(DB_DIR), image::db_options()) else {
         return;
     };
     use_db(&db, write);
+    let _ = db.purge_now();
     let _ = db.close();
 }
 
