@@ -13,7 +13,7 @@
 //! Inputs that must pass a checksum to reach anything interesting start
 //! with a flags byte whose bit 0 asks the harness to recompute the
 //! checksums after placing the bytes (a fuzzer cannot guess a CRC-32C).
-//! Disk images come from [`image`]: built once per process, identical in
+//! Disk images come from `image.rs`: built once per process, identical in
 //! every process.
 
 mod image;
