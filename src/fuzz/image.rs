@@ -74,13 +74,6 @@ pub(crate) fn db_options() -> Options {
     }
 }
 
-fn harness(reason: impl Into<String>) -> Error {
-    Error::InvalidArgument {
-        what: "fuzz harness",
-        reason: reason.into(),
-    }
-}
-
 /// Every file under `root` on `fs`, with its current contents.
 pub(crate) fn extract(fs: &SimFs, root: &Path) -> Result<Files> {
     let mut out = Files::new();
@@ -657,7 +650,11 @@ pub(crate) fn build_crashed_db() -> Result<Files> {
     }
 }
 
-/// Raise a harness problem as an error (for builders of seeds).
+/// A problem of the harness itself (a seed builder that finds an image
+/// other than it expects), as an error.
 pub(crate) fn harness_error(reason: impl Into<String>) -> Error {
-    harness(reason)
+    Error::InvalidArgument {
+        what: "fuzz harness",
+        reason: reason.into(),
+    }
 }
