@@ -82,6 +82,9 @@ pub mod buffer;
 pub mod catalog;
 pub mod db;
 mod error;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzz;
 pub mod io;
 pub mod log;
 pub mod mtr;

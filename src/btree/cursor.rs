@@ -10,6 +10,11 @@
 //! Progress: a forward batch that ends at upper fence `f` continues at
 //! keys `>= f`, and `f` is above every key of the batch's descent, so each
 //! batch moves strictly forward (backward likewise with lower fences).
+//! That holds for keys in order; in a damaged tree (keys out of order,
+//! repeated separators) a fence can lead back to a leaf already read, so
+//! every move of the resume bound is checked to go strictly onward, and
+//! one that does not is an `Error::CorruptPage` (else the scan would
+//! return the same entries forever).
 
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -63,6 +68,33 @@ fn below_hi(hi: &Bound<Vec<u8>>, k: &[u8]) -> bool {
     }
 }
 
+/// A bound as a point between keys: `(key, 0)` just below the key,
+/// `(key, 1)` just above it; `None` for the open end.
+fn point(b: &Bound<Vec<u8>>, forward: bool) -> Option<(&[u8], u8)> {
+    match b {
+        Bound::Included(k) => Some((k.as_slice(), u8::from(!forward))),
+        Bound::Excluded(k) => Some((k.as_slice(), u8::from(forward))),
+        Bound::Unbounded => None,
+    }
+}
+
+/// Whether moving a scan's resume bound from `old` to `new` moves it
+/// strictly onwards: upwards for a forward scan's lower bound, downwards
+/// for a backward scan's upper bound.
+fn advances(old: &Bound<Vec<u8>>, new: &Bound<Vec<u8>>, forward: bool) -> bool {
+    match (point(old, forward), point(new, forward)) {
+        (None, _) => true,
+        (Some(_), None) => false,
+        (Some(o), Some(n)) => {
+            if forward {
+                n > o
+            } else {
+                n < o
+            }
+        }
+    }
+}
+
 impl<'s> Cursor<'s> {
     pub(super) fn new(tree: Tree<'s>, lo: Bound<&[u8]>, hi: Bound<&[u8]>, dir: Direction) -> Self {
         Cursor {
@@ -82,6 +114,21 @@ impl<'s> Cursor<'s> {
     pub fn batch_limit(mut self, n: usize) -> Self {
         self.limit = n.max(1);
         self
+    }
+
+    /// Continue the scan from `next` (a new lower bound when forward, a
+    /// new upper bound when backward), which must lie strictly onwards.
+    fn resume(&mut self, leaf: PageId, next: Bound<Vec<u8>>) -> Result<()> {
+        let forward = self.dir == Direction::Forward;
+        let bound = if forward { &mut self.lo } else { &mut self.hi };
+        if !advances(bound, &next, forward) {
+            return Err(self.tree.corrupt(
+                leaf.0,
+                "a range scan would go back to keys it has passed (keys out of order)",
+            ));
+        }
+        *bound = next;
+        Ok(())
     }
 
     fn fill(&mut self) -> Result<()> {
@@ -153,13 +200,12 @@ impl<'s> Cursor<'s> {
                 let v = t.value_at(&cur, j)?;
                 self.batch.push_back((k.to_vec(), v));
                 if self.batch.len() >= self.limit && j + 1 < n {
-                    self.lo = Bound::Excluded(k.to_vec());
-                    return Ok(());
+                    return self.resume(id, Bound::Excluded(k.to_vec()));
                 }
             }
             if !self.done {
                 match fence {
-                    Some(f) if below_hi(&self.hi, &f) => self.lo = Bound::Included(f),
+                    Some(f) if below_hi(&self.hi, &f) => self.resume(id, Bound::Included(f))?,
                     _ => self.done = true,
                 }
             }
@@ -183,8 +229,7 @@ impl<'s> Cursor<'s> {
                 let v = t.value_at(&cur, j)?;
                 self.batch.push_back((k.to_vec(), v));
                 if self.batch.len() >= self.limit && j > 0 {
-                    self.hi = Bound::Excluded(k.to_vec());
-                    return Ok(());
+                    return self.resume(id, Bound::Excluded(k.to_vec()));
                 }
             }
             if !self.done {
@@ -194,7 +239,7 @@ impl<'s> Cursor<'s> {
                     Bound::Included(l) | Bound::Excluded(l) => l < f,
                 };
                 match fence {
-                    Some(f) if more(&f) => self.hi = Bound::Excluded(f),
+                    Some(f) if more(&f) => self.resume(id, Bound::Excluded(f))?,
                     _ => self.done = true,
                 }
             }
@@ -218,6 +263,58 @@ impl Iterator for Cursor<'_> {
                 self.done = true;
                 return Some(Err(e));
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ops::Bound::Unbounded;
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::buffer::Load;
+    use crate::io::SimFs;
+    use crate::mtr::Op;
+    use crate::store::{Store, test_options};
+
+    /// A root whose separators repeat (damage with a valid checksum) used
+    /// to send a backward scan back to the same leaf forever, returning
+    /// its entries again and again; now the scan stops with an error.
+    #[test]
+    fn repeated_separators_end_the_scan() {
+        let store =
+            Store::create(Arc::new(SimFs::new(1)), Path::new("/db"), test_options()).unwrap();
+        let tree = Tree::create(&store).unwrap();
+        let n = 300;
+        for i in 0..n {
+            tree.put(format!("key-{i:04}").as_bytes(), &[1u8; 60])
+                .unwrap();
+        }
+        let root = store.pool().fetch_read(tree.root()).unwrap();
+        assert_eq!(node::level(&root), 1, "the test wants a root above leaves");
+        assert!(node::nslots(&root) >= 3);
+        let (k1, c2) = (
+            node::key(&root, 1).unwrap().to_vec(),
+            node::child(&root, 2).unwrap(),
+        );
+        drop(root);
+        let cell = node::encode_internal(&k1, c2).unwrap();
+        let mut mtr = store.mtr().unwrap();
+        let h = mtr.latch(tree.root(), Load::Verify).unwrap();
+        mtr.apply(
+            h,
+            &Op::NodeReplace {
+                slot: 2,
+                cell: &cell,
+            },
+        )
+        .unwrap();
+        mtr.commit().unwrap();
+        for dir in [Direction::Forward, Direction::Backward] {
+            let items: Vec<_> = tree.range(Unbounded, Unbounded, dir).take(3 * n).collect();
+            assert!(items.len() <= n + 1, "{dir:?}: {} items", items.len());
         }
     }
 }

@@ -5,6 +5,8 @@
 //! data`. Chains are written, read and freed whole inside the caller's
 //! mini-transaction; a chain belongs to exactly one leaf cell.
 
+use std::collections::HashSet;
+
 use crate::buffer::{BufferPool, Load};
 use crate::mtr::{Mtr, Op, PageHandle};
 use crate::page::{self, PAGE_HEADER, PageId, PageType, get_u32, get_u64};
@@ -65,24 +67,53 @@ pub fn write(mtr: &mut Mtr<'_>, value: &[u8]) -> Result<PageId> {
     mtr.id(*first)
 }
 
+/// The link of overflow page `at` (`p`) when `remaining` bytes of the
+/// value are still to come: its next page and how many bytes it holds.
+/// The writer fills every page but the last, which holds the rest, and a
+/// chain never comes back to a page (`seen`): anything else is damage,
+/// and checking it bounds a walk by the value's length and the file's
+/// pages whatever the chain's bytes say.
+fn link(
+    pool: &BufferPool,
+    at: u64,
+    p: &[u8],
+    remaining: usize,
+    seen: &mut HashSet<u64>,
+) -> Result<(u64, usize)> {
+    if page::page_type(p) != Some(PageType::Overflow) {
+        return Err(corrupt(pool, at, "expected an overflow page"));
+    }
+    if !seen.insert(at) {
+        return Err(corrupt(pool, at, "overflow chain comes back to this page"));
+    }
+    let next = get_u64(p, PAGE_HEADER);
+    let here = get_u32(p, PAGE_HEADER + 8) as usize;
+    let want = remaining.min(payload_per_page(pool.page_size()));
+    if here != want {
+        return Err(corrupt(
+            pool,
+            at,
+            format!("overflow page holds {here} bytes where the chain needs {want}"),
+        ));
+    }
+    Ok((next, here))
+}
+
 /// Read a chain of `len` bytes starting at `first`.
 pub fn read(pool: &BufferPool, first: u64, len: u32) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(len as usize);
+    let len = len as usize;
+    // Grown page by page: a damaged length must not allocate up front.
+    let mut out = Vec::with_capacity(len.min(1 << 20));
+    let mut seen = HashSet::new();
     let mut at = first;
-    let per = payload_per_page(pool.page_size());
-    while out.len() < len as usize {
+    while out.len() < len {
         if at == 0 {
             return Err(corrupt(pool, first, "overflow chain ends early"));
         }
         let p = pool.fetch_read(PageId(at))?;
-        if page::page_type(&p) != Some(PageType::Overflow) {
-            return Err(corrupt(pool, at, "expected an overflow page"));
-        }
-        let next = get_u64(&p, PAGE_HEADER);
-        let here = get_u32(&p, PAGE_HEADER + 8) as usize;
+        let (next, here) = link(pool, at, &p, len - out.len(), &mut seen)?;
         let data = p
             .get(BODY..BODY + here)
-            .filter(|_| here <= per && out.len() + here <= len as usize)
             .ok_or_else(|| corrupt(pool, at, "overflow page length out of range"))?;
         out.extend_from_slice(data);
         at = next;
@@ -93,22 +124,18 @@ pub fn read(pool: &BufferPool, first: u64, len: u32) -> Result<Vec<u8>> {
 /// Latch every page of the chain starting at `first` (reading them), so
 /// that freeing them later does no I/O.
 pub fn latch_chain(mtr: &mut Mtr<'_>, first: u64, len: u32) -> Result<Vec<PageHandle>> {
-    let n = pages_for(len as usize, mtr.pool().page_size());
+    let mut remaining = len as usize;
+    let mut seen = HashSet::new();
     let mut at = first;
-    let mut out = Vec::with_capacity(n);
-    for _ in 0..n {
+    let mut out = Vec::new();
+    while remaining > 0 {
         if at == 0 {
             return Err(corrupt(mtr.pool(), first, "overflow chain ends early"));
         }
         let h = mtr.latch(PageId(at), Load::Verify)?;
-        let next = {
-            let p = mtr.page(h)?;
-            if page::page_type(p) != Some(PageType::Overflow) {
-                return Err(corrupt(mtr.pool(), at, "expected an overflow page"));
-            }
-            get_u64(p, PAGE_HEADER)
-        };
+        let (next, here) = link(mtr.pool(), at, mtr.page(h)?, remaining, &mut seen)?;
         out.push(h);
+        remaining -= here;
         at = next;
     }
     Ok(out)
@@ -120,4 +147,82 @@ pub fn free(mtr: &mut Mtr<'_>, first: u64, len: u32) -> Result<()> {
         free_page(mtr, h)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::btree::Tree;
+    use crate::btree::node::{self, LeafValue};
+    use crate::io::SimFs;
+    use crate::store::{Store, test_options};
+
+    /// A value in a chain of three pages; returns the store, the tree's
+    /// root and the chain's page ids.
+    fn chain() -> (Store, PageId, Vec<u64>) {
+        let store =
+            Store::create(Arc::new(SimFs::new(1)), Path::new("/db"), test_options()).unwrap();
+        let tree = Tree::create(&store).unwrap();
+        let per = payload_per_page(store.pool().page_size());
+        tree.put(b"k", &vec![7u8; 3 * per - 10]).unwrap();
+        let root = store.pool().fetch_read(tree.root()).unwrap();
+        let LeafValue::Overflow { first_page, .. } =
+            node::decode_leaf(node::cell(&root, 0).unwrap())
+                .unwrap()
+                .value
+        else {
+            panic!("value stored inline");
+        };
+        drop(root);
+        let mut pages = vec![first_page];
+        for _ in 0..2 {
+            let p = store
+                .pool()
+                .fetch_read(PageId(*pages.last().unwrap()))
+                .unwrap();
+            pages.push(get_u64(&p, PAGE_HEADER));
+        }
+        let id = tree.root();
+        (store, id, pages)
+    }
+
+    /// Rewrite the link (next page, bytes held) of overflow page `page`.
+    fn relink(store: &Store, page: u64, next: u64, here: u32) {
+        let mut mtr = store.mtr().unwrap();
+        let h = mtr.latch(PageId(page), Load::Verify).unwrap();
+        let bytes = [next.to_le_bytes().as_slice(), &here.to_le_bytes()].concat();
+        mtr.apply(
+            h,
+            &Op::Write {
+                offset: PAGE_HEADER as u32,
+                bytes: &bytes,
+            },
+        )
+        .unwrap();
+        mtr.commit().unwrap();
+    }
+
+    /// Damaged chains (with valid checksums) are errors when read,
+    /// verified or freed: a page that links to itself holding nothing used
+    /// to make `read` loop forever, and a chain that comes back to a page
+    /// used to be read (or freed) twice.
+    #[test]
+    fn damaged_chains_are_errors_not_loops() {
+        let per = payload_per_page(4096) as u32;
+        for damage in 0..3 {
+            let (store, root, pages) = chain();
+            match damage {
+                0 => relink(&store, pages[0], pages[0], 0),
+                1 => relink(&store, pages[1], pages[0], per),
+                _ => relink(&store, pages[0], pages[1], per - 1),
+            }
+            let tree = Tree::open(&store, root);
+            assert!(tree.get(b"k").is_err(), "damage {damage}: read");
+            assert!(tree.verify().is_err(), "damage {damage}: verify");
+            assert!(tree.delete(b"k").is_err(), "damage {damage}: free");
+        }
+    }
 }

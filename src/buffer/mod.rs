@@ -184,11 +184,12 @@ pub struct PoolStats {
 impl PoolStats {
     /// Hits over all requests (1.0 when there were none).
     pub fn hit_ratio(&self) -> f64 {
-        let all = self.hits + self.misses;
-        if all == 0 {
+        // In floating point: saved statistics may hold any counts.
+        let all = self.hits as f64 + self.misses as f64;
+        if all == 0.0 {
             1.0
         } else {
-            self.hits as f64 / all as f64
+            self.hits as f64 / all
         }
     }
 }

@@ -239,6 +239,28 @@ impl TableDef {
     }
 }
 
+/// Decode the catalog entry stored under `key` (the value `Catalog::open`
+/// reads from the catalog tree of tablespace `file`).
+pub(crate) fn decode_entry(
+    file: &std::path::Path,
+    key: &[u8],
+    value: &[u8],
+) -> Result<TableSchema> {
+    let schema: TableSchema = serde_json::from_slice(value).map_err(|e| Error::Corrupt {
+        file: file.to_path_buf(),
+        offset: 0,
+        reason: format!("catalog entry {:?}: {e}", String::from_utf8_lossy(key)),
+    })?;
+    if schema.version != SCHEMA_VERSION {
+        return Err(Error::UnsupportedVersion {
+            file: file.to_path_buf(),
+            found: schema.version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(schema)
+}
+
 /// The catalog of one store.
 #[derive(Debug)]
 pub struct Catalog {
@@ -272,18 +294,7 @@ impl Catalog {
         let mut tables = BTreeMap::new();
         for item in tree.range(Unbounded, Unbounded, Direction::Forward) {
             let (k, v) = item?;
-            let schema: TableSchema = serde_json::from_slice(&v).map_err(|e| Error::Corrupt {
-                file: store.pool().file().path().to_path_buf(),
-                offset: 0,
-                reason: format!("catalog entry {:?}: {e}", String::from_utf8_lossy(&k)),
-            })?;
-            if schema.version != SCHEMA_VERSION {
-                return Err(Error::UnsupportedVersion {
-                    file: store.pool().file().path().to_path_buf(),
-                    found: schema.version,
-                    supported: SCHEMA_VERSION,
-                });
-            }
+            let schema = decode_entry(store.pool().file().path(), &k, &v)?;
             tables.insert(schema.def.name.clone(), Arc::new(schema));
         }
         Ok(Catalog {

@@ -646,6 +646,7 @@ impl Db {
             let (pk, v) = item?;
             let mut cur = Some(table::split_rec(&v)?);
             let mut first = true;
+            let mut walk = table::VersionWalk::default();
             while let Some(rec) = cur {
                 let values = table::decode(&trial, &rec.1)?;
                 let k = table::sec_key_of(&trial, i, &values);
@@ -657,7 +658,7 @@ impl Db {
                 if rec.0.trx < bound {
                     break;
                 }
-                cur = table::previous(db, &rec)?.flatten();
+                cur = table::previous(db, &rec, &mut walk)?.flatten();
             }
         }
         if index.unique {

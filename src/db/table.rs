@@ -328,13 +328,58 @@ fn missing_undo(db: &DbInner, trx: TrxId, roll: RollPtr) -> Error {
     }
 }
 
+/// A walk down one row's version chain. A sound chain only goes to older
+/// versions, so it never names one undo record twice; a damaged one (an
+/// undo record whose old value names itself or a later record) would be
+/// followed forever. The walk remembers one version and compares every
+/// later one with it, moving the mark ahead at powers of two (Brent's
+/// cycle detection): no memory, and a cycle is found within a few times
+/// its length.
+#[derive(Debug, Default)]
+pub(crate) struct VersionWalk {
+    mark: Option<(TrxId, RollPtr)>,
+    steps: u64,
+    power: u64,
+}
+
+impl VersionWalk {
+    /// Record that the walk is at the version whose header is `h`; an
+    /// error if it was there before.
+    fn visit(&mut self, db: &DbInner, h: &RecHeader) -> Result<()> {
+        let here = (h.trx, h.roll);
+        if self.mark == Some(here) {
+            return Err(Error::Corrupt {
+                file: db.store.pool().file().path().to_path_buf(),
+                offset: 0,
+                reason: format!(
+                    "the version chain comes back to undo record {} of transaction {}",
+                    h.roll.0, h.trx
+                ),
+            });
+        }
+        self.steps += 1;
+        if self.steps >= self.power {
+            self.mark = Some(here);
+            self.power = self.power.saturating_mul(2).max(1);
+            self.steps = 0;
+        }
+        Ok(())
+    }
+}
+
 /// The previous version of `rec`: `Ok(None)` when it has none (inserted
-/// by its writer, or history no longer kept).
-pub(crate) fn previous(db: &DbInner, rec: &Rec) -> Result<Option<Option<Rec>>> {
+/// by its writer, or history no longer kept). `walk` is the chain walk
+/// `rec` belongs to (an error if the chain loops).
+pub(crate) fn previous(
+    db: &DbInner,
+    rec: &Rec,
+    walk: &mut VersionWalk,
+) -> Result<Option<Option<Rec>>> {
     let (h, _) = rec;
     if h.roll == RollPtr::NONE {
         return Ok(None);
     }
+    walk.visit(db, h)?;
     match db.undo.get(&db.store, h.trx, h.roll.0)? {
         None => Ok(None),
         Some(u) => match (u.kind, u.old_value) {
@@ -357,16 +402,18 @@ pub(crate) fn visible(
 ) -> Result<Option<Vec<u8>>> {
     let mut cur = rec;
     let mut retries = 0;
+    let mut walk = VersionWalk::default();
     loop {
         let (h, row) = &cur;
         if view.sees(h.trx) {
             return Ok(if h.deleted { None } else { Some(row.clone()) });
         }
-        match previous(db, &cur)? {
+        match previous(db, &cur, &mut walk)? {
             Some(Some(prev)) => cur = prev,
             Some(None) => return Ok(None),
             None if retries < 100 => {
                 retries += 1;
+                walk = VersionWalk::default();
                 match read_rec(&db.store, schema, pk)? {
                     Some(r) => cur = r,
                     None => return Ok(None),
@@ -392,6 +439,7 @@ pub(crate) fn needed_has_key(
     all_history: bool,
 ) -> Result<bool> {
     let mut v = cur;
+    let mut walk = VersionWalk::default();
     while let Some(rec) = v {
         let values = decode(schema, &rec.1)?;
         if sec_key_of(schema, i, &values) == key {
@@ -400,7 +448,127 @@ pub(crate) fn needed_has_key(
         if !all_history && rec.0.trx < bound {
             return Ok(false);
         }
-        v = previous(db, &rec)?.flatten();
+        v = previous(db, &rec, &mut walk)?.flatten();
     }
     Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::catalog::Column;
+    use crate::catalog::schema::{IndexDef, TableDef};
+    use crate::db::{Db, Options};
+    use crate::io::{SimFs, Vfs};
+    use crate::log::Durability;
+    use crate::txn::UndoRecord;
+    use crate::txn::undo_log::UndoLog;
+
+    fn options() -> Options {
+        Options {
+            store: crate::store::test_options(),
+            purge: false,
+            ..Options::default()
+        }
+    }
+
+    /// A row whose undo record's old value names that same undo record
+    /// (damage with valid checksums): the version chain loops. Following
+    /// it used to hang a read that needs an older version and the
+    /// rollback at open; now both are errors.
+    #[test]
+    fn version_chain_cycle_is_an_error_not_a_loop() {
+        for committed in [true, false] {
+            let fs = SimFs::new(1);
+            let vfs: Arc<dyn Vfs> = Arc::new(fs.clone());
+            let dir = Path::new("/db");
+            let db = Db::open_with(vfs.clone(), dir, options()).unwrap();
+            let t = db
+                .create_table(TableDef {
+                    name: "t".into(),
+                    columns: vec![
+                        Column::new("k", ColumnType::Int64, false),
+                        Column::new("v", ColumnType::Int64, false),
+                    ],
+                    primary_key: vec![0],
+                    indexes: vec![IndexDef {
+                        name: "by_v".into(),
+                        columns: vec![1],
+                        unique: false,
+                    }],
+                })
+                .unwrap();
+            let mut tx = db.begin().unwrap();
+            tx.insert(&t, &[Value::Int64(1), Value::Int64(10)]).unwrap();
+            tx.commit().unwrap();
+            // A transaction id no view sees yet, whose record names itself.
+            let trx = 1 << 40;
+            let schema = t.schema();
+            let store = db.store();
+            let pk = pk_of(&schema, &[Value::Int64(1), Value::Int64(20)]);
+            let row = crate::catalog::encode_row(
+                &schema.def.columns,
+                &[Value::Int64(1), Value::Int64(20)],
+            )
+            .unwrap();
+            let looped = RecHeader {
+                trx,
+                roll: RollPtr(1),
+                deleted: false,
+            }
+            .encode(&row);
+            let (undo, _) = UndoLog::open(store).unwrap();
+            let rec = UndoRecord {
+                kind: UndoKind::Update,
+                undo_no: 1,
+                table: schema.id,
+                trx,
+                prev_trx: trx,
+                prev_roll: RollPtr(1),
+                key: pk.clone(),
+                old_value: Some(looped.clone()),
+                changed: UndoRecord::changed_mask(1, [0]),
+            };
+            undo.put(store, trx, 1, &rec).unwrap();
+            // The newest version: another secondary key, so a rollback
+            // walks the chain for the old one.
+            let newest = crate::catalog::encode_row(
+                &schema.def.columns,
+                &[Value::Int64(1), Value::Int64(30)],
+            )
+            .unwrap();
+            let newest = RecHeader {
+                trx,
+                roll: RollPtr(1),
+                deleted: false,
+            }
+            .encode(&newest);
+            clustered(store, &schema).put(&pk, &newest).unwrap();
+            let lsn = if committed {
+                undo.mark_committed(store, trx).unwrap()
+            } else {
+                store.log().end_lsn()
+            };
+            store.commit(lsn, Durability::Sync).unwrap();
+            drop(t);
+            drop(db);
+            match Db::open_with(vfs, dir, options()) {
+                Ok(db) => {
+                    assert!(committed, "the rollback at open followed the loop");
+                    let t = db.table("t").unwrap();
+                    let mut tx = db.begin().unwrap();
+                    assert!(matches!(
+                        tx.get(&t, &[Value::Int64(1)]),
+                        Err(Error::Corrupt { .. })
+                    ));
+                }
+                Err(e) => {
+                    assert!(!committed, "{e}");
+                    assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+                }
+            }
+        }
+    }
 }

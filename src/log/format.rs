@@ -116,6 +116,13 @@ const fn hint_unit(s: u16) -> u64 {
     8 << (6 * s)
 }
 
+/// Largest LSN, and largest sequence number, a valid checkpoint slot
+/// holds. 2^63 bytes of log (29 years at 10 GB/s) are never written, and
+/// below it arithmetic on LSNs (adding at most a log's capacity, under
+/// 2^50 bytes) cannot overflow; a slot beyond it is damage that happens
+/// to pass the CRC, or a crafted file.
+pub const MAX_LSN: u64 = 1 << 63;
+
 /// Magic bytes of a log file header.
 pub const FILE_MAGIC: [u8; 8] = *b"QUILLOG\0";
 /// Magic bytes of a checkpoint slot.
@@ -396,8 +403,11 @@ impl CheckpointSlot {
         if !s.checkpoint_lsn.0.is_multiple_of(8) || s.checkpoint_lsn < INITIAL_LSN {
             return Err(DecodeError::Field("checkpoint LSN"));
         }
-        if s.durable_lsn < s.checkpoint_lsn {
+        if s.durable_lsn < s.checkpoint_lsn || s.durable_lsn.0 > MAX_LSN {
             return Err(DecodeError::Field("durable LSN"));
+        }
+        if s.seq > MAX_LSN {
+            return Err(DecodeError::Field("sequence number"));
         }
         Ok(s)
     }
@@ -629,6 +639,45 @@ mod tests {
             c[i] ^= 0x10;
             assert!(CheckpointSlot::decode(&c).is_err(), "flip at {i} accepted");
         }
+    }
+
+    /// A slot whose LSNs or sequence number lie beyond anything a log
+    /// reaches is refused: recovery would add the log's capacity to its
+    /// LSN, and open one to its sequence number, past `u64::MAX`.
+    #[test]
+    fn slots_beyond_the_lsn_range_are_rejected() {
+        let ok = CheckpointSlot {
+            log_id: 7,
+            seq: 9,
+            checkpoint_lsn: Lsn(8192),
+            epoch: 3,
+            durable_lsn: Lsn(9000),
+        };
+        let top = Lsn(u64::MAX - 7);
+        for bad in [
+            CheckpointSlot {
+                checkpoint_lsn: top,
+                durable_lsn: top,
+                ..ok
+            },
+            CheckpointSlot {
+                durable_lsn: top,
+                ..ok
+            },
+            CheckpointSlot {
+                seq: u64::MAX,
+                ..ok
+            },
+        ] {
+            assert!(CheckpointSlot::decode(&bad.encode()).is_err(), "{bad:?}");
+        }
+        let edge = CheckpointSlot {
+            seq: MAX_LSN,
+            checkpoint_lsn: Lsn(MAX_LSN),
+            durable_lsn: Lsn(MAX_LSN),
+            ..ok
+        };
+        assert_eq!(CheckpointSlot::decode(&edge.encode()), Ok(edge));
     }
 
     #[test]

@@ -204,7 +204,11 @@ fn hist_line(
 
 impl std::fmt::Display for LogStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let commits = self.commits_sync + self.commits_write + self.commits_lazy;
+        // Saved statistics are read back from a file: any values at all.
+        let commits = self
+            .commits_sync
+            .saturating_add(self.commits_write)
+            .saturating_add(self.commits_lazy);
         writeln!(f, "redo log")?;
         writeln!(
             f,
@@ -266,5 +270,23 @@ impl std::fmt::Display for LogStats {
             "  stalls: hole waits {}, buffer-full waits {}, log-full waits {}",
             self.hole_waits, self.space_waits, self.log_full_waits
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Statistics come back from `log-stats.json`, which may hold any
+    /// numbers: printing them must not overflow.
+    #[test]
+    fn saved_stats_with_extreme_counters_print() {
+        let s = LogStats {
+            commits_sync: u64::MAX,
+            commits_write: u64::MAX,
+            commits_lazy: 1,
+            ..LogStats::default()
+        };
+        assert!(s.to_string().contains("commits 18446744073709551615"));
     }
 }

@@ -938,6 +938,39 @@ mod tests {
     use super::*;
     use crate::io::SimFs;
 
+    /// A checkpoint slot whose CRC passes but whose LSN or sequence
+    /// number lies beyond the format's range is ignored at open (the
+    /// older slot wins) instead of overflowing the scan or the next
+    /// sequence number.
+    #[test]
+    fn slot_beyond_the_lsn_range_is_ignored_at_open() {
+        let fs = SimFs::new(6);
+        let dir = Path::new("/log");
+        let opts = LogOptions {
+            file_size: 64 << 10,
+            file_count: 1,
+            buffer_size: 16 << 10,
+            ..LogOptions::default()
+        };
+        let log = Log::create(Arc::new(fs.clone()), dir, opts.clone()).unwrap();
+        let log_id = log.core.files.header.log_id;
+        log.close().unwrap();
+        for (seq, lsn) in [(2, u64::MAX - 7), (u64::MAX, format::INITIAL_LSN.0)] {
+            let slot = CheckpointSlot {
+                log_id,
+                seq,
+                checkpoint_lsn: Lsn(lsn),
+                epoch: 1,
+                durable_lsn: Lsn(lsn),
+            };
+            assert!(fs.corrupt(&dir.join("log.000"), BLOCK * (1 + seq % 2), &slot.encode()));
+            let (log, report) =
+                Log::open(Arc::new(fs.clone()), dir, opts.clone(), |_| Ok(())).unwrap();
+            assert_eq!(report.checkpoint_lsn, format::INITIAL_LSN);
+            log.close().unwrap();
+        }
+    }
+
     /// Ring I2: a payload from the previous lap that holds, at some slot, the
     /// very LSN the next lap will put a fragment at must not read as a
     /// published marker there (the writer re-zeroes consumed blocks).

@@ -912,7 +912,7 @@ impl std::fmt::Display for StoreStats {
             "  buffer pool: {} frames of {} bytes ({:.1} MiB); hit ratio {:.2}% ({} hits, {} misses); {} dirty; {} evictions; {} pages written by LRU flushing, {} in all ({} left for the log to catch up); {} descents waited for a busy page",
             p.frames,
             p.page_size,
-            (p.frames * p.page_size) as f64 / 1048576.0,
+            p.frames as f64 * p.page_size as f64 / 1048576.0,
             p.hit_ratio() * 100.0,
             p.hits,
             p.misses,
@@ -1013,4 +1013,37 @@ pub fn inspect(vfs: &dyn Vfs, dir: &Path) -> Result<StoreInfo> {
         roots,
         last_close,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Statistics come back from `store-stats.json`, which may hold any
+    /// numbers: printing them must not overflow.
+    #[test]
+    fn saved_stats_with_extreme_counters_print() {
+        let json = serde_json::to_value(StoreStats {
+            pool: PoolStats {
+                frames: u64::MAX,
+                page_size: u64::MAX,
+                hits: u64::MAX,
+                misses: u64::MAX,
+                ..PoolStats::default()
+            },
+            log: LogStats::default(),
+            checkpoint_age: u64::MAX,
+            log_capacity: 0,
+            checkpoints: 0,
+            throttled: 0,
+            throttle_wait_ns: u64::MAX,
+            urgent_flushes: 0,
+            hot_page_syncs: 0,
+            recovery: None,
+        })
+        .unwrap();
+        let stats: StoreStats = serde_json::from_value(json).unwrap();
+        let text = stats.to_string();
+        assert!(text.contains("hit ratio 50.00%"), "{text}");
+    }
 }

@@ -301,6 +301,12 @@ impl UndoLog {
             let (Some(trx), Some(seq)) = (trx_of(&k), seq_of(&k)) else {
                 return Err(self.malformed(store, "undo key"));
             };
+            // Purge deletes the keys it rebuilds from (trx, seq): a key that
+            // is not exactly that (filed under another partition, extra
+            // bytes) would never be deleted and come back in every batch.
+            if k.as_slice() != undo_key(trx, seq) {
+                return Err(self.malformed(store, "undo key"));
+            }
             if out.last().is_none_or(|last| last.trx != trx) {
                 if out.len() == max {
                     break;
@@ -326,6 +332,8 @@ impl UndoLog {
     /// [`UndoLog::oldest`] returned them, so in key order: each
     /// transaction's mark after its records, UL3), each run of
     /// neighbouring keys in one mini-transaction.
+    /// Every key must still be there (purge holds the partition): one that
+    /// is not is damage, reported rather than left to come back forever.
     pub fn delete_purged(&self, store: &Store, done: &[PurgeItem]) -> Result<()> {
         let keys: Vec<[u8; 18]> = done
             .iter()
@@ -337,7 +345,17 @@ impl UndoLog {
                     .chain(mark)
             })
             .collect();
-        self.tree(store).delete_sorted(&keys)?;
+        let deleted = self.tree(store).delete_sorted(&keys)?;
+        if deleted != keys.len() as u64 {
+            return Err(Error::Corrupt {
+                file: store.pool().file().path().to_path_buf(),
+                offset: 0,
+                reason: format!(
+                    "purge found {} undo records and commit marks but could delete only {deleted}",
+                    keys.len()
+                ),
+            });
+        }
         Ok(())
     }
 
@@ -531,6 +549,43 @@ mod tests {
         let (log, reserved) = UndoLog::open(&store).unwrap();
         assert_eq!(reserved, 5000);
         assert!(log.is_committed(&store, 9).unwrap());
+    }
+
+    /// An undo record and commit mark filed under the wrong partition
+    /// (damage with valid checksums) used to make purge find the
+    /// transaction in every batch without ever deleting it, so the purge
+    /// thread spun forever; now the scan reports the key. Deleting records
+    /// that are not there is an error too.
+    #[test]
+    fn misfiled_undo_keys_are_refused_by_purge() {
+        let fs = SimFs::new(4);
+        let store = Store::create(Arc::new(fs), Path::new("/db"), opts()).unwrap();
+        let (log, _) = UndoLog::open(&store).unwrap();
+        let trx = 5u64;
+        let wrong = partition(trx) + 1;
+        for seq in [1, MARK_SEQ] {
+            let mut k = undo_key(trx, seq);
+            k[1] = wrong;
+            let v = if seq == MARK_SEQ {
+                vec![UNDO_LOG_VERSION]
+            } else {
+                rec(trx, seq).encode()
+            };
+            log.tree(&store).put(&k, &v).unwrap();
+        }
+        assert!(matches!(
+            log.oldest(&store, wrong, 1000, 8),
+            Err(Error::Corrupt { .. })
+        ));
+        let gone = PurgeItem {
+            trx: 9,
+            records: vec![(1, rec(9, 1))],
+            committed: true,
+        };
+        assert!(matches!(
+            log.delete_purged(&store, &[gone]),
+            Err(Error::Corrupt { .. })
+        ));
     }
 
     /// A reservation record of an unknown format is an error, not a panic.
