@@ -7,9 +7,14 @@
 //! a whole sees concurrent changes the way a reader without a snapshot
 //! does (transaction snapshots come from the layer above).
 //!
-//! Progress: a forward batch that ends at upper fence `f` continues at
-//! keys `>= f`, and `f` is above every key of the batch's descent, so each
-//! batch moves strictly forward (backward likewise with lower fences).
+//! Invariants:
+//! * C1. Progress: a forward batch that ends at upper fence `f` continues
+//!   at keys `>= f`, and `f` is above the key the batch's descent searched
+//!   for, so each batch moves strictly forward (backward likewise with
+//!   lower fences). The fence comes from node bytes, so it is checked in
+//!   release (a damaged node would otherwise make the scan loop forever
+//!   over the same leaf): a fence that does not move the bound is
+//!   [`crate::Error::CorruptPage`], with a debug assertion beside it.
 
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -17,6 +22,19 @@ use std::ops::Bound;
 use super::{Tree, node};
 use crate::Result;
 use crate::page::PageId;
+
+/// Whether the new bound `next` lies strictly inside the range left by
+/// `old` in the scan direction (C1): forward, the new lower bound
+/// `Included(f)` excludes everything `old` still admitted below `f`;
+/// backward, the new upper bound `Excluded(f)` likewise.
+fn advances(old: &Bound<Vec<u8>>, f: &[u8], forward: bool) -> bool {
+    match (old, forward) {
+        (Bound::Unbounded, _) => true,
+        (Bound::Included(k) | Bound::Excluded(k), true) => f > k.as_slice(),
+        (Bound::Included(k), false) => f <= k.as_slice(),
+        (Bound::Excluded(k), false) => f < k.as_slice(),
+    }
+}
 
 /// Scan order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,7 +177,10 @@ impl<'s> Cursor<'s> {
             }
             if !self.done {
                 match fence {
-                    Some(f) if below_hi(&self.hi, &f) => self.lo = Bound::Included(f),
+                    Some(f) if below_hi(&self.hi, &f) => {
+                        self.check_progress(id, &self.lo, &f, true)?;
+                        self.lo = Bound::Included(f);
+                    }
                     _ => self.done = true,
                 }
             }
@@ -194,12 +215,38 @@ impl<'s> Cursor<'s> {
                     Bound::Included(l) | Bound::Excluded(l) => l < f,
                 };
                 match fence {
-                    Some(f) if more(&f) => self.hi = Bound::Excluded(f),
+                    Some(f) if more(&f) => {
+                        self.check_progress(id, &self.hi, &f, false)?;
+                        self.hi = Bound::Excluded(f);
+                    }
                     _ => self.done = true,
                 }
             }
         }
         Ok(())
+    }
+}
+
+impl Cursor<'_> {
+    /// C1 for the fence `f` that replaces bound `old`: a fence that does
+    /// not move the scan forward comes from a damaged node (the descent
+    /// found it above, or below, the key it searched for), and would make
+    /// the scan revisit the same leaf forever.
+    fn check_progress(
+        &self,
+        leaf: PageId,
+        old: &Bound<Vec<u8>>,
+        f: &[u8],
+        forward: bool,
+    ) -> Result<()> {
+        if advances(old, f, forward) {
+            return Ok(());
+        }
+        debug_assert!(false, "cursor C1: fence {f:?} does not move past {old:?}");
+        Err(self.tree.corrupt(
+            leaf.0,
+            format!("a fence above this leaf ({f:?}) does not move the scan past {old:?}"),
+        ))
     }
 }
 
