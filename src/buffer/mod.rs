@@ -591,6 +591,20 @@ impl BufferPool {
                 reason: "a free frame was latched (bug)".into(),
             });
         };
+        // A frame from the free list or an eviction has no pins (B1, B8),
+        // and is clean and not being written (B1, B6). Checked before the
+        // frame is published in the hash: a panic after that would leave
+        // the page mapped to a frame that never becomes valid, and every
+        // later access to it would spin.
+        let (pins, oldest, flushing) = (
+            f.pins.load(Ordering::Acquire),
+            f.oldest.load(Ordering::Acquire),
+            f.flushing.load(Ordering::Acquire),
+        );
+        assert!(
+            pins == 0 && oldest == 0 && !flushing,
+            "buffer B8: frame {idx} handed out for {id} with {pins} pins, oldest {oldest}, flushing {flushing}"
+        );
         {
             let mut map = self.shard(id.0).write();
             if map.contains_key(&id.0) {
@@ -600,17 +614,7 @@ impl BufferPool {
                 return Ok(None);
             }
             map.insert(id.0, idx);
-            // A frame from the free list or an eviction has no pins (B1,
-            // B8), and is clean and not being written (B1, B6).
-            let before = f.pins.fetch_add(1, Ordering::AcqRel);
-            assert!(
-                before == 0
-                    && f.oldest.load(Ordering::Acquire) == 0
-                    && !f.flushing.load(Ordering::Acquire),
-                "buffer B8: frame {idx} handed out for {id} with {before} pins, oldest {}, flushing {}",
-                f.oldest.load(Ordering::Acquire),
-                f.flushing.load(Ordering::Acquire)
-            );
+            f.pins.fetch_add(1, Ordering::AcqRel);
             f.page.store(id.0, Ordering::Release);
         }
         g.id = id;
@@ -847,6 +851,10 @@ impl BufferPool {
                 self.poison(&format!("a page write failed: {e}"));
             }
         }
+        // The first B9 violation, reported once every flag is cleared (a
+        // panic in this loop would leave frames flagged for good, never
+        // evicted or flushed again).
+        let mut broken: Option<String> = None;
         for (idx, id, lsn, _) in &batch {
             let f = self.frame(*idx);
             // The frame still holds the page: it is dirty and flagged, and
@@ -861,13 +869,22 @@ impl BufferPool {
                         // B9: we hold the flag (B6), so nobody cleaned it
                         // since the copy, which saw it dirty.
                         let old = f.oldest.swap(0, Ordering::AcqRel);
-                        assert!(old != 0, "buffer B9: {id} cleaned behind its flusher");
-                        let listed = self.flush_list.lock().remove(&(old, id.0));
-                        assert!(listed, "buffer B9: dirty {id} was not on the flush list");
+                        let listed = old != 0 && self.flush_list.lock().remove(&(old, id.0));
+                        if !listed && broken.is_none() {
+                            broken = Some(format!(
+                                "{id} (oldest {old}) was not dirty on the flush list"
+                            ));
+                        }
                     }
                 }
             }
             f.flushing.store(false, Ordering::Release);
+        }
+        if let Some(b) = broken {
+            #[allow(clippy::panic)] // B9 broken: our bug
+            {
+                panic!("buffer B9: flushed page {b}; only its flusher cleans it");
+            }
         }
         written?;
         self.counters.flushed.add(batch.len() as u64);

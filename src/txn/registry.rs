@@ -160,14 +160,16 @@ impl Drop for TrxSlot<'_> {
         }
         self.reg.commit_state(self.index).store(0, Ordering::SeqCst);
         let held = self.reg.slot(self.index).swap(FREE, Ordering::SeqCst);
+        if change {
+            self.reg.epoch.fetch_add(1, Ordering::SeqCst);
+        }
+        // After the epoch is even again (a panic inside the seqlock would
+        // make every snapshot spin forever).
         assert_eq!(
             held, self.id,
             "registry R9: slot {} held another id",
             self.index
         );
-        if change {
-            self.reg.epoch.fetch_add(1, Ordering::SeqCst);
-        }
     }
 }
 
@@ -233,11 +235,15 @@ impl TrxRegistry {
             {
                 let id = self.next_id.fetch_add(1, Ordering::SeqCst);
                 // R2: never 0 (ids start at `last_id + 1`), and never a
-                // slot sentinel.
-                assert!(
-                    id != FREE && id != ASSIGNING,
-                    "registry R2: drew id {id:#x}, a slot sentinel"
-                );
+                // slot sentinel. The slot is freed before the panic: left
+                // ASSIGNING, every scan would spin on it forever.
+                if id == FREE || id == ASSIGNING {
+                    slot.store(FREE, Ordering::SeqCst);
+                    #[allow(clippy::panic)] // R2: ids ran out, or a bug
+                    {
+                        panic!("registry R2: drew id {id:#x}, a slot sentinel");
+                    }
+                }
                 slot.store(id, Ordering::SeqCst);
                 return Ok(TrxSlot {
                     reg: self,
