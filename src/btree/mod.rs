@@ -33,7 +33,7 @@
 //! * BT3. Keys are at most [`Tree::max_key_len`] bytes and inline values
 //!   at most a quarter page, so a leaf cell is under a third of a node and
 //!   any node of three cells can split. (Asserted where a leaf cell is
-//!   built: [`Tree::max_cell`].)
+//!   built: `Tree::max_cell`.)
 //! * BT4. A non-root node below a quarter full after a delete merges with
 //!   a sibling under the same parent when both fit one page.
 //! * BT5. A descent does not queue for a busy child latch while it holds

@@ -518,7 +518,7 @@ pub fn set_right(page: &mut [u8], id: u64) -> Result<(), NodeError> {
 
 /// Bytes available for new cells and their slots: the contiguous gap plus
 /// garbage (available after compaction). 0 if the header is corrupt; the
-/// engine uses [`free_space_checked`], which reports that as an error.
+/// engine uses `free_space_checked`, which reports that as an error.
 pub fn free_space(page: &[u8]) -> usize {
     free_space_checked(page).unwrap_or(0)
 }
@@ -530,7 +530,7 @@ pub(crate) fn free_space_checked(page: &[u8]) -> Result<usize, NodeError> {
 
 /// Bytes in use: the slot array plus live cells. Always
 /// `used_bytes + free_space == capacity` on a valid node. 0 if the header is
-/// corrupt; the engine uses [`used_bytes_checked`], which reports that as an
+/// corrupt; the engine uses `used_bytes_checked`, which reports that as an
 /// error.
 pub fn used_bytes(page: &[u8]) -> usize {
     used_bytes_checked(page).unwrap_or(0)

@@ -41,8 +41,8 @@
 //!   produces for the given columns (including the CT1 checks), and returns
 //!   an error, never a panic, for anything else. Rows keep floats bit for
 //!   bit (no normalisation: that is only for keys).
-//! * RD1. A [`Reader`]'s position never passes the end of its bytes: it
-//!   only advances over bytes it has just taken. So [`Reader::rest`] is
+//! * RD1. A `Reader`'s position never passes the end of its bytes: it
+//!   only advances over bytes it has just taken. So `Reader::rest` is
 //!   always a valid suffix (indexed directly, not defaulted to empty,
 //!   which would make a decoder silently accept a truncated tail).
 
