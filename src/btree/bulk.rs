@@ -8,6 +8,16 @@
 //! the tree appears whole or (before that) empty. A crash before the end
 //! leaves the pages built so far unreachable; they are not reclaimed (a
 //! caller rebuilding the index starts over).
+//!
+//! Invariants:
+//! * BK1. Every node built holds at most `fill` (15/16 of a node) bytes of
+//!   cells and slots: a node is closed before a cell would take it past
+//!   `fill`, and a lone first cell is under a third of a node (BT3), so
+//!   every node fits its page and its inserts cannot fail for room.
+//! * BK2. The internal levels shrink: a level of `m > 1` nodes yields a
+//!   level of fewer nodes (each internal node takes at least two
+//!   children, a child's cell being under a sixth of `fill`), so the
+//!   loop ends with one node, the root.
 
 use super::{Tree, node, overflow, short_separator};
 use crate::page::PageId;
@@ -48,6 +58,7 @@ impl<'s> Tree<'s> {
                 node::encode_leaf_overflow(&k, v.len() as u32, first.0)
                     .map_err(tree.ne(tree.root))?
             };
+            tree.assert_cell_size(&cell);
             if !cells.is_empty() && used + cell.len() + SLOT_SIZE > fill {
                 let page = tree.built_node(0, &cells)?;
                 let sep = match &prev_leaf_last {
@@ -63,6 +74,10 @@ impl<'s> Tree<'s> {
                 first_key = k.clone();
             }
             used += cell.len() + SLOT_SIZE;
+            assert!(
+                used <= fill,
+                "btree BK1: a leaf of {used} bytes passes the fill {fill}"
+            );
             cells.push(cell);
             prev = Some(k);
         }
@@ -96,12 +111,21 @@ impl<'s> Tree<'s> {
                 let key: &[u8] = if cur.is_empty() { b"" } else { sep };
                 cur.push(node::encode_internal(key, child.0).map_err(tree.ne(tree.root))?);
                 used += node::internal_size(key.len()) + SLOT_SIZE;
+                assert!(
+                    used <= fill,
+                    "btree BK1: an internal node of {used} bytes passes the fill {fill}"
+                );
             }
-            if nodes.len() == 1 {
-                let cells = nodes.pop().unwrap_or_default();
-                tree.write_root(height, &cells)?;
+            if let [cells] = nodes.as_slice() {
+                tree.write_root(height, cells)?;
                 return Ok(tree);
             }
+            assert!(
+                nodes.len() < level.len(),
+                "btree BK2: {} children made {} internal nodes",
+                level.len(),
+                nodes.len()
+            );
             let mut next = Vec::with_capacity(nodes.len());
             for (cells, sep) in nodes.iter().zip(seps) {
                 next.push((sep, tree.built_node(height, cells)?));

@@ -7,14 +7,15 @@
 //! a whole sees concurrent changes the way a reader without a snapshot
 //! does (transaction snapshots come from the layer above).
 //!
-//! Progress: a forward batch that ends at upper fence `f` continues at
-//! keys `>= f`, and `f` is above every key of the batch's descent, so each
-//! batch moves strictly forward (backward likewise with lower fences).
-//! That holds for keys in order; in a damaged tree (keys out of order,
-//! repeated separators) a fence can lead back to a leaf already read, so
-//! every move of the resume bound is checked to go strictly onward, and
-//! one that does not is an `Error::CorruptPage` (else the scan would
-//! return the same entries forever).
+//! Invariants:
+//! * C1. Progress: a forward batch that ends at upper fence `f` continues
+//!   at keys `>= f`, and `f` is above every key of the batch's descent, so
+//!   each batch moves strictly forward (backward likewise with lower
+//!   fences). That holds for keys in order; in a damaged tree (keys out of
+//!   order, repeated separators) a fence can lead back to a leaf already
+//!   read, so every move of the resume bound is checked, in release, to go
+//!   strictly onward, and one that does not is an `Error::CorruptPage`
+//!   (else the scan would return the same entries forever).
 
 use std::collections::VecDeque;
 use std::ops::Bound;

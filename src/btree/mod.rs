@@ -32,7 +32,8 @@
 //!   below. `Tree::verify` checks this with fences over the whole tree.
 //! * BT3. Keys are at most [`Tree::max_key_len`] bytes and inline values
 //!   at most a quarter page, so a leaf cell is under a third of a node and
-//!   any node of three cells can split.
+//!   any node of three cells can split. (Asserted where a leaf cell is
+//!   built: `Tree::max_cell`.)
 //! * BT4. A non-root node below a quarter full after a delete merges with
 //!   a sibling under the same parent when both fit one page.
 //! * BT5. A descent does not queue for a busy child latch while it holds
@@ -48,6 +49,11 @@
 //!   while waiting for a node on the path (it still is while a merge
 //!   latches a sibling, an overflow chain is latched or a page is
 //!   allocated, and after the retries).
+//!
+//! Assertions cite these, and the node module's N1-N8. Node bytes come
+//! from disk, so a broken node invariant found while reading is
+//! [`Error::CorruptPage`]; what this module computes itself (separators,
+//! cell sizes, the held path) is asserted.
 
 mod bulk;
 mod cursor;
@@ -171,6 +177,56 @@ impl<'s> Tree<'s> {
 
     fn ne(&self, page: PageId) -> impl Fn(NodeError) -> Error + '_ {
         move |e| self.corrupt(page.0, e.to_string())
+    }
+
+    /// Free bytes of node `id`; a corrupt header (node N1) is an error, not
+    /// a node that looks full.
+    fn free_space(&self, id: PageId, p: &[u8]) -> Result<usize> {
+        node::free_space_checked(p).map_err(self.ne(id))
+    }
+
+    /// Used bytes of node `id`; a corrupt header (node N1) is an error, not
+    /// a node that looks empty (and would be merged into a sibling).
+    fn used_bytes(&self, id: PageId, p: &[u8]) -> Result<usize> {
+        node::used_bytes_checked(p).map_err(self.ne(id))
+    }
+
+    /// `used` bytes of node `id` less one live cell of `cell_len` bytes and
+    /// its slot. A live cell larger than the node's used bytes breaks node
+    /// N2 (damage, not our arithmetic): an error, not a silent 0.
+    fn used_without(&self, id: PageId, used: usize, cell_len: usize) -> Result<usize> {
+        used.checked_sub(cell_len + SLOT_SIZE).ok_or_else(|| {
+            self.corrupt(
+                id.0,
+                format!("a live cell of {cell_len} bytes exceeds the node's {used} used bytes"),
+            )
+        })
+    }
+
+    /// The largest leaf or internal cell this tree makes, with its slot:
+    /// under a third of a node (BT3), so that any node holding three cells
+    /// can split into two halves that each take one more.
+    fn max_cell(&self) -> usize {
+        let leaf = node::leaf_inline_size(self.max_key_len(), self.max_inline_value())
+            .max(node::leaf_overflow_size(self.max_key_len()));
+        let internal = node::internal_size(self.max_key_len());
+        let max = leaf.max(internal) + SLOT_SIZE;
+        debug_assert!(
+            3 * max <= self.capacity(),
+            "btree BT3: the largest cell ({max} bytes with its slot) is over a third of a node"
+        );
+        max
+    }
+
+    /// BT3 for a cell this tree is about to store.
+    #[track_caller]
+    fn assert_cell_size(&self, cell: &[u8]) {
+        assert!(
+            cell.len() + SLOT_SIZE <= self.max_cell(),
+            "btree BT3: a cell of {} bytes exceeds the limit {}",
+            cell.len(),
+            self.max_cell()
+        );
     }
 
     fn check_node(&self, id: PageId, p: &[u8], level: Option<u8>) -> Result<()> {
@@ -367,6 +423,8 @@ impl<'s> Tree<'s> {
         let leaf = self.leaf_for_write(key)?;
         let id = leaf.id();
         let cell = node::encode_leaf_inline(key, value).map_err(self.ne(id))?;
+        self.assert_cell_size(&cell);
+        let free = self.free_space(id, &leaf)?;
         let op = match node::search_leaf(&leaf, key).map_err(self.ne(id))? {
             Ok(i) => {
                 let old = node::cell(&leaf, i).map_err(self.ne(id))?;
@@ -374,7 +432,7 @@ impl<'s> Tree<'s> {
                     node::decode_leaf(old).map_err(self.ne(id))?.value,
                     LeafValue::Overflow { .. }
                 );
-                if was_overflow || node::free_space(&leaf) + old.len() < cell.len() {
+                if was_overflow || free + old.len() < cell.len() {
                     return Ok(None);
                 }
                 Op::NodeReplace {
@@ -383,7 +441,7 @@ impl<'s> Tree<'s> {
                 }
             }
             Err(i) => {
-                if node::free_space(&leaf) < cell.len() + SLOT_SIZE {
+                if free < cell.len() + SLOT_SIZE {
                     return Ok(None);
                 }
                 Op::NodeInsert {
@@ -435,7 +493,7 @@ impl<'s> Tree<'s> {
                     let i = node::search_internal(p, key).map_err(self.ne(id))?;
                     Some((i, PageId(node::child(p, i).map_err(self.ne(id))?)))
                 };
-                (level, self.is_safe(p, intent), next)
+                (level, self.is_safe(id, p, intent)?, next)
             };
             if safe {
                 for (a, _) in path.drain(..) {
@@ -452,13 +510,13 @@ impl<'s> Tree<'s> {
         }
     }
 
-    fn is_safe(&self, p: &[u8], intent: Intent) -> bool {
+    fn is_safe(&self, id: PageId, p: &[u8], intent: Intent) -> Result<bool> {
         let max_internal = node::internal_size(self.max_key_len()) + SLOT_SIZE;
         let leaf = node::level(p) == 0;
-        match intent {
+        Ok(match intent {
             Intent::Insert { leaf_need } => {
                 let need = if leaf { leaf_need } else { max_internal };
-                node::free_space(p) >= need
+                self.free_space(id, p)? >= need
             }
             Intent::Delete => {
                 let max_cell = if leaf {
@@ -466,9 +524,9 @@ impl<'s> Tree<'s> {
                 } else {
                     max_internal
                 };
-                node::used_bytes(p) >= self.capacity() / 4 + max_cell
+                self.used_bytes(id, p)? >= self.capacity() / 4 + max_cell
             }
-        }
+        })
     }
 
     /// A fresh mtr with the superblock and the path for `key` latched
@@ -499,10 +557,10 @@ impl<'s> Tree<'s> {
             node::leaf_overflow_size(key.len())
         } + SLOT_SIZE;
         let (mut mtr, mut path) = self.pessimistic(key, Intent::Insert { leaf_need })?;
+        let Some(&(leaf, _)) = path.last() else {
+            unreachable_path();
+        };
         let depth = path.len() - 1;
-        let (leaf, _) = *path
-            .last()
-            .ok_or_else(|| self.corrupt(self.root.0, "empty path"))?;
         let leaf_id = mtr.id(leaf)?;
         let found = node::search_leaf(mtr.page(leaf)?, key).map_err(self.ne(leaf_id))?;
         // Latch (read) the old chain before the first change (mtr M4).
@@ -522,6 +580,7 @@ impl<'s> Tree<'s> {
             node::encode_leaf_overflow(key, value.len() as u32, first.0)
                 .map_err(self.ne(leaf_id))?
         };
+        self.assert_cell_size(&cell);
         for h in old_chain {
             free_page(&mut mtr, h)?;
         }
@@ -552,7 +611,7 @@ impl<'s> Tree<'s> {
             .ok_or_else(|| self.corrupt(self.root.0, "split above the held path"))?;
         let id = mtr.id(h)?;
         let p = mtr.page(h)?;
-        if node::free_space(p) >= cell.len() + SLOT_SIZE {
+        if self.free_space(id, p)? >= cell.len() + SLOT_SIZE {
             return mtr.apply(
                 h,
                 &Op::NodeInsert {
@@ -597,6 +656,14 @@ impl<'s> Tree<'s> {
             mtr.apply(h, &Op::NodeInsert { slot: 1, cell: &c1 })?;
             return Ok(());
         }
+        // A node is released as safe only if the change below it fits
+        // (`is_safe`), so a split reaches a released parent only by our
+        // bug; in release it is still an error, not a split that skips
+        // the parent.
+        debug_assert!(
+            depth > 0,
+            "btree: node {id} needs a split but its parent was released as safe"
+        );
         if depth == 0 {
             return Err(self.corrupt(id.0, "a node to split was released as safe"));
         }
@@ -715,7 +782,7 @@ impl<'s> Tree<'s> {
                 node::decode_leaf(c).map_err(self.ne(id))?.value,
                 LeafValue::Overflow { .. }
             );
-            let after = node::used_bytes(&leaf).saturating_sub(c.len() + SLOT_SIZE);
+            let after = self.used_without(id, self.used_bytes(id, &leaf)?, c.len())?;
             if !overflow && (id == self.root || after >= self.capacity() / 4) {
                 let h = mtr.adopt(leaf);
                 mtr.apply(h, &Op::NodeDelete(i as u16))?;
@@ -723,10 +790,10 @@ impl<'s> Tree<'s> {
             }
         }
         let (mut mtr, path) = self.pessimistic(key, Intent::Delete)?;
+        let Some(&(leaf, _)) = path.last() else {
+            unreachable_path();
+        };
         let depth = path.len() - 1;
-        let (leaf, _) = *path
-            .last()
-            .ok_or_else(|| self.corrupt(self.root.0, "empty path"))?;
         let leaf_id = mtr.id(leaf)?;
         let i = match node::search_leaf(mtr.page(leaf)?, key).map_err(self.ne(leaf_id))? {
             Ok(i) => i,
@@ -776,7 +843,17 @@ impl<'s> Tree<'s> {
                     n
                 }
             };
-            rest = rest.get(consumed..).unwrap_or_default();
+            // Progress: each round deals with at least the first key, and
+            // never with more keys than it was given.
+            assert!(
+                (1..=rest.len()).contains(&consumed),
+                "btree: a delete run consumed {consumed} of {} keys",
+                rest.len()
+            );
+            #[allow(clippy::indexing_slicing)] // asserted just above
+            {
+                rest = &rest[consumed..];
+            }
         }
         Ok(deleted)
     }
@@ -794,7 +871,7 @@ impl<'s> Tree<'s> {
         let leaf = self.leaf_for_write(first)?;
         let id = leaf.id();
         let n = node::nslots(&leaf);
-        let mut used = node::used_bytes(&leaf);
+        let mut used = self.used_bytes(id, &leaf)?;
         let mut slots = Vec::new();
         let mut consumed = 0;
         for k in keys {
@@ -805,7 +882,7 @@ impl<'s> Tree<'s> {
                         node::decode_leaf(c).map_err(self.ne(id))?.value,
                         LeafValue::Overflow { .. }
                     );
-                    let after = used.saturating_sub(c.len() + SLOT_SIZE);
+                    let after = self.used_without(id, used, c.len())?;
                     if overflow || (id != self.root && after < self.capacity() / 4) {
                         break;
                     }
@@ -847,23 +924,26 @@ impl<'s> Tree<'s> {
         if id == self.root {
             loop {
                 let p = mtr.page(h)?;
-                if node::level(p) == 0 || node::nslots(p) != 1 {
+                let root_level = node::level(p);
+                if root_level == 0 || node::nslots(p) != 1 {
                     return Ok(());
                 }
                 let child = PageId(node::child(p, 0).map_err(self.ne(id))?);
                 let ch = mtr.latch(child, Load::Verify)?;
-                let body = mtr
-                    .page(ch)?
-                    .get(PAGE_HEADER..)
-                    .unwrap_or_default()
-                    .to_vec();
+                // BT1: the root takes its only child's content, which must
+                // be a node one level down (not whatever the pointer names).
+                self.check_node(child, mtr.page(ch)?, Some(root_level - 1))?;
+                // A cached page is a whole page, longer than its header
+                // (page P4).
+                #[allow(clippy::indexing_slicing)]
+                let body = mtr.page(ch)?[PAGE_HEADER..].to_vec();
                 mtr.apply(h, &Op::Image(&body))?;
                 free_page(mtr, ch)?;
             }
         }
         let cap = self.capacity();
         let p = mtr.page(h)?;
-        let used = node::used_bytes(p);
+        let used = self.used_bytes(id, p)?;
         let level = node::level(p);
         if used >= cap / 4 || depth == 0 {
             return Ok(());
@@ -893,8 +973,8 @@ impl<'s> Tree<'s> {
             // at the left: undo, purge) drains its leftmost leaf, and
             // pulling the full right sibling into it would copy nearly
             // every entry once more before it is deleted.
-            let l_used = node::used_bytes(mtr.page(lh)?);
-            let r_used = node::used_bytes(mtr.page(rh)?);
+            let l_used = self.used_bytes(l_id, mtr.page(lh)?)?;
+            let r_used = self.used_bytes(r_id, mtr.page(rh)?)?;
             if l_used < r_used {
                 return self.merge_leaf_right(mtr, path, depth, (ph, pidx), (lh, rh));
             }
@@ -914,7 +994,8 @@ impl<'s> Tree<'s> {
             *first = node::encode_internal(&sep, child).map_err(self.ne(r_id))?;
         }
         let need: usize = moving.iter().map(|c| c.len() + SLOT_SIZE).sum();
-        if node::used_bytes(mtr.page(lh)?) + need > cap {
+        let l_used = self.used_bytes(l_id, mtr.page(lh)?)?;
+        if l_used + need > cap {
             // Too full to merge; an unchanged sibling is released.
             if rh != h {
                 mtr.release(rh)?;
@@ -933,6 +1014,12 @@ impl<'s> Tree<'s> {
                 },
             )?;
         }
+        // BT4: the merged node holds both, within one node.
+        debug_assert_eq!(
+            self.used_bytes(l_id, mtr.page(lh)?)?,
+            l_used + need,
+            "btree BT4: a merge moves exactly the right node's cells"
+        );
         free_page(mtr, rh)?;
         mtr.apply(ph, &Op::NodeDelete(ridx as u16))?;
         self.rebalance(mtr, path, depth - 1)
@@ -958,7 +1045,8 @@ impl<'s> Tree<'s> {
             .map(<[u8]>::to_vec)
             .collect();
         let need: usize = moving.iter().map(|c| c.len() + SLOT_SIZE).sum();
-        if node::used_bytes(mtr.page(rh)?) + need > self.capacity() {
+        let r_used = self.used_bytes(r_id, mtr.page(rh)?)?;
+        if r_used + need > self.capacity() {
             mtr.release(rh)?; // too full to merge; unchanged
             return Ok(());
         }
@@ -982,6 +1070,11 @@ impl<'s> Tree<'s> {
                 cell: &cell,
             },
         )?;
+        debug_assert_eq!(
+            self.used_bytes(r_id, mtr.page(rh)?)?,
+            r_used + need,
+            "btree BT4: a merge moves exactly the left leaf's cells"
+        );
         mtr.apply(ph, &Op::NodeDelete((lidx + 1) as u16))?;
         free_page(mtr, lh)?;
         self.rebalance(mtr, path, depth - 1)
@@ -1034,9 +1127,6 @@ impl<'s> Tree<'s> {
             return Ok(1);
         }
         check.internal += 1;
-        if n == 0 {
-            return Err(self.corrupt(id.0, "internal node without children"));
-        }
         let mut keys = Vec::with_capacity(n);
         let mut children = Vec::with_capacity(n);
         for i in 0..n {
@@ -1050,21 +1140,18 @@ impl<'s> Tree<'s> {
         }
         drop(p);
         let mut height = None;
-        for i in 0..n {
-            let clo = if i == 0 {
-                lo
-            } else {
-                keys.get(i).map(Vec::as_slice)
-            };
+        for (i, (key, &child)) in keys.iter().zip(&children).enumerate() {
+            // Slot 0's key is minus infinity: the parent's fence bounds it.
+            let clo = if i == 0 { lo } else { Some(key.as_slice()) };
             let chi = keys.get(i + 1).map(Vec::as_slice).or(hi);
-            let child = *children.get(i).unwrap_or(&PageId(0));
             let h = self.verify_node(child, Some(lvl - 1), clo, chi, check)?;
             if height.is_some_and(|x| x != h) {
                 return Err(self.corrupt(id.0, "children of unequal height"));
             }
             height = Some(h);
         }
-        Ok(height.unwrap_or(0) + 1)
+        let height = height.ok_or_else(|| self.corrupt(id.0, "internal node without children"))?;
+        Ok(height + 1)
     }
 }
 
@@ -1073,8 +1160,24 @@ impl<'s> Tree<'s> {
 /// small).
 fn short_separator(left: &[u8], right: &[u8]) -> Vec<u8> {
     let common = left.iter().zip(right).take_while(|(a, b)| a == b).count();
-    right
-        .get(..(common + 1).min(right.len()))
-        .unwrap_or(right)
-        .to_vec()
+    #[allow(clippy::indexing_slicing)] // the `min` keeps the end in bounds
+    let sep = right[..(common + 1).min(right.len())].to_vec();
+    // BT2: the separator goes above every key of the left node and at or
+    // below every key of the right one. It holds for any `left < right`.
+    assert!(
+        left < sep.as_slice() && sep.as_slice() <= right,
+        "btree BT2: separator {sep:?} does not divide {left:?} from {right:?}"
+    );
+    sep
+}
+
+/// A latched pessimistic descent always ends at a leaf, which it holds
+/// (`descend_x` pushes the leaf before returning the path).
+#[cold]
+#[track_caller]
+fn unreachable_path() -> ! {
+    #[allow(clippy::panic)] // an invariant of `descend_x`, not damage
+    {
+        panic!("btree: a latched descent returned an empty path")
+    }
 }

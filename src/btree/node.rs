@@ -44,6 +44,22 @@
 //!   `garbage == 0`.
 //! * N5. Flags and reserved bytes are zero.
 //!
+//! Invariants of this module's own code (asserted, not checked as damage):
+//! * N6. Every function is handed a whole page: `page.len()` is a valid
+//!   page size (the page length is the buffer's, never a byte from disk),
+//!   so the node header `48..80` is always in bounds. Functions returning
+//!   `Result` reject other lengths as [`NodeError::InvalidArgument`]; the
+//!   infallible accessors ([`level`], [`nslots`], [`left`], [`right`])
+//!   assert it.
+//! * N7. Every header a mutation stores satisfies N1 and N4 (asserted in
+//!   `store_header`): each mutation derives it from a header that passed
+//!   N1 and from cell spans checked against N2, so a failure is a bug in
+//!   this module's arithmetic, not damage.
+//! * N8. Once a cell's span passed `cell_span` (or a cell passed
+//!   `parse_cell_len`), every offset derived from it is in bounds; reads and
+//!   writes at such offsets index directly (`wr` asserts) rather than
+//!   turning a bug into a skipped write or a zero.
+//!
 //! Determinism: the B+tree calls these functions to change a page and crash
 //! recovery calls them again to replay the same change from the redo log, so
 //! every mutation is a function of the page bytes and its arguments only
@@ -170,20 +186,31 @@ fn rd_u64(b: &[u8], off: usize) -> Option<u64> {
     rd::<8>(b, off).map(u64::from_le_bytes)
 }
 
-/// Copy `bytes` to `b[off..]`. Callers check bounds first; an error here
-/// means a bug in this module's own arithmetic.
-fn wr(b: &mut [u8], off: usize, bytes: &[u8]) -> Result<(), NodeError> {
-    let dst = b
-        .get_mut(off..)
-        .and_then(|d| d.get_mut(..bytes.len()))
-        .ok_or_else(|| {
-            corrupt(format!(
-                "write of {} bytes at offset {off} runs past the page end",
-                bytes.len()
-            ))
-        })?;
-    dst.copy_from_slice(bytes);
-    Ok(())
+/// Copy `bytes` to `b[off..]`. Callers check bounds first (N6, N8): a
+/// write past the end is a bug in this module's own arithmetic, and stops
+/// here instead of being skipped.
+#[track_caller]
+fn wr(b: &mut [u8], off: usize, bytes: &[u8]) {
+    let end = off.checked_add(bytes.len());
+    assert!(
+        end.is_some_and(|e| e <= b.len()),
+        "node N8: write of {} bytes at offset {off} runs past the page end {}",
+        bytes.len(),
+        b.len()
+    );
+    #[allow(clippy::indexing_slicing)] // asserted just above
+    b[off..off + bytes.len()].copy_from_slice(bytes);
+}
+
+/// N6 for the infallible accessors: the header lies inside the buffer.
+#[inline]
+#[track_caller]
+fn assert_whole_page(page: &[u8]) {
+    assert!(
+        page.len() >= NODE_HEADER_END,
+        "node N6: a buffer of {} bytes is not a whole page",
+        page.len()
+    );
 }
 
 fn slot_pos(i: usize) -> usize {
@@ -267,16 +294,31 @@ fn header(page: &[u8]) -> Result<Header, NodeError> {
     Ok(h)
 }
 
-/// Write nslots, cell_start and garbage.
+/// Write nslots, cell_start and garbage, after asserting that the new
+/// header keeps N1 and N4 (N7: every mutation computes it from checked
+/// values, so a violation is our bug).
 fn store_header(page: &mut [u8], h: &Header) -> Result<(), NodeError> {
+    assert!(
+        h.len == page.len()
+            && h.slot_end() <= h.cell_start
+            && h.cell_start <= h.len
+            && h.garbage <= h.len - h.cell_start,
+        "node N7 (N1): new header {h:?} for a page of {} bytes",
+        page.len()
+    );
+    assert!(
+        h.n > 0 || (h.cell_start == h.len && h.garbage == 0),
+        "node N7 (N4): an empty node must be reset, got {h:?}"
+    );
     let n = u16::try_from(h.n).map_err(|_| corrupt(format!("{} slots overflow u16", h.n)))?;
     let cs = u32::try_from(h.cell_start)
         .map_err(|_| corrupt(format!("cell_start {} overflows u32", h.cell_start)))?;
     let g = u32::try_from(h.garbage)
         .map_err(|_| corrupt(format!("garbage {} overflows u32", h.garbage)))?;
-    wr(page, OFF_NSLOTS, &n.to_le_bytes())?;
-    wr(page, OFF_CELL_START, &cs.to_le_bytes())?;
-    wr(page, OFF_GARBAGE, &g.to_le_bytes())
+    wr(page, OFF_NSLOTS, &n.to_le_bytes());
+    wr(page, OFF_CELL_START, &cs.to_le_bytes());
+    wr(page, OFF_GARBAGE, &g.to_le_bytes());
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------
@@ -332,7 +374,14 @@ fn cell_span(page: &[u8], h: &Header, i: usize) -> Result<(usize, usize), NodeEr
             h.cell_start, h.len
         )));
     }
-    let rest = page.get(off..h.len).unwrap_or_default();
+    debug_assert_eq!(
+        h.len,
+        page.len(),
+        "node N6: a header describes its own page"
+    );
+    // In bounds: `off < h.len` was just checked and `h.len == page.len()`.
+    #[allow(clippy::indexing_slicing)]
+    let rest = &page[off..h.len];
     let len = parse_cell_len(h.level, rest)
         .map_err(|r| corrupt(format!("cell {i} at offset {off}: {r}")))?;
     if len > rest.len() {
@@ -346,8 +395,9 @@ fn cell_span(page: &[u8], h: &Header, i: usize) -> Result<(usize, usize), NodeEr
 
 fn cell_at<'a>(page: &'a [u8], h: &Header, i: usize) -> Result<&'a [u8], NodeError> {
     let (off, len) = cell_span(page, h, i)?;
-    page.get(off..off + len)
-        .ok_or_else(|| corrupt(format!("cell {i} at offset {off} runs past the page end")))
+    // N8: `cell_span` checked `off + len <= page.len()`.
+    #[allow(clippy::indexing_slicing)]
+    Ok(&page[off..off + len])
 }
 
 /// The key of a cell already checked by `cell_span`.
@@ -391,10 +441,10 @@ fn live_bytes(page: &[u8], h: &Header) -> Result<usize, NodeError> {
 pub fn init(page: &mut [u8], level: u8) -> Result<(), NodeError> {
     check_page_len(page.len())?;
     let len = page.len();
-    if let Some(body) = page.get_mut(PAGE_HEADER..) {
-        body.fill(0);
-    }
-    wr(page, OFF_LEVEL, &[level])?;
+    // N6: just checked, and PAGE_HEADER < MIN_PAGE_SIZE.
+    #[allow(clippy::indexing_slicing)]
+    page[PAGE_HEADER..].fill(0);
+    wr(page, OFF_LEVEL, &[level]);
     store_header(
         page,
         &Header {
@@ -407,9 +457,11 @@ pub fn init(page: &mut [u8], level: u8) -> Result<(), NodeError> {
     )
 }
 
-/// The node's level (0 = leaf). A page too short to hold it reads as 0.
+/// The node's level (0 = leaf). Panics if `page` is not a whole page (N6).
 pub fn level(page: &[u8]) -> u8 {
-    page.get(OFF_LEVEL).copied().unwrap_or(0)
+    assert_whole_page(page);
+    #[allow(clippy::indexing_slicing)] // N6, asserted above
+    page[OFF_LEVEL]
 }
 
 /// Whether the node is a leaf (level 0).
@@ -418,46 +470,76 @@ pub fn is_leaf(page: &[u8]) -> bool {
 }
 
 /// The number of slots (cells). Unchecked: a corrupt page may claim more
-/// slots than fit; functions returning `Result` check it.
+/// slots than fit; functions returning `Result` check it. Panics if `page`
+/// is not a whole page (N6).
 pub fn nslots(page: &[u8]) -> usize {
-    usize::from(rd_u16(page, OFF_NSLOTS).unwrap_or(0))
+    usize::from(u16::from_le_bytes(header_bytes(page, OFF_NSLOTS)))
 }
 
-/// The left sibling's page id (0 = none).
+/// The left sibling's page id (0 = none). Panics if `page` is not a whole
+/// page (N6).
 pub fn left(page: &[u8]) -> u64 {
-    rd_u64(page, OFF_LEFT).unwrap_or(0)
+    u64::from_le_bytes(header_bytes(page, OFF_LEFT))
 }
 
-/// The right sibling's page id (0 = none).
+/// The right sibling's page id (0 = none). Panics if `page` is not a whole
+/// page (N6).
 pub fn right(page: &[u8]) -> u64 {
-    rd_u64(page, OFF_RIGHT).unwrap_or(0)
+    u64::from_le_bytes(header_bytes(page, OFF_RIGHT))
+}
+
+/// `N` bytes of the node header at `off` (N6).
+fn header_bytes<const N: usize>(page: &[u8], off: usize) -> [u8; N] {
+    assert_whole_page(page);
+    debug_assert!(
+        off + N <= NODE_HEADER_END,
+        "node N6: header field past the header"
+    );
+    #[allow(clippy::indexing_slicing)] // N6, asserted above
+    let b = &page[off..off + N];
+    let mut a = [0u8; N];
+    a.copy_from_slice(b);
+    a
 }
 
 /// Set the left sibling's page id (0 = none).
 pub fn set_left(page: &mut [u8], id: u64) -> Result<(), NodeError> {
     check_page_len(page.len())?;
-    wr(page, OFF_LEFT, &id.to_le_bytes())
+    wr(page, OFF_LEFT, &id.to_le_bytes());
+    Ok(())
 }
 
 /// Set the right sibling's page id (0 = none).
 pub fn set_right(page: &mut [u8], id: u64) -> Result<(), NodeError> {
     check_page_len(page.len())?;
-    wr(page, OFF_RIGHT, &id.to_le_bytes())
+    wr(page, OFF_RIGHT, &id.to_le_bytes());
+    Ok(())
 }
 
 /// Bytes available for new cells and their slots: the contiguous gap plus
-/// garbage (available after compaction). 0 if the header is corrupt.
+/// garbage (available after compaction). 0 if the header is corrupt; the
+/// engine uses `free_space_checked`, which reports that as an error.
 pub fn free_space(page: &[u8]) -> usize {
-    header(page).map(|h| h.free()).unwrap_or(0)
+    free_space_checked(page).unwrap_or(0)
+}
+
+/// [`free_space`], with a corrupt header (N1) an error instead of 0.
+pub(crate) fn free_space_checked(page: &[u8]) -> Result<usize, NodeError> {
+    header(page).map(|h| h.free())
 }
 
 /// Bytes in use: the slot array plus live cells. Always
 /// `used_bytes + free_space == capacity` on a valid node. 0 if the header is
-/// corrupt.
+/// corrupt; the engine uses `used_bytes_checked`, which reports that as an
+/// error.
 pub fn used_bytes(page: &[u8]) -> usize {
-    header(page)
-        .map(|h| SLOT_SIZE * h.n + (h.len - h.cell_start - h.garbage))
-        .unwrap_or(0)
+    used_bytes_checked(page).unwrap_or(0)
+}
+
+/// [`used_bytes`], with a corrupt header (N1) an error instead of 0.
+pub(crate) fn used_bytes_checked(page: &[u8]) -> Result<usize, NodeError> {
+    // N1 (checked by `header`) keeps `cell_start + garbage <= len`.
+    header(page).map(|h| SLOT_SIZE * h.n + (h.len - h.cell_start - h.garbage))
 }
 
 /// Bytes a node on a page of `page_len` bytes has for slots and cells.
@@ -541,9 +623,14 @@ pub fn decode_leaf(cell: &[u8]) -> Result<LeafCell<'_>, NodeError> {
         )));
     }
     let key = cell_key(0, cell)?;
-    let vkind = cell.get(2).copied().unwrap_or(u8::MAX);
-    let vlen = rd_u32(cell, 3).unwrap_or(0);
-    let rest = cell.get(LEAF_CELL_HEADER + key.len()..).unwrap_or_default();
+    // N8: `parse_cell_len` accepted the header and `cell` is as long as it
+    // says, so the 7 header bytes and the key are inside `cell`.
+    #[allow(clippy::indexing_slicing)]
+    let (vkind, vlen, rest) = (
+        cell[2],
+        u32::from_le_bytes([cell[3], cell[4], cell[5], cell[6]]),
+        &cell[LEAF_CELL_HEADER + key.len()..],
+    );
     let value = if vkind == VKIND_INLINE {
         LeafValue::Inline(rest)
     } else {
@@ -623,7 +710,9 @@ pub fn set_child(page: &mut [u8], i: usize, child: u64) -> Result<(), NodeError>
     let h = header(page)?;
     check_internal(&h, "set_child")?;
     let (off, _) = cell_span(page, &h, i)?;
-    wr(page, off + 2, &child.to_le_bytes())
+    // N8: an internal cell's span covers its 10-byte header.
+    wr(page, off + 2, &child.to_le_bytes());
+    Ok(())
 }
 
 /// Binary search a leaf for `key`, like `slice::binary_search`: `Ok(i)` if
@@ -689,21 +778,30 @@ pub fn insert_cell(page: &mut [u8], i: usize, cell: &[u8]) -> Result<bool, NodeE
     if need > h.gap() {
         compact(page)?;
         h = header(page)?;
-        if need > h.gap() {
-            return Err(corrupt("no room after compaction"));
-        }
+        // Compaction turns all garbage into gap, and `need <= free`.
+        assert!(
+            need <= h.gap(),
+            "node N7: {need} bytes do not fit the gap {} after compaction",
+            h.gap()
+        );
     }
     let new_start = h.cell_start - cell.len();
     let new_off = u16::try_from(new_start)
         .map_err(|_| corrupt(format!("cell offset {new_start} overflows u16")))?;
     let from = slot_pos(i);
     let end = h.slot_end();
-    wr(page, new_start, cell)?;
-    let slots = page
-        .get_mut(from..end + SLOT_SIZE)
-        .ok_or_else(|| corrupt("slot array runs past the page end"))?;
-    slots.copy_within(..end - from, SLOT_SIZE);
-    wr(page, from, &new_off.to_le_bytes())?;
+    // N1 after the insert: the grown slot array ends at or below the new
+    // cell (`need <= gap`).
+    debug_assert!(
+        end + SLOT_SIZE <= new_start,
+        "node N7: slots reach the new cell"
+    );
+    wr(page, new_start, cell);
+    // In bounds: `end + SLOT_SIZE <= new_start <= page.len()`, and
+    // `from <= end` because `i <= n`.
+    #[allow(clippy::indexing_slicing)]
+    page[from..end + SLOT_SIZE].copy_within(..end - from, SLOT_SIZE);
+    wr(page, from, &new_off.to_le_bytes());
     h.n += 1;
     h.cell_start = new_start;
     store_header(page, &h)?;
@@ -735,12 +833,13 @@ pub fn delete_cell(page: &mut [u8], i: usize) -> Result<(), NodeError> {
     }
     let from = slot_pos(i);
     let end = h.slot_end();
-    let slots = page
-        .get_mut(from..end)
-        .ok_or_else(|| corrupt("slot array runs past the page end"))?;
-    slots.copy_within(SLOT_SIZE.., 0);
-    if let Some(last) = slots.get_mut(slots.len().saturating_sub(SLOT_SIZE)..) {
-        last.fill(0);
+    // In bounds: `i < n` (checked by `cell_span`), so `from + SLOT_SIZE <=
+    // end`, and N1 puts `end` at or below `cell_start <= page.len()`.
+    #[allow(clippy::indexing_slicing)]
+    {
+        let slots = &mut page[from..end];
+        slots.copy_within(SLOT_SIZE.., 0);
+        slots[end - from - SLOT_SIZE..].fill(0);
     }
     store_header(page, &nh)
 }
@@ -754,7 +853,8 @@ pub fn replace_cell(page: &mut [u8], i: usize, cell: &[u8]) -> Result<bool, Node
     let (off, old_len) = cell_span(page, &h, i)?;
     check_cell_arg(h.level, cell)?;
     if cell.len() == old_len {
-        wr(page, off, cell)?;
+        // N8: the old cell's checked span has the same length.
+        wr(page, off, cell);
         return Ok(true);
     }
     if cell.len() > h.free().saturating_add(old_len) {
@@ -764,13 +864,15 @@ pub fn replace_cell(page: &mut [u8], i: usize, cell: &[u8]) -> Result<bool, Node
     // before changing a byte.
     live_bytes(page, &h)?;
     delete_cell(page, i)?;
-    if insert_cell(page, i, cell)? {
-        Ok(true)
-    } else {
-        Err(corrupt(
-            "replacement did not fit after the old cell was removed",
-        ))
-    }
+    // With N2 checked above, the delete freed `old_len` plus a slot, so the
+    // insert fits; a miss is our bug (and the page is already changed).
+    let fits = insert_cell(page, i, cell)?;
+    assert!(
+        fits,
+        "node N7: a replacement of {} bytes did not fit after removing {old_len}",
+        cell.len()
+    );
+    Ok(true)
 }
 
 /// Remove slots `from..nslots` (`from <= nslots`); their bytes become
@@ -804,9 +906,10 @@ pub fn truncate(page: &mut [u8], from: usize) -> Result<(), NodeError> {
             )));
         }
     }
-    if let Some(dead) = page.get_mut(slot_pos(from)..h.slot_end()) {
-        dead.fill(0);
-    }
+    // In bounds: `from <= n` and N1 puts the slot array's end below
+    // `cell_start <= page.len()`.
+    #[allow(clippy::indexing_slicing)]
+    page[slot_pos(from)..h.slot_end()].fill(0);
     store_header(page, &nh)
 }
 
@@ -829,13 +932,18 @@ pub fn compact(page: &mut [u8]) -> Result<(), NodeError> {
         next += c.len();
         buf.extend_from_slice(c);
     }
+    debug_assert_eq!(
+        next, h.len,
+        "node N2: live cells pack exactly to the page end"
+    );
     for (i, off) in offsets.iter().enumerate() {
-        wr(page, slot_pos(i), &off.to_le_bytes())?;
+        wr(page, slot_pos(i), &off.to_le_bytes());
     }
-    wr(page, new_start, &buf)?;
-    if let Some(gap) = page.get_mut(h.slot_end()..new_start) {
-        gap.fill(0);
-    }
+    wr(page, new_start, &buf);
+    // In bounds: `live_bytes` checked live + garbage == len - cell_start,
+    // so `slot_end <= cell_start <= new_start <= len` (N1).
+    #[allow(clippy::indexing_slicing)]
+    page[h.slot_end()..new_start].fill(0);
     store_header(
         page,
         &Header {
@@ -869,6 +977,10 @@ pub fn split_point(page: &[u8]) -> Result<usize, NodeError> {
             best_diff = diff;
         }
     }
+    debug_assert!(
+        (1..h.n).contains(&best),
+        "node: split point {best} leaves a half empty"
+    );
     Ok(best)
 }
 
@@ -876,11 +988,13 @@ pub fn split_point(page: &[u8]) -> Result<usize, NodeError> {
 /// tests.
 pub fn validate(page: &[u8]) -> Result<(), NodeError> {
     let h = header(page)?;
-    let flags = page.get(OFF_FLAGS).copied().unwrap_or(0);
+    // N6: `header` checked the page length.
+    #[allow(clippy::indexing_slicing)]
+    let flags = page[OFF_FLAGS];
     if flags != 0 {
         return Err(corrupt(format!("flags byte is {flags:#04x}, not 0")));
     }
-    let reserved = rd_u32(page, OFF_RESERVED).unwrap_or(0);
+    let reserved = u32::from_le_bytes(header_bytes(page, OFF_RESERVED));
     if reserved != 0 {
         return Err(corrupt(format!(
             "reserved header bytes are {reserved:#010x}, not 0"

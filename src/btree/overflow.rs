@@ -4,6 +4,16 @@
 //! Overflow page body: `next page id u64 (0 = last) | bytes here u32 |
 //! data`. Chains are written, read and freed whole inside the caller's
 //! mini-transaction; a chain belongs to exactly one leaf cell.
+//!
+//! Invariants:
+//! * O1. The chain of a value of `len` bytes is exactly
+//!   [`pages_for`]`(len)` pages: every page but the last is full
+//!   ([`payload_per_page`] bytes), the last holds the rest and has next
+//!   page 0. [`latch_chain`] (and so [`free`]) counts a chain's pages by
+//!   its length alone, so [`write`] asserts it, and [`read`] and
+//!   [`latch_chain`] check it on pages from disk (a partly filled page in
+//!   the middle, or a chain longer than its value, is corrupt; without the
+//!   check an empty page pointing at itself made [`read`] loop forever).
 
 use std::collections::HashSet;
 
@@ -41,6 +51,13 @@ pub fn write(mtr: &mut Mtr<'_>, value: &[u8]) -> Result<PageId> {
     for _ in 0..n {
         pages.push(alloc_page(mtr)?);
     }
+    // O1: one page per chunk, so the zip below drops no bytes.
+    assert_eq!(
+        n,
+        value.chunks(per).count(),
+        "overflow O1: chain length for {} bytes",
+        value.len()
+    );
     let mut body = Vec::with_capacity(per + 12);
     for (i, (&h, chunk)) in pages.iter().zip(value.chunks(per)).enumerate() {
         let next = match pages.get(i + 1) {
@@ -118,6 +135,13 @@ pub fn read(pool: &BufferPool, first: u64, len: u32) -> Result<Vec<u8>> {
         out.extend_from_slice(data);
         at = next;
     }
+    if at != 0 {
+        return Err(corrupt(
+            pool,
+            first,
+            "overflow chain longer than its value (O1)",
+        ));
+    }
     Ok(out)
 }
 
@@ -137,6 +161,14 @@ pub fn latch_chain(mtr: &mut Mtr<'_>, first: u64, len: u32) -> Result<Vec<PageHa
         out.push(h);
         remaining -= here;
         at = next;
+    }
+    if at != 0 {
+        // Freeing only the first pages would leak the rest.
+        return Err(corrupt(
+            mtr.pool(),
+            first,
+            "overflow chain longer than its value (O1)",
+        ));
     }
     Ok(out)
 }
@@ -224,5 +256,56 @@ mod tests {
             assert!(tree.verify().is_err(), "damage {damage}: verify");
             assert!(tree.delete(b"k").is_err(), "damage {damage}: free");
         }
+    }
+
+    /// A chain page with next `next` and `here` bytes, in its own mtr.
+    fn chain_page(store: &Store, next: Option<u64>, here: u32) -> PageId {
+        let mut mtr = store.mtr().unwrap();
+        let h = alloc_page(&mut mtr).unwrap();
+        let id = mtr.id(h).unwrap();
+        mtr.apply(h, &Op::Init(PageType::Overflow)).unwrap();
+        let mut body = next.unwrap_or(id.0).to_le_bytes().to_vec();
+        body.extend_from_slice(&here.to_le_bytes());
+        body.resize(12 + here as usize, 7);
+        let op = Op::Write {
+            offset: PAGE_HEADER as u32,
+            bytes: &body,
+        };
+        mtr.apply(h, &op).unwrap();
+        mtr.commit().unwrap();
+        id
+    }
+
+    /// O1: an empty page naming itself as next used to make `read` loop
+    /// forever; now it is a corrupt page.
+    #[test]
+    fn self_loop_of_empty_pages_is_corrupt_not_a_hang() {
+        let store =
+            Store::create(Arc::new(SimFs::new(3)), Path::new("/db"), test_options()).unwrap();
+        let id = chain_page(&store, None, 0);
+        let r = read(store.pool(), id.0, 10_000);
+        assert!(matches!(r, Err(Error::CorruptPage { .. })), "{r:?}");
+    }
+
+    /// O1: a chain longer than its value would leak its tail when freed.
+    #[test]
+    fn chain_longer_than_its_value_is_corrupt() {
+        let store =
+            Store::create(Arc::new(SimFs::new(4)), Path::new("/db"), test_options()).unwrap();
+        let per = payload_per_page(store.pool().page_size()) as u32;
+        let tail = chain_page(&store, Some(0), 5);
+        let head = chain_page(&store, Some(tail.0), per);
+        // Read as a one-page value: the second page is left over.
+        let r = read(store.pool(), head.0, per);
+        assert!(matches!(r, Err(Error::CorruptPage { .. })), "{r:?}");
+        let mut mtr = store.mtr().unwrap();
+        let r = latch_chain(&mut mtr, head.0, per);
+        assert!(matches!(r, Err(Error::CorruptPage { .. })), "{r:?}");
+        drop(mtr);
+        // The whole chain reads.
+        assert_eq!(
+            read(store.pool(), head.0, per + 5).unwrap().len(),
+            (per + 5) as usize
+        );
     }
 }

@@ -22,6 +22,10 @@
 //!   Older images are leftovers (for instance from before doublewrite was
 //!   turned off), and copying one home would lose the changes between it
 //!   and the checkpoint.
+//! * D5. Only whole, sealed page images (page P1) go through the area, so
+//!   that [`Doublewrite::repair`] can tell a complete image from a torn
+//!   one by its checksum alone. Asserted on the way in (the checksum
+//!   check only in debug builds: it reads every byte again).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -99,7 +103,17 @@ impl Doublewrite {
         let _area = self.area.lock();
         for chunk in pages.chunks(SLOTS) {
             let mut buf = AlignedBuf::new(chunk.len() * self.page_size);
-            for ((_, img), dst) in chunk.iter().zip(buf.chunks_mut(self.page_size)) {
+            for ((id, img), dst) in chunk.iter().zip(buf.chunks_mut(self.page_size)) {
+                assert_eq!(
+                    img.len(),
+                    self.page_size,
+                    "doublewrite D5: the image of {id} is not a whole page"
+                );
+                debug_assert_eq!(
+                    page::verify(img, *id, data.space_id()),
+                    PageCheck::Valid,
+                    "doublewrite D5: the image of {id} is not sealed"
+                );
                 dst.copy_from_slice(img);
             }
             let t = Instant::now();

@@ -1,9 +1,17 @@
 //! The two-list LRU (young and old) over frame indices, plus the list of
 //! free frames. Every method runs under the pool's LRU mutex.
 //!
-//! Invariant L1: every frame is in exactly one of: the free list, the
-//! young list, the old list, or none (a frame handed out by `pop_free`
-//! and not yet inserted, or being evicted).
+//! Invariants:
+//! * L1. Every frame is in exactly one of: the free list, the young list,
+//!   the old list, or none (a frame handed out by `pop_free` and not yet
+//!   inserted, or being evicted). `which` records the list.
+//! * L2. Frame indices are below the frame count given to [`Lru::new`]
+//!   (the pool only passes indices of its own frames), so the per-frame
+//!   arrays are indexed directly: an index out of range is a bug and
+//!   panics instead of reading "not listed" or dropping a link update.
+//! * L3. Links are symmetric: within a list, `next[prev[f]] == f` and
+//!   `prev[next[f]] == f`; a list's `len` counts its frames, so removing
+//!   a listed frame never takes a `len` below zero.
 
 /// No frame.
 pub(super) const NIL: u32 = u32::MAX;
@@ -39,6 +47,10 @@ pub(super) struct Lru {
 
 impl Lru {
     pub(super) fn new(frames: usize) -> Lru {
+        assert!(
+            u32::try_from(frames).is_ok_and(|n| n < NIL),
+            "lru L2: {frames} frames do not fit u32 indices below NIL"
+        );
         Lru {
             prev: vec![NIL; frames],
             next: vec![NIL; frames],
@@ -50,10 +62,20 @@ impl Lru {
     }
 
     pub(super) fn pop_free(&mut self) -> Option<u32> {
-        self.free.pop()
+        let idx = self.free.pop()?;
+        debug_assert_eq!(self.which(idx), NONE, "lru L1: free frame {idx} is listed");
+        Some(idx)
     }
 
     pub(super) fn push_free(&mut self, idx: u32) {
+        // L1: only a frame in no list goes back to the free list (the pool
+        // returns one it took from `pop_free` and never inserted).
+        assert_eq!(
+            self.which(idx),
+            NONE,
+            "lru L1: frame {idx} freed while listed"
+        );
+        debug_assert!(!self.free.contains(&idx), "lru L1: frame {idx} freed twice");
         self.free.push(idx);
     }
 
@@ -61,20 +83,32 @@ impl Lru {
         self.free.len()
     }
 
+    // L2: every index is one of the pool's frames, below the arrays' length.
+    #[allow(clippy::indexing_slicing)]
     fn which(&self, idx: u32) -> u8 {
-        self.which.get(idx as usize).copied().unwrap_or(NONE)
+        self.which[idx as usize]
     }
 
+    #[allow(clippy::indexing_slicing)] // L2
+    fn set_which(&mut self, idx: u32, w: u8) {
+        self.which[idx as usize] = w;
+    }
+
+    #[allow(clippy::indexing_slicing)] // L2
     fn link(&self, idx: u32) -> (u32, u32) {
-        (
-            self.prev.get(idx as usize).copied().unwrap_or(NIL),
-            self.next.get(idx as usize).copied().unwrap_or(NIL),
-        )
+        (self.prev[idx as usize], self.next[idx as usize])
     }
 
+    #[allow(clippy::indexing_slicing)] // L2
     fn set(v: &mut [u32], idx: u32, val: u32) {
-        if let Some(x) = v.get_mut(idx as usize) {
-            *x = val;
+        v[idx as usize] = val;
+    }
+
+    fn list(&self, which: u8) -> &List {
+        if which == YOUNG {
+            &self.young
+        } else {
+            &self.old
         }
     }
 
@@ -93,26 +127,49 @@ impl Lru {
             return;
         }
         let (p, n) = self.link(idx);
+        // L3 (cheap half): the neighbours point back at `idx`.
+        debug_assert!(
+            (p == NIL || self.link(p).1 == idx) && (n == NIL || self.link(n).0 == idx),
+            "lru L3: frame {idx} has asymmetric links ({p}, {n})"
+        );
         if p != NIL {
             Self::set(&mut self.next, p, n);
         } else {
+            debug_assert_eq!(
+                self.list(w).head,
+                idx,
+                "lru L3: a frame without prev heads its list"
+            );
             self.list_mut(w).head = n;
         }
         if n != NIL {
             Self::set(&mut self.prev, n, p);
         } else {
+            debug_assert_eq!(
+                self.list(w).tail,
+                idx,
+                "lru L3: a frame without next ends its list"
+            );
             self.list_mut(w).tail = p;
         }
         let l = self.list_mut(w);
-        l.len = l.len.saturating_sub(1);
+        assert!(
+            l.len > 0,
+            "lru L3: frame {idx} listed in a list of length 0"
+        );
+        l.len -= 1;
         Self::set(&mut self.prev, idx, NIL);
         Self::set(&mut self.next, idx, NIL);
-        if let Some(x) = self.which.get_mut(idx as usize) {
-            *x = NONE;
-        }
+        self.set_which(idx, NONE);
     }
 
     fn push_head(&mut self, which: u8, idx: u32) {
+        // L1: callers remove the frame from its list first.
+        assert_eq!(
+            self.which(idx),
+            NONE,
+            "lru L1: frame {idx} pushed while listed"
+        );
         let head = self.list_mut(which).head;
         Self::set(&mut self.prev, idx, NIL);
         Self::set(&mut self.next, idx, head);
@@ -125,9 +182,7 @@ impl Lru {
             l.tail = idx;
         }
         l.len += 1;
-        if let Some(x) = self.which.get_mut(idx as usize) {
-            *x = which;
-        }
+        self.set_which(idx, which);
     }
 
     /// Insert a newly read page at the midpoint (head of the old list).

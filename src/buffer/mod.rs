@@ -48,6 +48,15 @@
 //! * B5. Lock order: LRU mutex, then a hash shard, then a frame latch
 //!   (only `try_write` while holding the others); the flush-list mutex is
 //!   a leaf.
+//! * B8. Pins count holders: an unpin always matches a pin (the count
+//!   never goes below zero), and a frame handed out for a new page (free
+//!   list or eviction) has no pins, no dirty state and no flush in flight.
+//! * B9. A frame is dirty (`oldest != 0`) exactly while `(oldest, page)` is
+//!   on the flush list: mark-dirty inserts it under the exclusive latch
+//!   when `oldest` leaves 0, and only the flusher holding the page's
+//!   `flushing` flag (B6) takes it off, under the shared latch (B3). A
+//!   dirty page's `oldest` is a nonzero LSN at or above the page LSN it
+//!   was marked at (B4).
 
 mod doublewrite;
 mod lru;
@@ -275,10 +284,23 @@ impl PageWrite<'_> {
     /// them at or after `lsn` (B4). Call with the latch held until the
     /// change's log record is appended.
     pub fn mark_dirty(&self, lsn: u64) {
+        // B4/B9: 0 means clean, and the lower bound is not below the
+        // changes already on the page (page LSNs only grow, page P3).
+        assert!(
+            lsn != 0 && page::lsn(&self.g.buf) <= lsn,
+            "buffer B4: {} marked dirty at LSN {lsn} below its page LSN {}",
+            self.g.id,
+            page::lsn(&self.g.buf)
+        );
         let f = self.pin.pool.frame(self.pin.idx);
         if f.oldest.load(Ordering::Acquire) == 0 {
             f.oldest.store(lsn, Ordering::Release);
-            self.pin.pool.flush_list.lock().insert((lsn, self.g.id.0));
+            let fresh = self.pin.pool.flush_list.lock().insert((lsn, self.g.id.0));
+            debug_assert!(
+                fresh,
+                "buffer B9: {} was on the flush list while clean",
+                self.g.id
+            );
         }
     }
 }
@@ -379,8 +401,12 @@ impl BufferPool {
     /// The poisoned state as an error, if the pool is poisoned.
     pub fn check_poisoned(&self) -> Result<()> {
         if self.is_poisoned.load(Ordering::Acquire) {
-            let cause = self.poisoned.lock().clone().unwrap_or_default();
-            return Err(Error::Poisoned { cause });
+            let cause = self.poisoned.lock().clone();
+            // `poison` stores the cause before it sets the flag.
+            debug_assert!(cause.is_some(), "buffer: poisoned without a cause");
+            return Err(Error::Poisoned {
+                cause: cause.unwrap_or_default(),
+            });
         }
         Ok(())
     }
@@ -416,7 +442,10 @@ impl BufferPool {
     }
 
     fn unpin(&self, idx: u32) {
-        self.frame(idx).pins.fetch_sub(1, Ordering::AcqRel);
+        let before = self.frame(idx).pins.fetch_sub(1, Ordering::AcqRel);
+        // B8: a wrapped count would keep the frame from eviction forever,
+        // or let it go while still in use.
+        assert!(before > 0, "buffer B8: frame {idx} unpinned with no pin");
     }
 
     /// Shared latch on page `id`, read from disk if needed (verified).
@@ -563,6 +592,20 @@ impl BufferPool {
                 reason: "a free frame was latched (bug)".into(),
             });
         };
+        // A frame from the free list or an eviction has no pins (B1, B8),
+        // and is clean and not being written (B1, B6). Checked before the
+        // frame is published in the hash: a panic after that would leave
+        // the page mapped to a frame that never becomes valid, and every
+        // later access to it would spin.
+        let (pins, oldest, flushing) = (
+            f.pins.load(Ordering::Acquire),
+            f.oldest.load(Ordering::Acquire),
+            f.flushing.load(Ordering::Acquire),
+        );
+        assert!(
+            pins == 0 && oldest == 0 && !flushing,
+            "buffer B8: frame {idx} handed out for {id} with {pins} pins, oldest {oldest}, flushing {flushing}"
+        );
         {
             let mut map = self.shard(id.0).write();
             if map.contains_key(&id.0) {
@@ -572,7 +615,6 @@ impl BufferPool {
                 return Ok(None);
             }
             map.insert(id.0, idx);
-            // A frame from the free list or an eviction has no pins (B1).
             f.pins.fetch_add(1, Ordering::AcqRel);
             f.page.store(id.0, Ordering::Release);
         }
@@ -810,6 +852,10 @@ impl BufferPool {
                 self.poison(&format!("a page write failed: {e}"));
             }
         }
+        // The first B9 violation, reported once every flag is cleared (a
+        // panic in this loop would leave frames flagged for good, never
+        // evicted or flushed again).
+        let mut broken: Option<String> = None;
         for (idx, id, lsn, _) in &batch {
             let f = self.frame(*idx);
             // The frame still holds the page: it is dirty and flagged, and
@@ -818,17 +864,28 @@ impl BufferPool {
                 let g = f.latch.try_read();
                 // B3: clean only if nothing changed since the copy (a page
                 // we could not latch stays dirty and is written again).
-                if let Some(g) = g
-                    && g.id == *id
-                    && page::lsn(&g.buf) == *lsn
-                {
-                    let old = f.oldest.swap(0, Ordering::AcqRel);
-                    if old != 0 {
-                        self.flush_list.lock().remove(&(old, id.0));
+                if let Some(g) = g {
+                    debug_assert_eq!(g.id, *id, "buffer B6: a flagged frame changed pages");
+                    if page::lsn(&g.buf) == *lsn {
+                        // B9: we hold the flag (B6), so nobody cleaned it
+                        // since the copy, which saw it dirty.
+                        let old = f.oldest.swap(0, Ordering::AcqRel);
+                        let listed = old != 0 && self.flush_list.lock().remove(&(old, id.0));
+                        if !listed && broken.is_none() {
+                            broken = Some(format!(
+                                "{id} (oldest {old}) was not dirty on the flush list"
+                            ));
+                        }
                     }
                 }
             }
             f.flushing.store(false, Ordering::Release);
+        }
+        if let Some(b) = broken {
+            #[allow(clippy::panic)] // B9 broken: our bug
+            {
+                panic!("buffer B9: flushed page {b}; only its flusher cleans it");
+            }
         }
         written?;
         self.counters.flushed.add(batch.len() as u64);
@@ -836,14 +893,20 @@ impl BufferPool {
     }
 
     fn write_batch(&self, batch: &[(u32, PageId, u64, AlignedBuf)]) -> Result<()> {
-        if batch.is_empty() {
-            return Ok(());
-        }
+        let Some(max_lsn) = batch.iter().map(|b| b.2).max() else {
+            return Ok(()); // nothing to write
+        };
         self.check_poisoned()?;
         // B2: the log first.
-        let max_lsn = batch.iter().map(|b| b.2).max().unwrap_or(0);
         if let Some(log) = self.wal.get() {
             log.make_durable(Lsn(max_lsn))?;
+            // What `make_durable` promises, in the part this module can see
+            // without a race (`durable_lsn` may trail a finished sync for a
+            // moment; `written` never trails `durable`, log core I1).
+            debug_assert!(
+                log.written_lsn().0 >= max_lsn,
+                "buffer B2: a page at LSN {max_lsn} would reach disk before its log"
+            );
         }
         let pages: Vec<(PageId, &[u8])> = batch.iter().map(|b| (b.1, &b.3[..])).collect();
         match &self.doublewrite {

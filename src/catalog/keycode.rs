@@ -48,9 +48,44 @@ const NEG_ZERO: u64 = 1 << 63;
 /// of the full tuple's encoding; use it with [`prefix_end`] to scan all
 /// keys whose first `k` columns equal those values (KC2).
 pub fn encode_key(values: &[Value], out: &mut Vec<u8>) {
+    #[cfg(debug_assertions)]
+    let start = out.len();
     for value in values {
         encode_value(value, out);
     }
+    #[cfg(debug_assertions)]
+    #[allow(clippy::indexing_slicing)] // `start` was `out.len()`; `out` only grew
+    debug_check_canonical(values, &out[start..]);
+}
+
+/// KC3 in debug builds: the encoding decodes (with the values' own types)
+/// and re-encodes to the same bytes.
+#[cfg(debug_assertions)]
+fn debug_check_canonical(values: &[Value], bytes: &[u8]) {
+    let types: Vec<ColumnType> = values
+        .iter()
+        .map(|v| match v {
+            // NULL decodes the same for every type.
+            Value::Null | Value::Bool(_) => ColumnType::Bool,
+            Value::Int32(_) => ColumnType::Int32,
+            Value::Int64(_) => ColumnType::Int64,
+            Value::Timestamp(_) => ColumnType::Timestamp,
+            Value::Float64(_) => ColumnType::Float64,
+            Value::Text(_) => ColumnType::Text { max_len: u32::MAX },
+            Value::Bytes(_) => ColumnType::Bytes { max_len: u32::MAX },
+        })
+        .collect();
+    let again = decode_key(bytes, &types).map(|back| {
+        let mut out = Vec::with_capacity(bytes.len());
+        for value in &back {
+            encode_value(value, &mut out);
+        }
+        out
+    });
+    debug_assert!(
+        again.as_deref() == Ok(bytes),
+        "catalog KC3: key {bytes:02x?} of {values:?} does not round-trip: {again:?}"
+    );
 }
 
 fn encode_value(value: &Value, out: &mut Vec<u8>) {
@@ -96,12 +131,11 @@ fn float_to_key(f: f64) -> u64 {
 }
 
 fn encode_escaped(bytes: &[u8], out: &mut Vec<u8>) {
-    let mut chunks = bytes.split(|&b| b == 0);
-    if let Some(first) = chunks.next() {
-        out.extend_from_slice(first);
-    }
-    for chunk in chunks {
-        out.extend_from_slice(&[0x00, 0xFF]);
+    // Every 0x00 ends a chunk: write it escaped before the next chunk.
+    for (i, chunk) in bytes.split(|&b| b == 0).enumerate() {
+        if i > 0 {
+            out.extend_from_slice(&[0x00, 0xFF]);
+        }
         out.extend_from_slice(chunk);
     }
     out.extend_from_slice(&[0x00, 0x00]);
@@ -147,7 +181,7 @@ fn decode_value(r: &mut Reader<'_>, ty: &ColumnType) -> Result<Value, CatalogErr
         TAG_VALUE => {}
         tag => {
             return Err(CatalogError::Malformed {
-                offset: r.pos().saturating_sub(1),
+                offset: r.pos() - 1, // the tag byte was just read
                 reason: format!("key tag {tag:#04x} is neither NULL nor value"),
             });
         }
@@ -219,10 +253,17 @@ fn decode_escaped(r: &mut Reader<'_>) -> Result<Vec<u8>, CatalogError> {
 /// `[prefix, prefix_end(prefix))`.
 pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     let keep = prefix.iter().rposition(|&b| b != 0xFF)?;
-    let mut end = prefix.get(..=keep)?.to_vec();
-    if let Some(last) = end.last_mut() {
-        *last += 1;
-    }
+    // In bounds: `rposition` found index `keep` in `prefix`, and that byte
+    // is not 0xFF, so adding one cannot overflow.
+    #[allow(clippy::indexing_slicing)]
+    let end = {
+        let mut end = prefix[..=keep].to_vec();
+        end[keep] += 1;
+        end
+    };
+    // KC2: the end is above `prefix` and is no prefix of anything that
+    // starts with it.
+    debug_assert!(end.as_slice() > prefix && !end.starts_with(prefix));
     Some(end)
 }
 

@@ -41,6 +41,10 @@
 //!   produces for the given columns (including the CT1 checks), and returns
 //!   an error, never a panic, for anything else. Rows keep floats bit for
 //!   bit (no normalisation: that is only for keys).
+//! * RD1. A `Reader`'s position never passes the end of its bytes: it
+//!   only advances over bytes it has just taken. So `Reader::rest` is
+//!   always a valid suffix (indexed directly, not defaulted to empty,
+//!   which would make a decoder silently accept a truncated tail).
 
 pub mod keycode;
 pub mod row;
@@ -72,7 +76,14 @@ impl<'a> Reader<'a> {
 
     /// The bytes not yet consumed.
     pub(crate) fn rest(&self) -> &'a [u8] {
-        self.bytes.get(self.pos..).unwrap_or(&[])
+        debug_assert!(
+            self.pos <= self.bytes.len(),
+            "catalog RD1: position {} past {} bytes",
+            self.pos,
+            self.bytes.len()
+        );
+        #[allow(clippy::indexing_slicing)] // RD1
+        &self.bytes[self.pos..]
     }
 
     /// Whether every byte has been consumed.
@@ -94,14 +105,18 @@ impl<'a> Reader<'a> {
         let rest = self.rest();
         match rest.get(..n) {
             Some(taken) => {
-                self.pos = self.pos.saturating_add(n);
+                self.pos += n; // RD1: `n <= rest.len()`
                 Ok(taken)
             }
-            None => Err(self.error(format!(
-                "truncated {what}: need {n} bytes, {} left",
-                rest.len()
-            ))),
+            None => Err(self.truncated(n, what)),
         }
+    }
+
+    fn truncated(&self, n: usize, what: &str) -> CatalogError {
+        self.error(format!(
+            "truncated {what}: need {n} bytes, {} left",
+            self.rest().len()
+        ))
     }
 
     /// The next byte.
@@ -112,7 +127,12 @@ impl<'a> Reader<'a> {
 
     /// The next `N` bytes as an array.
     pub(crate) fn array<const N: usize>(&mut self, what: &str) -> Result<[u8; N], CatalogError> {
-        let taken = self.take(N, what)?;
-        <[u8; N]>::try_from(taken).map_err(|_| self.error(format!("truncated {what}")))
+        match self.rest().first_chunk::<N>() {
+            Some(a) => {
+                self.pos += N; // RD1
+                Ok(*a)
+            }
+            None => Err(self.truncated(N, what)),
+        }
     }
 }

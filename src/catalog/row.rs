@@ -19,6 +19,16 @@
 //! NULL fields take no space. The row does not store its column count: a
 //! decoder needs the table's columns, and a future format (for example
 //! one supporting added columns) would get a new version byte.
+//!
+//! Invariants (besides RF1 of [`crate::catalog`]):
+//! * RF2. The null bitmap has a bit for every column: [`encode_row`] sets
+//!   bits only after [`check_row`] matched one value per column, and
+//!   [`decode_row`] reads bits only for the columns it took the bitmap for,
+//!   so bitmap bytes are indexed directly (a miss would silently drop a
+//!   NULL, or read a value as NULL).
+//! * RF3. A text or bytes length fits a u32 (CT1 bounds it by a u32
+//!   `max_len`), so its varint is at most 5 bytes, which the decoder
+//!   insists on. Asserted by the encoder.
 
 use super::{CatalogError, Column, ColumnType, Reader, Value, check_row};
 
@@ -45,8 +55,11 @@ pub fn encode_row(columns: &[Column], values: &[Value]) -> Result<Vec<u8>, Catal
     for (i, value) in values.iter().enumerate() {
         match value {
             Value::Null => {
-                if let Some(byte) = out.get_mut(1 + i / 8) {
-                    *byte |= 1 << (i % 8);
+                // RF2: `i < columns.len()` (check_row) and the bitmap's
+                // `div_ceil(columns.len(), 8)` bytes follow the version.
+                #[allow(clippy::indexing_slicing)]
+                {
+                    out[1 + i / 8] |= 1 << (i % 8);
                 }
             }
             Value::Bool(b) => out.push(u8::from(*b)),
@@ -57,11 +70,20 @@ pub fn encode_row(columns: &[Column], values: &[Value]) -> Result<Vec<u8>, Catal
             Value::Bytes(b) => put_var(&mut out, b),
         }
     }
+    debug_assert!(
+        decode_row(columns, &out).is_ok(),
+        "catalog RF1: decode_row rejects what encode_row wrote"
+    );
     Ok(out)
 }
 
 fn put_var(out: &mut Vec<u8>, bytes: &[u8]) {
-    // The length fits a u32: check_row bounded it by a u32 max_len.
+    // RF3: check_row bounded the length by a u32 max_len.
+    assert!(
+        u32::try_from(bytes.len()).is_ok(),
+        "catalog RF3: a field of {} bytes passed check_row",
+        bytes.len()
+    );
     let mut len = bytes.len() as u64;
     loop {
         let low = (len & 0x7F) as u8;
@@ -103,9 +125,9 @@ pub fn decode_row(columns: &[Column], bytes: &[u8]) -> Result<Vec<Value>, Catalo
     }
     let mut values = Vec::with_capacity(columns.len());
     for (i, column) in columns.iter().enumerate() {
-        let null = bitmap
-            .get(i / 8)
-            .is_some_and(|byte| byte & (1 << (i % 8)) != 0);
+        // RF2: `bitmap` has `div_ceil(columns.len(), 8)` bytes.
+        #[allow(clippy::indexing_slicing)]
+        let null = bitmap[i / 8] & (1 << (i % 8)) != 0;
         if null {
             if !column.nullable {
                 return Err(r.error(format!("NULL in NOT NULL column {}", column.name)));

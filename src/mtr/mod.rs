@@ -36,6 +36,12 @@
 //!   change is dropped with unlogged changes in memory, so the drop
 //!   poisons the buffer pool: no page is written again, every later
 //!   operation fails, and reopening recovers the state before that mtr.
+//! * M5. A changed page stays held: [`Mtr::release`] refuses a modified
+//!   page, so at commit every modified entry still has its latch, and is
+//!   marked dirty and stamped (a modified entry without its page would
+//!   be a change that is never flushed: asserted, not skipped).
+//! * M6. The record's end LSN is above `lb` (M2) and becomes the page
+//!   LSN of every page the mtr changed, which never goes down (page P3).
 
 pub mod redo;
 
@@ -178,16 +184,14 @@ impl<'a> Mtr<'a> {
             return Ok(None);
         }
         let lb = self.log.end_lsn().0;
-        for h in &self.held {
-            if let (Some(p), true) = (&h.page, h.modified) {
-                p.mark_dirty(lb);
-            }
+        for h in self.held.iter().filter(|h| h.modified) {
+            p_of(h).mark_dirty(lb);
         }
         let end = self.log.append(RTYPE_MTR, &self.redo)?;
-        for h in &mut self.held {
-            if let (Some(p), true) = (&mut h.page, h.modified) {
-                page::set_lsn(p, end.0);
-            }
+        // M2/M6: the record starts at or after `lb` and is not empty.
+        assert!(end.0 > lb, "mtr M2: record end {} not above lb {lb}", end.0);
+        for h in self.held.iter_mut().filter(|h| h.modified) {
+            page::set_lsn(p_of_mut(h), end.0);
         }
         self.held.clear();
         self.redo.clear();
@@ -208,6 +212,33 @@ impl Drop for Mtr<'_> {
     }
 }
 
+/// The page of a modified entry (M5: a modified page is never released).
+#[track_caller]
+fn p_of<'h, 'a>(h: &'h Held<'a>) -> &'h PageWrite<'a> {
+    match &h.page {
+        Some(p) => p,
+        None => m5_broken(),
+    }
+}
+
+/// [`p_of`], mutably.
+#[track_caller]
+fn p_of_mut<'h, 'a>(h: &'h mut Held<'a>) -> &'h mut PageWrite<'a> {
+    match &mut h.page {
+        Some(p) => p,
+        None => m5_broken(),
+    }
+}
+
+#[cold]
+#[track_caller]
+fn m5_broken() -> ! {
+    #[allow(clippy::panic)] // `release` refuses modified pages
+    {
+        panic!("mtr M5: a modified page was released before commit")
+    }
+}
+
 fn released() -> Error {
     Error::InvalidArgument {
         what: "page handle",
@@ -222,32 +253,45 @@ pub fn replay(pool: &BufferPool, start: Lsn, end: Lsn, payload: &[u8]) -> Result
     let mut pages: HashMap<PageId, (PageWrite<'_>, bool)> = HashMap::new();
     for item in redo::decode(payload) {
         let (id, op) = item?;
-        if let std::collections::hash_map::Entry::Vacant(e) = pages.entry(id) {
-            let mut w = pool.fetch_write(id, Load::AllowCorrupt)?;
-            let apply = if w.was_corrupt() {
-                if !op.initialises() {
-                    return Err(Error::CorruptPage {
-                        file: pool.file().path().to_path_buf(),
-                        page: id.0,
-                        reason: "fails its checksum, is not in the doublewrite area, and the \
+        let (w, apply) = match pages.entry(id) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let mut w = pool.fetch_write(id, Load::AllowCorrupt)?;
+                let apply = if w.was_corrupt() {
+                    if !op.initialises() {
+                        return Err(Error::CorruptPage {
+                            file: pool.file().path().to_path_buf(),
+                            page: id.0,
+                            reason: "fails its checksum, is not in the doublewrite area, and the \
                                  log does not rebuild it"
-                            .into(),
-                    });
-                }
-                w.clear_corrupt();
-                true
-            } else {
-                page::lsn(&w) < end.0
-            };
-            e.insert((w, apply));
-        }
-        if let Some((w, true)) = pages.get_mut(&id) {
+                                .into(),
+                        });
+                    }
+                    w.clear_corrupt();
+                    true
+                } else {
+                    page::lsn(&w) < end.0
+                };
+                e.insert((w, apply))
+            }
+        };
+        if *apply {
             redo::apply(w, id, space, &op)?;
         }
     }
     let mut changed = 0;
-    for (_, (mut w, apply)) in pages {
+    for (id, (mut w, apply)) in pages {
         if apply {
+            // M3: applied only below the record's end; the record ends a
+            // span that no other record overlaps, so the page (if not
+            // rebuilt from 0) was stamped at or before `start`.
+            debug_assert!(
+                page::lsn(&w) <= start.0,
+                "mtr M3: {id} at LSN {} replayed from a record at {}..{}",
+                page::lsn(&w),
+                start.0,
+                end.0
+            );
             w.mark_dirty(start.0);
             page::set_lsn(&mut w, end.0);
             changed += 1;

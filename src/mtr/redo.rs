@@ -18,6 +18,16 @@
 //!
 //! A record is a sequence of operations; decoding stops with an error at
 //! the first malformed one (the log's CRC makes that a bug, not damage).
+//!
+//! Invariants:
+//! * RO1. [`encode`] writes exactly the body length it announces (the
+//!   header's u32), and that length fits a u32: a body is at most a page.
+//!   Asserted on every encode (one compare), since [`decode`] trusts it to
+//!   find the next operation.
+//! * RO2. [`apply`] is the only function that changes a page for a redo
+//!   operation, in normal operation and recovery alike; input it cannot
+//!   apply is an error (recovery reads it from the log), never a partial
+//!   or skipped change.
 
 use crate::btree::node;
 use crate::page::{self, PAGE_HEADER, PageId, PageType};
@@ -109,10 +119,15 @@ pub fn encode(out: &mut Vec<u8>, id: PageId, op: &Op<'_>) {
         Op::NodeDelete(slot) | Op::NodeTruncate(slot) => out.extend_from_slice(&slot.to_le_bytes()),
         Op::Image(body) => out.extend_from_slice(body),
     }
-    let body_len = (out.len() - len_at - 4) as u32;
-    if let Some(d) = out.get_mut(len_at..len_at + 4) {
-        d.copy_from_slice(&body_len.to_le_bytes());
-    }
+    let body_len = out.len() - len_at - 4;
+    assert!(
+        body_len == payload && u32::try_from(body_len).is_ok(),
+        "redo RO1: op {} announced {payload} body bytes and wrote {body_len}",
+        op.code()
+    );
+    // In bounds: the 4 placeholder bytes were pushed at `len_at` above.
+    #[allow(clippy::indexing_slicing)]
+    out[len_at..len_at + 4].copy_from_slice(&(body_len as u32).to_le_bytes());
 }
 
 fn malformed(why: &str) -> Error {
@@ -137,9 +152,10 @@ pub fn decode(mut rec: &[u8]) -> impl Iterator<Item = Result<(PageId, Op<'_>)>> 
         }
         let item = (|| {
             let (head, rest) = rec
-                .split_at_checked(13)
+                .split_first_chunk::<13>()
                 .ok_or_else(|| malformed("truncated operation header"))?;
-            let code = head.first().copied().unwrap_or(0);
+            let [code, ..] = *head;
+            // In bounds (page P4): `head` is 13 bytes.
             let id = PageId(page::get_u64(head, 1));
             let len = page::get_u32(head, 9) as usize;
             let (body, rest) = rest

@@ -21,7 +21,15 @@
 //! * P2. A page of all zero bytes is a page that was never written (the file
 //!   was extended past it); it is not corrupt, it has no content.
 //! * P3. A page's LSN only grows; recovery applies a redo record to a page
-//!   only if the page's LSN is below the record's end LSN.
+//!   only if the page's LSN is below the record's end LSN. ([`set_lsn`]
+//!   asserts it; [`init`] resets it to 0 inside a mini-transaction whose
+//!   commit then sets the record's end LSN.)
+//! * P4. The header helpers ([`lsn`], [`id`], [`page_type`], `get_u*`,
+//!   `put`, ...) are only handed whole pages, or buffers whose length the
+//!   caller checked, with offsets fixed by a format: their bounds hold by
+//!   construction, so they assert them instead of reading zeros (a bug
+//!   stops loudly). Bytes from disk are checked by [`verify`] and by the
+//!   decoders of each format, never by a silent default here.
 
 pub mod space;
 
@@ -96,33 +104,44 @@ pub fn valid_page_size(size: usize) -> bool {
     size.is_power_of_two() && (MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&size)
 }
 
+/// `N` bytes at `off` (P4: in bounds by construction).
+#[track_caller]
+fn get_array<const N: usize>(b: &[u8], off: usize) -> [u8; N] {
+    match b.get(off..).and_then(<[u8]>::first_chunk::<N>) {
+        Some(a) => *a,
+        #[allow(clippy::panic)] // P4: a caller bug, not a damaged page
+        None => panic!(
+            "page P4: read of {N} bytes at offset {off} past a buffer of {} bytes",
+            b.len()
+        ),
+    }
+}
+
+#[track_caller]
 pub(crate) fn get_u16(b: &[u8], off: usize) -> u16 {
-    let mut a = [0u8; 2];
-    if let Some(s) = b.get(off..off + 2) {
-        a.copy_from_slice(s);
-    }
-    u16::from_le_bytes(a)
+    u16::from_le_bytes(get_array(b, off))
 }
 
+#[track_caller]
 pub(crate) fn get_u32(b: &[u8], off: usize) -> u32 {
-    let mut a = [0u8; 4];
-    if let Some(s) = b.get(off..off + 4) {
-        a.copy_from_slice(s);
-    }
-    u32::from_le_bytes(a)
+    u32::from_le_bytes(get_array(b, off))
 }
 
+#[track_caller]
 pub(crate) fn get_u64(b: &[u8], off: usize) -> u64 {
-    let mut a = [0u8; 8];
-    if let Some(s) = b.get(off..off + 8) {
-        a.copy_from_slice(s);
-    }
-    u64::from_le_bytes(a)
+    u64::from_le_bytes(get_array(b, off))
 }
 
+#[track_caller]
 pub(crate) fn put(b: &mut [u8], off: usize, bytes: &[u8]) {
-    if let Some(d) = b.get_mut(off..off + bytes.len()) {
-        d.copy_from_slice(bytes);
+    let len = b.len();
+    match b.get_mut(off..).and_then(|d| d.get_mut(..bytes.len())) {
+        Some(d) => d.copy_from_slice(bytes),
+        #[allow(clippy::panic)] // P4: a caller bug; never write short
+        None => panic!(
+            "page P4: write of {} bytes at offset {off} past a buffer of {len} bytes",
+            bytes.len()
+        ),
     }
 }
 
@@ -131,8 +150,15 @@ pub fn lsn(page: &[u8]) -> u64 {
     get_u64(page, OFF_LSN)
 }
 
-/// Set the page's LSN.
+/// Set the page's LSN. It never goes down (P3): a lower LSN would let
+/// recovery replay an older record over a newer change.
 pub fn set_lsn(page: &mut [u8], lsn: u64) {
+    let old = get_u64(page, OFF_LSN);
+    assert!(
+        lsn >= old,
+        "page P3: page {} LSN would go down from {old} to {lsn}",
+        get_u64(page, OFF_ID)
+    );
     put(page, OFF_LSN, &lsn.to_le_bytes());
 }
 
@@ -143,7 +169,7 @@ pub fn id(page: &[u8]) -> PageId {
 
 /// The page type stored in the header (`None` for an unknown byte).
 pub fn page_type(page: &[u8]) -> Option<PageType> {
-    page.get(OFF_TYPE).and_then(|&t| PageType::from_u8(t))
+    PageType::from_u8(get_array::<1>(page, OFF_TYPE)[0])
 }
 
 /// The space id stored in the header.
@@ -156,16 +182,25 @@ pub fn space_id(page: &[u8]) -> u64 {
 pub fn init(page: &mut [u8], id: PageId, ptype: PageType, space_id: u64) {
     page.fill(0);
     put(page, OFF_VERSION, &PAGE_FORMAT_VERSION.to_le_bytes());
-    if let Some(t) = page.get_mut(OFF_TYPE) {
-        *t = ptype as u8;
-    }
+    put(page, OFF_TYPE, &[ptype as u8]);
     put(page, OFF_ID, &id.0.to_le_bytes());
     put(page, OFF_SPACE, &space_id.to_le_bytes());
 }
 
+/// The bytes the checksum covers: everything after it (P1, P4).
+fn body_for_crc(page: &[u8]) -> &[u8] {
+    assert!(
+        page.len() >= PAGE_HEADER,
+        "page P4: a page of {} bytes is shorter than its header",
+        page.len()
+    );
+    #[allow(clippy::indexing_slicing)] // just asserted: 4 < PAGE_HEADER <= len
+    &page[OFF_CRC + 4..]
+}
+
 /// Compute and store the checksum (just before a write; P1).
 pub fn seal(page: &mut [u8]) {
-    let crc = crc32c(page.get(4..).unwrap_or_default());
+    let crc = crc32c(body_for_crc(page));
     put(page, OFF_CRC, &crc.to_le_bytes());
 }
 
@@ -186,7 +221,7 @@ pub fn verify(page: &[u8], expect: PageId, space: u64) -> PageCheck {
         return PageCheck::Zero;
     }
     let stored = get_u32(page, OFF_CRC);
-    let actual = crc32c(page.get(4..).unwrap_or_default());
+    let actual = crc32c(body_for_crc(page));
     if stored != actual {
         return PageCheck::Corrupt(format!(
             "checksum mismatch (stored {stored:#010x}, computed {actual:#010x}): torn or damaged write"
@@ -201,7 +236,7 @@ pub fn verify(page: &[u8], expect: PageId, space: u64) -> PageCheck {
     if page_type(page).is_none() {
         return PageCheck::Corrupt(format!(
             "unknown page type {}",
-            page.get(OFF_TYPE).copied().unwrap_or(0)
+            get_array::<1>(page, OFF_TYPE)[0]
         ));
     }
     let found = id(page);
@@ -235,6 +270,21 @@ mod tests {
         p[100] ^= 1;
         assert!(matches!(verify(&p, PageId(7), 42), PageCheck::Corrupt(_)));
         assert_eq!(verify(&[0u8; 4096], PageId(1), 42), PageCheck::Zero);
+    }
+
+    #[test]
+    #[should_panic(expected = "page P3")]
+    fn lsn_never_goes_down() {
+        let mut p = vec![0u8; 4096];
+        init(&mut p, PageId(7), PageType::BtreeNode, 42);
+        set_lsn(&mut p, 99);
+        set_lsn(&mut p, 98);
+    }
+
+    #[test]
+    #[should_panic(expected = "page P4")]
+    fn short_buffers_are_a_bug_not_zeros() {
+        let _ = get_u64(&[0u8; 7], 0);
     }
 
     proptest::proptest! {

@@ -23,6 +23,16 @@
 //!   Edges are refreshed on every release, so a stale edge can delay
 //!   detection (the timeout still ends the wait) but never invents a
 //!   cycle that does not exist at the moment of the check.
+//! * L5. A waiter is granted at most once, only while queued, and only by
+//!   `wake` under its key's shard lock; a waiter that timed out leaves the
+//!   queue under the same lock, so it is either granted or removed, never
+//!   both and never neither.
+//! * L6. After `wake`, a non-empty queue has a holder in front of it: a
+//!   waiter never waits on a key nobody holds (it would sleep until its
+//!   timeout for nothing).
+//! * L7. A key's entry exists exactly while it has holders or waiters.
+//!   Releasing a key that has no entry is not an error: a transaction
+//!   that locked a key twice (shared, then exclusive) lists it twice.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -71,6 +81,12 @@ impl Entry {
     }
 
     fn grant(&mut self, trx: TrxId, mode: LockMode) {
+        // L1: both callers check compatibility first.
+        debug_assert!(
+            self.compatible(trx, mode),
+            "lock L1: trx {trx} granted {mode:?} against {:?}",
+            self.holders
+        );
         if let Some(h) = self.holders.iter_mut().find(|(t, _)| *t == trx) {
             if mode == LockMode::Exclusive {
                 h.1 = LockMode::Exclusive;
@@ -214,12 +230,24 @@ impl LockTable {
         if *waiter.state.lock() == Some(true) {
             return Ok(());
         }
-        if let Some(e) = shard.get_mut(key) {
-            e.queue.retain(|w| !Arc::ptr_eq(w, &waiter));
-            Self::wake(e, &self.graph);
-            if e.holders.is_empty() && e.queue.is_empty() {
-                shard.remove(key);
+        // L5/L7: not granted (checked under this shard lock), so still
+        // queued, so the entry exists.
+        match shard.get_mut(key) {
+            Some(e) => {
+                let queued = e.queue.len();
+                e.queue.retain(|w| !Arc::ptr_eq(w, &waiter));
+                assert_eq!(
+                    e.queue.len() + 1,
+                    queued,
+                    "lock L5: a timed-out waiter of trx {trx} was not queued once"
+                );
+                Self::wake(e, &self.graph);
+                if e.holders.is_empty() && e.queue.is_empty() {
+                    shard.remove(key);
+                }
             }
+            #[allow(clippy::panic)] // L7: a queued waiter keeps its entry
+            None => panic!("lock L7: trx {trx} timed out waiting on a key with no entry"),
         }
         self.graph.lock().remove(&trx);
         self.stats.lock().timeouts += 1;
@@ -233,19 +261,23 @@ impl LockTable {
     /// refresh the edges of those still waiting (L4).
     fn wake(e: &mut Entry, graph: &Mutex<HashMap<TrxId, Vec<TrxId>>>) {
         let mut g = graph.lock();
-        while let Some(w) = e.queue.front() {
+        while let Some(w) = e.queue.pop_front() {
             if !e.compatible(w.trx, w.mode) {
+                e.queue.push_front(w); // FIFO (L2): it stays first
                 break;
             }
-            let w = match e.queue.pop_front() {
-                Some(w) => w,
-                None => break,
-            };
             e.grant(w.trx, w.mode);
             g.remove(&w.trx);
-            *w.state.lock() = Some(true);
+            let before = w.state.lock().replace(true);
+            assert!(before.is_none(), "lock L5: trx {} granted twice", w.trx);
             w.cv.notify_one();
         }
+        // L6: the loop grants every compatible waiter at the front, and
+        // anything is compatible with no holders.
+        assert!(
+            e.queue.is_empty() || !e.holders.is_empty(),
+            "lock L6: waiters queued on a key nobody holds"
+        );
         for w in &e.queue {
             let b = e.blockers(w.trx, w.mode);
             g.insert(w.trx, b);
@@ -256,6 +288,7 @@ impl LockTable {
     pub fn release(&self, trx: TrxId, keys: &[Vec<u8>]) {
         for key in keys {
             let mut shard = self.shard(key).lock();
+            // No entry: a key listed twice was released already (L7).
             if let Some(e) = shard.get_mut(key) {
                 e.holders.retain(|&(t, _)| t != trx);
                 Self::wake(e, &self.graph);

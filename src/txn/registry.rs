@@ -54,6 +54,14 @@
 //!   the snapshot's oldest hidden id. So purge either sees the provisional
 //!   low, or computed its bound before the view's snapshot (and then the
 //!   view hides nothing below that bound).
+//! * R8. The slot, view-low and commit arrays have one entry per slot, and
+//!   a slot index (from [`TrxRegistry::begin`], or [`TrxSlot::index`]) is
+//!   below their length: indexed directly, so a bad index panics instead
+//!   of silently not publishing a commit or a view low.
+//! * R9. A claimed slot holds its owner's id from the draw until the
+//!   owner's [`TrxSlot`] drops, and nobody else writes it; a commit LSN is
+//!   nonzero and below [`IMMEDIATE`] (0 means "not committed", the top bit
+//!   is the flag).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -123,25 +131,26 @@ impl TrxSlot<'_> {
     /// to views created from now on; otherwise it becomes visible once the
     /// log is durable to `lsn`, or when the slot is released.
     pub fn set_committed(&self, lsn: u64, immediate: bool) {
+        assert!(
+            lsn != 0 && lsn & IMMEDIATE == 0,
+            "registry R9: commit LSN {lsn:#x} collides with the commit-state encoding"
+        );
         let v = if immediate { lsn | IMMEDIATE } else { lsn };
         self.committed.set(true);
-        if let Some(c) = self.reg.commits.get(self.index) {
-            if immediate {
-                self.reg.epoch.fetch_add(1, Ordering::SeqCst);
-                c.store(v, Ordering::SeqCst);
-                self.reg.epoch.fetch_add(1, Ordering::SeqCst);
-            } else {
-                c.store(v, Ordering::SeqCst);
-            }
+        let c = self.reg.commit_state(self.index);
+        if immediate {
+            self.reg.epoch.fetch_add(1, Ordering::SeqCst);
+            c.store(v, Ordering::SeqCst);
+            self.reg.epoch.fetch_add(1, Ordering::SeqCst);
+        } else {
+            c.store(v, Ordering::SeqCst);
         }
     }
 }
 
 impl Drop for TrxSlot<'_> {
     fn drop(&mut self) {
-        if let Some(l) = self.reg.view_lows.get(self.index) {
-            l.store(0, Ordering::SeqCst);
-        }
+        self.reg.view_low_of(self.index).store(0, Ordering::SeqCst);
         // A visibility change (R6): views taken meanwhile retry. A
         // transaction that committed nothing (read-only, or rolled back)
         // changes nothing any view could see, and skips the epoch.
@@ -149,19 +158,39 @@ impl Drop for TrxSlot<'_> {
         if change {
             self.reg.epoch.fetch_add(1, Ordering::SeqCst);
         }
-        if let Some(c) = self.reg.commits.get(self.index) {
-            c.store(0, Ordering::SeqCst);
-        }
-        if let Some(s) = self.reg.slots.get(self.index) {
-            s.store(FREE, Ordering::SeqCst);
-        }
+        self.reg.commit_state(self.index).store(0, Ordering::SeqCst);
+        let held = self.reg.slot(self.index).swap(FREE, Ordering::SeqCst);
         if change {
             self.reg.epoch.fetch_add(1, Ordering::SeqCst);
         }
+        // After the epoch is even again (a panic inside the seqlock would
+        // make every snapshot spin forever).
+        assert_eq!(
+            held, self.id,
+            "registry R9: slot {} held another id",
+            self.index
+        );
     }
 }
 
 impl TrxRegistry {
+    // R8: the three per-slot arrays share one length and `i` is a slot
+    // index handed out by `begin`.
+    #[allow(clippy::indexing_slicing)]
+    fn slot(&self, i: usize) -> &AtomicU64 {
+        &self.slots[i]
+    }
+
+    #[allow(clippy::indexing_slicing)] // R8
+    fn view_low_of(&self, i: usize) -> &AtomicU64 {
+        &self.view_lows[i]
+    }
+
+    #[allow(clippy::indexing_slicing)] // R8
+    fn commit_state(&self, i: usize) -> &AtomicU64 {
+        &self.commits[i]
+    }
+
     /// A registry for at most `max_active` transactions at once, with ids
     /// starting after `last_id` (the highest id found at recovery).
     pub fn new(max_active: usize, last_id: TrxId) -> Self {
@@ -194,9 +223,7 @@ impl TrxRegistry {
         let start = self.hint.fetch_add(1, Ordering::Relaxed) % n;
         for k in 0..n {
             let index = (start + k) % n;
-            let Some(slot) = self.slots.get(index) else {
-                continue;
-            };
+            let slot = self.slot(index); // R8: `% n`
             if slot.load(Ordering::Relaxed) != FREE {
                 continue;
             }
@@ -207,6 +234,16 @@ impl TrxRegistry {
                 .is_ok()
             {
                 let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+                // R2: never 0 (ids start at `last_id + 1`), and never a
+                // slot sentinel. The slot is freed before the panic: left
+                // ASSIGNING, every scan would spin on it forever.
+                if id == FREE || id == ASSIGNING {
+                    slot.store(FREE, Ordering::SeqCst);
+                    #[allow(clippy::panic)] // R2: ids ran out, or a bug
+                    {
+                        panic!("registry R2: drew id {id:#x}, a slot sentinel");
+                    }
+                }
                 slot.store(id, Ordering::SeqCst);
                 return Ok(TrxSlot {
                     reg: self,
@@ -226,16 +263,12 @@ impl TrxRegistry {
     /// Publish the view low of the transaction in slot `index` (R4); 0
     /// withdraws it.
     pub fn publish_view_low(&self, index: usize, low: TrxId) {
-        if let Some(l) = self.view_lows.get(index) {
-            l.store(low, Ordering::SeqCst);
-        }
+        self.view_low_of(index).store(low, Ordering::SeqCst);
     }
 
     /// The view low published for slot `index` (0: none).
     pub fn view_low(&self, index: usize) -> TrxId {
-        self.view_lows
-            .get(index)
-            .map_or(0, |l| l.load(Ordering::SeqCst))
+        self.view_low_of(index).load(Ordering::SeqCst)
     }
 
     /// The last bound [`TrxRegistry::purge_bound`] returned: the
@@ -291,11 +324,11 @@ impl TrxRegistry {
     /// (R7). Scans the slots; for `Write`/`Lazy` transactions only.
     pub fn undurable_commit(&self, trx: TrxId, durable: u64) -> u64 {
         let hw = self.high_water.load(Ordering::SeqCst);
-        for (i, slot) in self.slots.iter().take(hw).enumerate() {
+        for (slot, commit) in self.slots.iter().zip(self.commits.iter()).take(hw) {
             if slot.load(Ordering::SeqCst) != trx {
                 continue;
             }
-            let c = self.commits.get(i).map_or(0, |c| c.load(Ordering::SeqCst));
+            let c = commit.load(Ordering::SeqCst);
             // Read the id again: the slot may have been left and reused
             // between the two loads.
             if slot.load(Ordering::SeqCst) == trx && c & IMMEDIATE == 0 && c > durable {
@@ -334,7 +367,7 @@ impl TrxRegistry {
             let limit = self.next_id.load(Ordering::SeqCst);
             let hw = self.high_water.load(Ordering::SeqCst);
             let mut ids = Vec::new();
-            for (i, slot) in self.slots.iter().take(hw).enumerate() {
+            for (slot, commit) in self.slots.iter().zip(self.commits.iter()).take(hw) {
                 let mut v = slot.load(Ordering::SeqCst);
                 while v == ASSIGNING {
                     std::hint::spin_loop();
@@ -343,7 +376,7 @@ impl TrxRegistry {
                 if v == FREE || v >= limit {
                     continue;
                 }
-                let c = self.commits.get(i).map_or(0, |c| c.load(Ordering::SeqCst));
+                let c = commit.load(Ordering::SeqCst);
                 let visible = c != 0 && (c & IMMEDIATE != 0 || c <= d);
                 if !visible {
                     ids.push(v);

@@ -19,6 +19,11 @@
 //!   rebuilds every older version without reading anything else.
 //! * U3. Decoding rejects anything the encoder cannot produce: unknown
 //!   version or kind, lengths past the end, trailing bytes.
+//! * U4. The encoder's u32 length fields hold the real lengths: keys are
+//!   bounded by the B+tree's key limit (BT3) and old values by its value
+//!   limit (at most `u32::MAX`), so a truncating cast would be our bug
+//!   (and a record U3 rejects, or worse, one that decodes differently).
+//!   Asserted on encode.
 
 use crate::Result;
 use crate::catalog::CatalogError;
@@ -75,18 +80,19 @@ impl RecHeader {
     /// Split a record value into its header and row bytes.
     pub fn decode(value: &[u8]) -> Result<(RecHeader, &[u8])> {
         let (h, row) = value
-            .split_at_checked(REC_HEADER)
+            .split_first_chunk::<REC_HEADER>()
             .ok_or_else(|| malformed(0, "record shorter than its header"))?;
-        if h.first() != Some(&UNDO_FORMAT_VERSION) {
+        let [version, flags, ..] = *h;
+        if version != UNDO_FORMAT_VERSION {
             return Err(malformed(0, "unknown record header version"));
         }
-        let flags = h.get(1).copied().unwrap_or(0xFF);
         if flags > 1 {
             return Err(malformed(1, "unknown record flags"));
         }
         Ok((
             RecHeader {
                 deleted: flags == 1,
+                // In bounds (page P4): `h` is REC_HEADER = 18 bytes.
                 trx: crate::page::get_u64(h, 2),
                 roll: RollPtr(crate::page::get_u64(h, 10)),
             },
@@ -148,14 +154,33 @@ impl<'a> Reader<'a> {
         self.at += n;
         Ok(s)
     }
+    fn array<const N: usize>(&mut self, what: &str) -> Result<[u8; N]> {
+        let a = *self
+            .b
+            .get(self.at..)
+            .and_then(<[u8]>::first_chunk::<N>)
+            .ok_or_else(|| malformed(self.at, what))?;
+        self.at += N;
+        Ok(a)
+    }
     fn u8(&mut self, what: &str) -> Result<u8> {
-        Ok(self.take(1, what)?.first().copied().unwrap_or(0))
+        self.array(what).map(u8::from_le_bytes)
     }
     fn u32(&mut self, what: &str) -> Result<u32> {
-        Ok(crate::page::get_u32(self.take(4, what)?, 0))
+        self.array(what).map(u32::from_le_bytes)
     }
     fn u64(&mut self, what: &str) -> Result<u64> {
-        Ok(crate::page::get_u64(self.take(8, what)?, 0))
+        self.array(what).map(u64::from_le_bytes)
+    }
+}
+
+/// A length for a u32 field of the encoding (U4).
+#[track_caller]
+fn len_u32(len: usize, what: &str) -> u32 {
+    match u32::try_from(len) {
+        Ok(n) => n,
+        #[allow(clippy::panic)] // U4: the B+tree limits keep it in range
+        Err(_) => panic!("undo U4: {what} of {len} bytes does not fit its u32 length"),
     }
 }
 
@@ -205,13 +230,13 @@ impl UndoRecord {
         ] {
             v.extend_from_slice(&x.to_le_bytes());
         }
-        v.extend_from_slice(&(self.key.len() as u32).to_le_bytes());
+        v.extend_from_slice(&len_u32(self.key.len(), "key").to_le_bytes());
         v.extend_from_slice(&self.key);
         match &self.old_value {
             None => v.push(0),
             Some(old) => {
                 v.push(1);
-                v.extend_from_slice(&(old.len() as u32).to_le_bytes());
+                v.extend_from_slice(&len_u32(old.len(), "old value").to_le_bytes());
                 v.extend_from_slice(old);
             }
         }

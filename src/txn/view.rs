@@ -5,6 +5,15 @@
 //! (left the registry, see `registry`) before the view was created:
 //! `t` is below the view's limit and not among the ids the view found
 //! registered. Id 0 (data written outside transactions) is always seen.
+//!
+//! Invariants:
+//! * V1. `hidden` is strictly increasing and below `limit` ([`ReadView::sees`]
+//!   binary-searches it, and [`ReadView::oldest_hidden`] takes its first
+//!   element as the minimum). Debug-asserted when a view is made (a scan of
+//!   the list).
+//! * V2. The view low a view publishes (registry R4) is nonzero and at most
+//!   its oldest hidden id, so purge keeps every undo record the view can
+//!   follow.
 
 use super::registry::{TrxId, TrxRegistry};
 
@@ -22,6 +31,16 @@ impl ReadView {
     /// A view for transaction `creator` (0 for none) of `reg` now.
     pub fn create(reg: &TrxRegistry, creator: TrxId) -> ReadView {
         let (limit, hidden) = reg.snapshot();
+        ReadView::new(creator, limit, hidden)
+    }
+
+    /// A view over a registry snapshot, checked against V1.
+    fn new(creator: TrxId, limit: TrxId, hidden: Vec<TrxId>) -> ReadView {
+        debug_assert!(
+            hidden.windows(2).all(|w| matches!(w, [a, b] if a < b))
+                && hidden.last().is_none_or(|&h| h < limit),
+            "view V1: hidden ids {hidden:?} not strictly increasing below {limit}"
+        );
         ReadView {
             creator,
             limit,
@@ -40,13 +59,9 @@ impl ReadView {
         let prior = reg.view_low(slot.index());
         reg.publish_view_low(slot.index(), reg.purged_upto().max(1));
         let (limit, hidden) = reg.snapshot_at(durable);
-        let v = ReadView {
-            creator: slot.id(),
-            limit,
-            hidden,
-        };
+        let v = ReadView::new(slot.id(), limit, hidden);
         // Keep the lowest low of the transaction's views: an earlier
-        // statement's rows iterator may still be reading.
+        // statement's rows iterator may still be reading (V2).
         let low = v.oldest_hidden().max(1);
         let low = if prior == 0 { low } else { low.min(prior) };
         reg.publish_view_low(slot.index(), low);
@@ -60,7 +75,8 @@ impl ReadView {
 
     /// Changes by transactions below this id are visible to this view, and
     /// to every view created after it (purge may remove older versions
-    /// that only such views could need).
+    /// that only such views could need). With nothing hidden, that is the
+    /// limit (V1: `hidden` is sorted and below it).
     pub fn oldest_hidden(&self) -> TrxId {
         self.hidden.first().copied().unwrap_or(self.limit)
     }
