@@ -268,9 +268,12 @@ impl Core {
             w.boundary <= w.written && w.written <= self.written.load(Ordering::Acquire),
             "core I1: durable <= written"
         );
-        self.durable.fetch_max(w.written, Ordering::AcqRel);
+        // The boundary first: whoever sees `durable` cover a record's end
+        // (a committer woken by it) then also sees `durable_lsn()` cover
+        // it, since that end is at or below `w.boundary` (writer I4).
         self.durable_boundary
             .fetch_max(w.boundary, Ordering::AcqRel);
+        self.durable.fetch_max(w.written, Ordering::AcqRel);
     }
 
     /// Sync the files holding `[from, to)`; timed and counted as log syncs.
