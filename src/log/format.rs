@@ -555,10 +555,12 @@ pub fn crc_begin(tail: &[u8; 12], payload: &[u8]) -> crc_fast::Digest {
 /// [`crc_begin`] (whose header tail had the hint's bytes zero). A zero
 /// hint is not folded in, so records without one check as before.
 pub fn crc_finish(mut d: crc_fast::Digest, lsn: u64, hint: u16) -> u32 {
-    d.update(&lsn.to_le_bytes());
-    if hint != 0 {
-        d.update(&hint.to_le_bytes());
-    }
+    let mut tail = [0u8; 10];
+    let (l, h) = tail.split_at_mut(8);
+    l.copy_from_slice(&lsn.to_le_bytes());
+    h.copy_from_slice(&hint.to_le_bytes());
+    // One update of 8 or 10 bytes (the hint only when nonzero).
+    d.update(if hint == 0 { l } else { &tail });
     d.finalize() as u32
 }
 

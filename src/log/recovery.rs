@@ -240,21 +240,31 @@ fn find_damage(
         }));
     }
     let end = limit.min(stop.saturating_add(format::HINT_REACH));
+    // A fragment's first word is its own LSN (rule 1): find the positions
+    // where that holds a chunk at a time, then check those few in full.
+    const CHUNK: u64 = 1 << 20;
     let mut q = stop + 8;
     while q + RECORD_HEADER as u64 <= end {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(win.get(q, 8)?);
-        if u64::from_le_bytes(word) == q
-            && let Ok((h, _)) = valid_fragment(win, q, slot.epoch, limit)?
-            && let Some(claim) = h.claim(q)
-            && claim > stop
-        {
-            return Ok(Some(Damage {
-                durable_lsn: claim,
-                claimed_by: Some(q),
-            }));
+        let chunk_end = (q + CHUNK).min(end);
+        let candidates: Vec<u64> = win
+            .get(q, (chunk_end - q) as usize)?
+            .chunks_exact(8)
+            .zip((q..).step_by(8))
+            .filter(|(word, at)| word == &at.to_le_bytes().as_slice())
+            .map(|(_, at)| at)
+            .collect();
+        for at in candidates {
+            if let Ok((h, _)) = valid_fragment(win, at, slot.epoch, limit)?
+                && let Some(claim) = h.claim(at)
+                && claim > stop
+            {
+                return Ok(Some(Damage {
+                    durable_lsn: claim,
+                    claimed_by: Some(at),
+                }));
+            }
         }
-        q += 8;
+        q = chunk_end;
     }
     Ok(None)
 }
