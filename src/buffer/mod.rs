@@ -57,6 +57,12 @@
 //!   `flushing` flag (B6) takes it off, under the shared latch (B3). A
 //!   dirty page's `oldest` is a nonzero LSN at or above the page LSN it
 //!   was marked at (B4).
+//! * B10. No page read from disk carries an LSN beyond the end of the log
+//!   (B2 wrote it only after the log was durable to it): one that does is
+//!   refused as corrupt, checked in release on every read from disk, so
+//!   damaged bytes with a matching checksum can never reach the page-LSN
+//!   order assertions (B4, page P3). Before the log is installed, the
+//!   ceiling is the end of what recovery may scan.
 
 mod doublewrite;
 mod lru;
@@ -213,6 +219,9 @@ pub struct BufferPool {
     flush_list: Mutex<BTreeSet<(u64, u64)>>,
     file: Arc<DataFile>,
     wal: OnceLock<Arc<Log>>,
+    /// Before the log is installed (recovery): the highest LSN any page
+    /// on disk may carry (B10).
+    lsn_ceiling: AtomicU64,
     doublewrite: Option<Doublewrite>,
     counters: PoolCounters,
     poisoned: Mutex<Option<String>>,
@@ -373,6 +382,7 @@ impl BufferPool {
             flush_list: Mutex::new(BTreeSet::new()),
             file,
             wal: OnceLock::new(),
+            lsn_ceiling: AtomicU64::new(u64::MAX),
             doublewrite,
             counters: PoolCounters::default(),
             poisoned: Mutex::new(None),
@@ -385,6 +395,21 @@ impl BufferPool {
     /// writes do not wait.
     pub fn set_log(&self, log: Arc<Log>) {
         let _ = self.wal.set(log);
+    }
+
+    /// Before the log is installed: no page on disk can carry an LSN
+    /// above `lsn` (B10; recovery passes the end of the log it may scan).
+    pub fn set_lsn_ceiling(&self, lsn: u64) {
+        self.lsn_ceiling.store(lsn, Ordering::Release);
+    }
+
+    /// The highest LSN a page read from disk may carry (B10): the log's
+    /// end once installed, else the ceiling recovery set.
+    fn lsn_ceiling(&self) -> u64 {
+        match self.wal.get() {
+            Some(log) => log.end_lsn().0,
+            None => self.lsn_ceiling.load(Ordering::Acquire),
+        }
     }
 
     /// Refuse every page write from now on (memory holds changes that no
@@ -656,7 +681,22 @@ impl BufferPool {
 
     fn read_into(&self, id: PageId, g: &mut FrameBuf, how: Load) -> Result<()> {
         self.file.read_page(id, &mut g.buf)?;
-        match self.file.check(id, &g.buf)? {
+        let check = match self.file.check(id, &g.buf)? {
+            // B10: a page is written only after the log is durable to its
+            // LSN (B2), so one that claims a later LSN is damage (with a
+            // checksum that happens to match), and would break page LSN
+            // order (P3) at its next change.
+            PageCheck::Valid if page::lsn(&g.buf) > self.lsn_ceiling() => {
+                PageCheck::Corrupt(format!(
+                    "page LSN {} is beyond the end of the log ({}): no page can be newer \
+                     than the log that describes it",
+                    page::lsn(&g.buf),
+                    self.lsn_ceiling()
+                ))
+            }
+            other => other,
+        };
+        match check {
             PageCheck::Valid | PageCheck::Zero => Ok(()),
             PageCheck::Corrupt(reason) => {
                 if how == Load::AllowCorrupt {

@@ -675,6 +675,9 @@ pub struct LogHeader {
     pub id: u128,
     /// The checkpoint LSN of the newest valid checkpoint slot.
     pub checkpoint_lsn: Lsn,
+    /// Bytes of log the files hold: recovery scans at most this far past
+    /// the checkpoint.
+    pub capacity_bytes: u64,
 }
 
 /// Read the identity and checkpoint of the log in `dir` without scanning
@@ -684,6 +687,7 @@ pub fn peek(vfs: &dyn Vfs, dir: &Path) -> Result<LogHeader> {
     Ok(LogHeader {
         id: files.header.log_id,
         checkpoint_lsn: slot.checkpoint_lsn,
+        capacity_bytes: files.capacity(),
     })
 }
 

@@ -334,12 +334,16 @@ impl DataFile {
         &self.path
     }
 
+    /// Where page `id` starts in the file; an id whose page would end past
+    /// the largest file offset is an error (it comes from damaged bytes).
     fn offset(&self, id: PageId) -> Result<u64> {
-        id.0.checked_mul(self.page_size as u64)
+        let size = self.page_size as u64;
+        id.0.checked_mul(size)
+            .filter(|off| off.checked_add(size).is_some())
             .ok_or(Error::LimitExceeded {
                 what: "page id",
                 actual: id.0,
-                max: u64::MAX / self.page_size as u64,
+                max: u64::MAX / size - 1,
             })
     }
 

@@ -479,6 +479,8 @@ impl Store {
             None
         };
         let pool = BufferPool::new(Arc::new(data), frames_for(opts.pool_bytes, page_size), dw);
+        // B10: nothing recovery can replay goes past one lap of the log.
+        pool.set_lsn_ceiling(checkpoint.0.saturating_add(header.capacity_bytes));
         let mut applied = 0u64;
         let mut changes = 0u64;
         let (log, report) = Log::open(vfs.clone(), &dir.join(LOG_DIR), opts.log.clone(), |rec| {
