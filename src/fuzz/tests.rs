@@ -293,6 +293,9 @@ fn write_seed_corpora() {
     }
 }
 
+/// A finding: its name, its target, its input.
+type Finding = (&'static str, fn(&[u8]), &'static [u8]);
+
 /// Inputs the 10-minute libFuzzer runs found (`fuzz/regressions/`), each
 /// through its target: they must end without a panic.
 /// * `page-3690eaed`: a page whose checksum matches but whose LSN lies far
@@ -300,9 +303,6 @@ fn write_seed_corpora() {
 ///   (buffer B4). Now refused when read (buffer B10).
 /// * `redo_record-2f8b4f95`: a redo record naming a page id whose offset
 ///   overflowed when the page's end was computed. Now a `LimitExceeded`.
-/// A finding: its name, its target, its input.
-type Finding = (&'static str, fn(&[u8]), &'static [u8]);
-
 #[test]
 fn libfuzzer_findings() {
     let cases: [Finding; 2] = [
