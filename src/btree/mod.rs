@@ -829,7 +829,10 @@ impl<'s> Tree<'s> {
         let mut rest = keys;
         while let Some(first) = rest.first().map(AsRef::as_ref) {
             if self.cannot_hold(first) {
-                rest = rest.get(1..).unwrap_or_default();
+                #[allow(clippy::indexing_slicing)] // `rest` has a first element
+                {
+                    rest = &rest[1..];
+                }
                 continue;
             }
             let consumed = match self.delete_run(rest)? {

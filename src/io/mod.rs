@@ -320,7 +320,8 @@ fn zero_extend<F: File + ?Sized>(f: &F, end: u64) -> IoResult<()> {
     let zeros = AlignedBuf::new((stop - at).min(ZERO_FILL_CHUNK) as usize);
     while at < stop {
         let n = (stop - at).min(zeros.len() as u64) as usize;
-        f.write_all_at(zeros.get(..n).unwrap_or_default(), at)?;
+        #[allow(clippy::indexing_slicing)] // n <= zeros.len() by the min above
+        f.write_all_at(&zeros[..n], at)?;
         at += n as u64;
     }
     Ok(())
