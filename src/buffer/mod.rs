@@ -403,6 +403,29 @@ impl BufferPool {
         self.lsn_ceiling.store(lsn, Ordering::Release);
     }
 
+    /// B10 for the pages recovery brought in, once the log's end `end` is
+    /// known (they were read against the looser ceiling of one lap): a
+    /// page in memory whose LSN is beyond it is damage (a checksum that
+    /// happened to match), refused before anything changes it. For a
+    /// store's open only, when nothing else uses the pool.
+    pub fn check_lsns_below(&self, end: u64) -> Result<()> {
+        for f in self.frames.iter() {
+            let g = f.latch.read();
+            if g.state == State::Valid && !g.corrupt && page::lsn(&g.buf) > end {
+                return Err(Error::CorruptPage {
+                    file: self.file.path().to_path_buf(),
+                    page: g.id.0,
+                    reason: format!(
+                        "page LSN {} is beyond the end of the log ({end}): no page can be \
+                         newer than the log that describes it",
+                        page::lsn(&g.buf)
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// The highest LSN a page read from disk may carry (B10): the log's
     /// end once installed, else the ceiling recovery set.
     fn lsn_ceiling(&self) -> u64 {

@@ -305,7 +305,7 @@ type Finding = (&'static str, fn(&[u8]), &'static [u8]);
 ///   overflowed when the page's end was computed. Now a `LimitExceeded`.
 #[test]
 fn libfuzzer_findings() {
-    let cases: [Finding; 2] = [
+    let cases: [Finding; 3] = [
         (
             "page-3690eaed",
             crate::fuzz::page,
@@ -315,6 +315,11 @@ fn libfuzzer_findings() {
             "redo_record-2f8b4f95",
             crate::fuzz::redo_record,
             include_bytes!("../../fuzz/regressions/redo_record-2f8b4f95"),
+        ),
+        (
+            "superblock-64f6ef5d",
+            crate::fuzz::superblock,
+            include_bytes!("../../fuzz/regressions/superblock-64f6ef5d"),
         ),
     ];
     for (name, target, input) in cases {

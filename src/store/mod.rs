@@ -497,6 +497,8 @@ impl Store {
         })?;
         // The superblock must be readable now (repaired or rebuilt).
         drop(pool.fetch_read(PageId(0))?);
+        // B10 against the end recovery found, for what it read meanwhile.
+        pool.check_lsns_below(report.end_lsn.0)?;
         let recovery = StoreRecovery {
             log: report,
             records_applied: applied,
