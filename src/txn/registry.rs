@@ -53,7 +53,10 @@
 //!   slots only grows), then takes its snapshot, then raises its low to
 //!   the snapshot's oldest hidden id. So purge either sees the provisional
 //!   low, or computed its bound before the view's snapshot (and then the
-//!   view hides nothing below that bound).
+//!   view hides nothing below that bound). The view lows are scanned
+//!   after the slots, up to the high-water mark loaded after the slot scan
+//!   (a view in a slot claimed during the scan can hide a transaction the
+//!   scan found gone).
 //! * R8. The slot, view-low and commit arrays have one entry per slot, and
 //!   a slot index (from [`TrxRegistry::begin`], or [`TrxSlot::index`]) is
 //!   below their length: indexed directly, so a bad index panics instead
@@ -284,8 +287,16 @@ impl TrxRegistry {
     /// never retries: under heavy oversubscription a seqlock reader that
     /// is descheduled mid-scan would retry for as long as commits go on.
     pub fn purge_bound(&self) -> TrxId {
+        self.purge_bound_with(|| {})
+    }
+
+    /// [`TrxRegistry::purge_bound`], running `after_limit` once the id
+    /// limit and the slot high-water mark are loaded and before the slots
+    /// are scanned (tests interleave other threads' steps there).
+    fn purge_bound_with(&self, after_limit: impl FnOnce()) -> TrxId {
         let limit = self.next_id.load(Ordering::SeqCst);
         let hw = self.high_water.load(Ordering::SeqCst);
+        after_limit();
         let mut bound = limit;
         for slot in self.slots.iter().take(hw) {
             let mut v = slot.load(Ordering::SeqCst);
@@ -297,6 +308,13 @@ impl TrxRegistry {
                 bound = v;
             }
         }
+        // The view lows are scanned up to the high-water mark as it is
+        // *now*, not as it was before the slot scan (R4): a transaction
+        // that claimed a new slot meanwhile cannot have drawn an id below
+        // `limit` (R3), but its view may hide one that left its slot
+        // before the scan above reached it, and that view's low is all
+        // that keeps the hidden transaction's undo.
+        let hw = self.high_water.load(Ordering::SeqCst);
         for l in self.view_lows.iter().take(hw) {
             let v = l.load(Ordering::SeqCst);
             if v != 0 {
@@ -387,5 +405,40 @@ impl TrxRegistry {
                 return (limit, ids);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::txn::ReadView;
+
+    /// R4 with a view made in a slot claimed while purge scans: the view
+    /// hides a transaction that leaves its slot before the scan reaches
+    /// it, so only the view's low keeps that transaction's undo. Purge
+    /// loaded the high-water mark before the new slot was claimed; the
+    /// view lows must be scanned up to the mark as it is afterwards.
+    #[test]
+    fn a_view_in_a_slot_claimed_during_the_purge_scan_holds_the_bound() {
+        let reg = TrxRegistry::new(8, 0);
+        let old = reg.begin().unwrap(); // slot 0, id 1
+        let old_id = old.id();
+        let mut reader = None;
+        let bound = reg.purge_bound_with(|| {
+            let r = reg.begin().unwrap(); // slot 1: raises the mark
+            let view = ReadView::open(&reg, &r, &|| 0);
+            assert!(!view.sees(old_id));
+            drop(old); // visible to views made from now on
+            reader = Some((r, view));
+        });
+        let (r, view) = reader.unwrap();
+        assert!(!view.sees(old_id));
+        assert!(
+            bound <= old_id,
+            "purge bound {bound} passes transaction {old_id}, which a live view hides"
+        );
+        // Once the reader is gone, purge may pass it.
+        drop((r, view));
+        assert!(reg.purge_bound() > old_id);
     }
 }
