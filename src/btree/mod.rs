@@ -346,6 +346,13 @@ impl<'s> Tree<'s> {
         exclusive: bool,
         latch: impl FnOnce(bool) -> Result<Option<P>>,
     ) -> Result<Option<P>> {
+        if child == parent.id() {
+            // A node naming itself as its child: latching it again (for
+            // writing, or after a writer queued) would wait for ourselves.
+            // Levels fall by one per step (checked below), so the parent
+            // is the only page held that the child could be.
+            return Err(self.corrupt(child.0, "a child pointer names its own node"));
+        }
         let Some(next) = latch(*tries >= BUSY_CHILD_RETRIES)? else {
             drop(parent);
             *tries += 1;
@@ -968,6 +975,10 @@ impl<'s> Tree<'s> {
             return Ok(());
         };
         let (l_id, r_id) = (mtr.id(lh)?, mtr.id(rh)?);
+        if lh == rh {
+            // Two child pointers of one parent name the same page.
+            return Err(self.corrupt(l_id.0, "a node is its own sibling"));
+        }
         self.check_node(l_id, mtr.page(lh)?, Some(level))?;
         self.check_node(r_id, mtr.page(rh)?, Some(level))?;
         if level == 0 && lh == h {

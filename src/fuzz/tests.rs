@@ -297,15 +297,21 @@ fn write_seed_corpora() {
 type Finding = (&'static str, fn(&[u8]), &'static [u8]);
 
 /// Inputs the 10-minute libFuzzer runs found (`fuzz/regressions/`), each
-/// through its target: they must end without a panic.
+/// through its target: they must end, within a minute, without a panic.
 /// * `page-3690eaed`: a page whose checksum matches but whose LSN lies far
 ///   beyond the end of the log; its next change asserted page-LSN order
 ///   (buffer B4). Now refused when read (buffer B10).
 /// * `redo_record-2f8b4f95`: a redo record naming a page id whose offset
 ///   overflowed when the page's end was computed. Now a `LimitExceeded`.
+/// * `superblock-64f6ef5d`: a superblock whose checksum matches but whose
+///   LSN lies past the log's end, which recovery then wrote under. Now
+///   refused at open (buffer B10 against the end recovery found).
+/// * `page-2844d37c`: an internal node naming itself as its child; an
+///   insert latched the child for writing while it held the node for
+///   reading, and waited for itself forever. Now `CorruptPage`.
 #[test]
 fn libfuzzer_findings() {
-    let cases: [Finding; 3] = [
+    let cases: [Finding; 4] = [
         (
             "page-3690eaed",
             crate::fuzz::page,
@@ -321,9 +327,29 @@ fn libfuzzer_findings() {
             crate::fuzz::superblock,
             include_bytes!("../../fuzz/regressions/superblock-64f6ef5d"),
         ),
+        (
+            "page-2844d37c",
+            crate::fuzz::page,
+            include_bytes!("../../fuzz/regressions/page-2844d37c"),
+        ),
     ];
     for (name, target, input) in cases {
         eprintln!("{name}");
-        target(input);
+        // On a thread, so a hang fails the test instead of stalling it
+        // (the thread is left behind; the test process ends with it).
+        let (done, ended) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            target(input);
+            let _ = done.send(());
+        });
+        match ended.recv_timeout(std::time::Duration::from_secs(60)) {
+            Ok(()) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                panic!("fuzz finding {name} did not end within 60 s")
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                panic!("fuzz finding {name} panicked")
+            }
+        }
     }
 }
