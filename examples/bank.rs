@@ -3,9 +3,9 @@
 //! a REPEATABLE READ snapshot, and range scans over the primary key and
 //! an index.
 //!
-//! Run: `cargo run --release --example bank [DIR]` (default
-//! `quill-bench/example-bank`, emptied first; a directory the example did
-//! not make is refused).
+//! Run: `cargo run --release --example bank [DIR]`. Without `DIR` the
+//! bank lives in a temporary directory removed at the end; a `DIR` given
+//! must be new or empty, and keeps the database for `quill status DIR`.
 
 use std::ops::Bound::{Included, Unbounded};
 
@@ -52,11 +52,21 @@ fn transfer(db: &Db, accounts: &Table, from: i64, to: i64, amount: i64) -> quill
     }
 }
 
-fn main() -> quill::Result<()> {
-    let dir = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "quill-bench/example-bank".into());
-    quill::bench::fresh_dir(&quill::io::RealFs::new(), std::path::Path::new(&dir))?;
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let (_temporary, dir) = match std::env::args_os().nth(1) {
+        Some(dir) => {
+            let dir = std::path::PathBuf::from(dir);
+            if std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some()) {
+                return Err(format!("{} is not empty: give a new directory", dir.display()).into());
+            }
+            (None, dir)
+        }
+        None => {
+            let t = tempfile::tempdir()?;
+            let dir = t.path().to_path_buf();
+            (Some(t), dir)
+        }
+    };
     let db = Db::open(&dir, Options::default())?;
     let accounts = db.create_table(TableDef {
         name: "accounts".into(),
@@ -160,5 +170,6 @@ fn main() -> quill::Result<()> {
     now.commit()?;
     snapshot.commit()?;
     println!("{}", db.stats());
-    db.close()
+    db.close()?;
+    Ok(())
 }

@@ -41,8 +41,8 @@
 //!   group commit with no dedicated thread, durability levels, async
 //!   commit, checkpoint slots, and the recovery scan that tells a torn end
 //!   from damage.
-//! * [`page`] and [`buffer`]: the page format and tablespace file, the
-//!   buffer pool (page hash, LRU, flush list, write-ahead rule) and the
+//! * [`page`] and [`buffer`]: the page format, the B+tree node layout
+//!   within a page ([`page::node`]) and the tablespace file; the buffer pool (page hash, LRU, flush list, write-ahead rule) and the
 //!   doublewrite area.
 //! * [`mtr`]: mini-transactions: page latches held and redo collected,
 //!   committed atomically.
@@ -55,11 +55,10 @@
 //! * [`db`]: the embedded database: [`Db`], [`Txn`], tables, purge,
 //!   recovery rollback, read-only opens and `check`.
 //! * [`stats`]: counters and latency histograms, kept per subsystem.
-//! * [`mod@bench`]: the benchmarks behind `quill bench`.
 //!
 //! Layers point down only: a module uses the ones before it in this list,
-//! never one after it, with one exception: [`mtr`] replays B+tree node
-//! changes, so it knows the node layout ([`btree::node`]).
+//! never one after it. (The node layout lives with the page format, below
+//! [`mtr`], because recovery replays node changes without a B+tree.)
 //!
 //! # Errors
 //! Every fallible call returns [`Error`]; [`Error::is_retryable`] marks
@@ -76,7 +75,6 @@
 )]
 #![warn(missing_docs)]
 
-pub mod bench;
 pub mod btree;
 pub mod buffer;
 pub mod catalog;

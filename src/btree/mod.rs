@@ -57,7 +57,7 @@
 
 mod bulk;
 mod cursor;
-pub mod node;
+use crate::page::node;
 mod overflow;
 
 use std::ops::Bound;

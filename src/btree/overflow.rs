@@ -188,8 +188,8 @@ mod tests {
 
     use super::*;
     use crate::btree::Tree;
-    use crate::btree::node::{self, LeafValue};
     use crate::io::SimFs;
+    use crate::page::node::{self, LeafValue};
     use crate::store::{Store, test_options};
 
     /// A value in a chain of three pages; returns the store, the tree's

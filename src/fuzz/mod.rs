@@ -25,7 +25,7 @@ use std::ops::Bound::Unbounded;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::btree::{Direction, Tree, node};
+use crate::btree::{Direction, Tree};
 use crate::buffer::BufferPool;
 use crate::catalog::schema::{CATALOG_ROOT_SLOT, TableSchema};
 use crate::catalog::{Column, ColumnType, Value, decode_row, encode_row, keycode};
@@ -34,6 +34,7 @@ use crate::io::Vfs;
 use crate::log::format::{self, BLOCK, CheckpointSlot, FileHeader};
 use crate::log::{Durability, Log, Lsn};
 use crate::mtr::{self, redo};
+use crate::page::node;
 use crate::page::space::DataFile;
 use crate::page::{self, PageId};
 use crate::store::{Store, StoreOptions};

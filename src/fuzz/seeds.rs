@@ -10,12 +10,13 @@ use std::sync::Arc;
 
 use super::image::{self, DB_DIR, Files, PAGE};
 use super::seal_as;
-use crate::btree::{Tree, node};
+use crate::btree::Tree;
 use crate::catalog::{encode_key, encode_row};
 use crate::db::Db;
 use crate::log::format::{self, BLOCK, CheckpointSlot, FileHeader, FragmentKind, INITIAL_LSN};
 use crate::log::{Durability, Lsn};
 use crate::mtr::{Op, redo};
+use crate::page::node;
 use crate::page::{PageId, PageType};
 use crate::store::Store;
 use crate::txn::{RecHeader, RollPtr, UndoKind, UndoRecord};

@@ -29,7 +29,7 @@
 //!   apply is an error (recovery reads it from the log), never a partial
 //!   or skipped change.
 
-use crate::btree::node;
+use crate::page::node;
 use crate::page::{self, PAGE_HEADER, PageId, PageType};
 use crate::{Error, Result};
 

@@ -1,6 +1,8 @@
 //! Page format: the header every data page carries, its checksum, and the
 //! page-size rules. The tablespace file and its superblock live in
-//! [`space`].
+//! [`space`]; the layout of a B+tree node inside a page in [`node`] (here,
+//! below the mini-transaction layer, because recovery replays node changes
+//! on pages without a B+tree above them).
 //!
 //! Every page starts with a 48-byte header (little-endian):
 //!
@@ -31,6 +33,7 @@
 //!   stops loudly). Bytes from disk are checked by [`verify`] and by the
 //!   decoders of each format, never by a silent default here.
 
+pub mod node;
 pub mod space;
 
 use std::fmt;

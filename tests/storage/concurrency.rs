@@ -124,13 +124,9 @@ fn descents_wait_for_a_busy_leaf_without_holding_the_parent() {
     // The leaf for `key` (the tree has two levels at this size).
     let leaf = {
         let r = store.pool().fetch_read(root).unwrap();
-        assert_eq!(
-            quill::btree::node::level(&r),
-            1,
-            "expected a two-level tree"
-        );
-        let i = quill::btree::node::search_internal(&r, &key).unwrap();
-        PageId(quill::btree::node::child(&r, i).unwrap())
+        assert_eq!(quill::page::node::level(&r), 1, "expected a two-level tree");
+        let i = quill::page::node::search_internal(&r, &key).unwrap();
+        PageId(quill::page::node::child(&r, i).unwrap())
     };
     let wait_for_busy_waits = |n: u64| {
         let t0 = Instant::now();

@@ -34,12 +34,12 @@ fn leaf_of(fs: &SimFs, store: &quill::store::Store, root: PageId, key: &[u8]) ->
     let pool = store.pool();
     let p = pool.fetch_read(root).unwrap();
     assert_eq!(
-        quill::btree::node::level(&p),
+        quill::page::node::level(&p),
         1,
         "test expects a two-level tree"
     );
-    let i = quill::btree::node::search_internal(&p, key).unwrap();
-    PageId(quill::btree::node::child(&p, i).unwrap())
+    let i = quill::page::node::search_internal(&p, key).unwrap();
+    PageId(quill::page::node::child(&p, i).unwrap())
 }
 
 fn tear(fs: &SimFs, page: PageId) {

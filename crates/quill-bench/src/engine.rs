@@ -30,11 +30,11 @@ use std::path::Path;
 
 use parking_lot::RwLock;
 
-use crate::btree::Direction;
-use crate::catalog::Value;
-use crate::catalog::schema::{IndexDef, TableDef};
-use crate::db::{Db, Options, Table};
-use crate::{Error, Result};
+use quill::btree::Direction;
+use quill::catalog::Value;
+use quill::catalog::schema::{IndexDef, TableDef};
+use quill::db::{Db, Options, Table};
+use quill::{Error, Result};
 
 /// One engine under test, shared by all clients.
 pub trait Engine: Send + Sync {
@@ -98,19 +98,19 @@ pub fn open(name: &str, dir: &Path, setup: &Setup) -> Result<Box<dyn Engine>> {
     match name {
         "quill" => {
             let opts = Options {
-                store: crate::store::StoreOptions {
+                store: quill::store::StoreOptions {
                     pool_bytes: setup.cache_bytes,
-                    log: crate::log::LogOptions {
+                    log: quill::log::LogOptions {
                         file_size: 1 << 30,
-                        ..crate::log::LogOptions::default()
+                        ..quill::log::LogOptions::default()
                     },
-                    ..crate::store::StoreOptions::default()
+                    ..quill::store::StoreOptions::default()
                 },
                 max_transactions: setup.max_clients.saturating_mul(2).saturating_add(64),
                 ..Options::default()
             };
             let delay = std::time::Duration::from_secs_f64(setup.fsync_delay_ms.max(0.0) / 1000.0);
-            let vfs = std::sync::Arc::new(crate::io::RealFs::with_sync_delay(delay));
+            let vfs = std::sync::Arc::new(quill::io::RealFs::with_sync_delay(delay));
             let db = Db::open_with(vfs, dir, opts)?;
             Ok(Box::new(QuillEngine::new(db, setup.fsync_delay_ms)?))
         }
@@ -319,7 +319,7 @@ impl Session for QuillSession<'_> {
 }
 
 /// Read (and decode) up to `limit` rows; how many there were.
-fn read_rows(rows: crate::db::Rows<'_>, limit: usize) -> Result<usize> {
+fn read_rows(rows: quill::db::Rows<'_>, limit: usize) -> Result<usize> {
     let mut n = 0;
     for row in rows.take(limit) {
         std::hint::black_box(row?);
@@ -330,7 +330,7 @@ fn read_rows(rows: crate::db::Rows<'_>, limit: usize) -> Result<usize> {
 
 struct QuillOps<'e> {
     engine: &'e QuillEngine,
-    tx: crate::Txn<'e>,
+    tx: quill::Txn<'e>,
 }
 
 impl Ops for QuillOps<'_> {
@@ -421,7 +421,7 @@ impl Ops for QuillOps<'_> {
 #[cfg(test)]
 pub(crate) mod conformance {
     use super::*;
-    use crate::catalog::{Column, ColumnType};
+    use quill::catalog::{Column, ColumnType};
 
     /// A small table `t(id int64 pk, k int32, c text)` with index `by_k`.
     pub(crate) fn def() -> TableDef {
@@ -591,7 +591,7 @@ mod tests {
 
     fn engine(dir: &Path) -> QuillEngine {
         let opts = Options {
-            store: crate::store::test_options(),
+            store: crate::test_store_options(),
             ..Options::default()
         };
         QuillEngine::open(dir, opts).unwrap()

@@ -42,8 +42,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::io::{OpenOptions, Vfs};
-use crate::{Error, Result};
+use quill::io::{OpenOptions, Vfs};
+use quill::{Error, Result};
 
 /// Name of the file that marks a directory as a benchmark's own: a
 /// benchmark deletes what is in its directory, so it works only in a new
@@ -60,7 +60,7 @@ pub fn claim_dir(vfs: &dyn Vfs, dir: &Path) -> Result<()> {
         if !names.is_empty() && !names.iter().any(|n| n == BENCH_MARKER) {
             let database = names
                 .iter()
-                .any(|n| n == crate::store::DATA_FILE || n == "log");
+                .any(|n| n == quill::store::DATA_FILE || n == "log");
             return Err(Error::InvalidArgument {
                 what: "benchmark directory",
                 reason: format!(
@@ -170,7 +170,7 @@ fn filesystem_of(dir: &std::path::Path) -> String {
 }
 
 /// Seconds since the Unix epoch, for result files.
-pub use crate::stats::unix_now;
+pub use quill::stats::unix_now;
 
 /// The value at quantile `q` (0..=1) of `sorted`, nearest rank.
 pub fn quantile(sorted: &[u64], q: f64) -> u64 {
@@ -194,6 +194,24 @@ pub fn median(values: &[f64]) -> f64 {
         v.get(mid).copied().unwrap_or(0.0)
     } else {
         (v.get(mid - 1).copied().unwrap_or(0.0) + v.get(mid).copied().unwrap_or(0.0)) / 2.0
+    }
+}
+
+/// Store options for the benchmarks' unit tests: 4 KiB pages, a 1 MiB pool
+/// and a small log (3 x 256 KiB), so eviction, checkpoints and log reuse
+/// happen within a short run.
+#[cfg(test)]
+pub(crate) fn test_store_options() -> quill::store::StoreOptions {
+    quill::store::StoreOptions {
+        page_size: 4096,
+        pool_bytes: 1 << 20,
+        log: quill::log::LogOptions {
+            file_size: 256 << 10,
+            file_count: 3,
+            buffer_size: 64 << 10,
+            ..quill::log::LogOptions::default()
+        },
+        ..quill::store::StoreOptions::default()
     }
 }
 

@@ -285,3 +285,31 @@ fn errors_say_what_where_and_what_to_do() {
         assert_eq!(err.matches("(os error").count(), 1, "printed twice: {err}");
     }
 }
+
+/// The binary lives in package `quill-cli` but is the `quill` command:
+/// `--version` and `--help` must say so, and list every command.
+#[test]
+fn version_and_help_name_the_quill_command() {
+    let v = quill(&["--version"]);
+    assert!(v.status.success());
+    assert!(text(&v.stdout).starts_with("quill "), "{}", text(&v.stdout));
+    let h = quill(&["--help"]);
+    assert!(h.status.success());
+    let help = text(&h.stdout);
+    assert!(help.contains("Usage: quill <COMMAND>"), "{help}");
+    for cmd in ["bench", "status", "torture", "check", "dump"] {
+        assert!(
+            help.contains(&format!("\n  {cmd} ")),
+            "{cmd} missing from\n{help}"
+        );
+    }
+    let b = text(&quill(&["bench", "--help"]).stdout);
+    for cmd in [
+        "fsync", "commit", "storage", "txn", "oltp", "insert", "report",
+    ] {
+        assert!(
+            b.contains(&format!("\n  {cmd} ")),
+            "bench {cmd} missing from\n{b}"
+        );
+    }
+}

@@ -13,9 +13,9 @@ use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::commit::new_hist;
-use crate::catalog::schema::{IndexDef, TableDef};
-use crate::catalog::{Column, ColumnType};
-use crate::{Error, Result};
+use quill::catalog::schema::{IndexDef, TableDef};
+use quill::catalog::{Column, ColumnType};
+use quill::{Error, Result};
 
 const WARMUP: u8 = 0;
 const MEASURE: u8 = 1;

@@ -32,8 +32,8 @@ use serde::{Deserialize, Serialize};
 use super::costs::{Costs, Snapshot, or_na};
 use super::engine::{Engine, Ops};
 use super::window::{self, Plan, Rng, sbtest};
-use crate::catalog::Value;
-use crate::{Error, Result};
+use quill::catalog::Value;
+use quill::{Error, Result};
 
 /// One of sysbench's OLTP shapes (see the module table).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -447,8 +447,8 @@ pub(crate) fn run_every_shape(engine: &dyn Engine) -> Vec<OltpRow> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::engine::QuillEngine;
-    use crate::db::Options;
+    use crate::engine::QuillEngine;
+    use quill::db::Options;
 
     #[test]
     fn every_shape_runs_and_keeps_the_tables_whole() {
@@ -456,9 +456,9 @@ mod tests {
         // No page cleaner: its background checkpoints would add syncs to
         // the read-only windows (writers flush when the log runs short).
         let opts = Options {
-            store: crate::store::StoreOptions {
+            store: quill::store::StoreOptions {
                 cleaner: false,
-                ..crate::store::test_options()
+                ..crate::test_store_options()
             },
             ..Options::default()
         };

@@ -27,9 +27,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::io::{RealFs, Vfs};
-use crate::log::{CommitMode, Durability, Log, LogOptions, LogStats};
-use crate::{Error, Result};
+use quill::io::{RealFs, Vfs};
+use quill::log::{CommitMode, Durability, Log, LogOptions, LogStats};
+use quill::{Error, Result};
 
 /// Parameters of a commit benchmark run.
 #[derive(Clone, Debug, Serialize)]

@@ -32,11 +32,11 @@ use serde::{Deserialize, Serialize};
 
 use super::commit::usage;
 use super::window::{self, Plan, Rng, sbtest};
-use crate::catalog::Value;
-use crate::db::{Db, Options, Table, TxnOptions};
-use crate::log::Durability;
-use crate::store::StoreOptions;
-use crate::{Error, Result};
+use quill::catalog::Value;
+use quill::db::{Db, Options, Table, TxnOptions};
+use quill::log::Durability;
+use quill::store::StoreOptions;
+use quill::{Error, Result};
 
 /// A transaction shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -179,20 +179,20 @@ pub fn run(
             reason: "needs at least one table, one row and one client count".into(),
         });
     }
-    super::fresh_dir(&crate::io::RealFs::new(), &cfg.dir)?;
-    let vfs: Arc<dyn crate::io::Vfs> = if cfg.fsync_delay_ms > 0.0 {
-        Arc::new(crate::io::RealFs::with_sync_delay(Duration::from_secs_f64(
+    super::fresh_dir(&quill::io::RealFs::new(), &cfg.dir)?;
+    let vfs: Arc<dyn quill::io::Vfs> = if cfg.fsync_delay_ms > 0.0 {
+        Arc::new(quill::io::RealFs::with_sync_delay(Duration::from_secs_f64(
             cfg.fsync_delay_ms / 1000.0,
         )))
     } else {
-        Arc::new(crate::io::RealFs::new())
+        Arc::new(quill::io::RealFs::new())
     };
     let opts = Options {
         store: StoreOptions {
             pool_bytes: cfg.pool_bytes,
-            log: crate::log::LogOptions {
+            log: quill::log::LogOptions {
                 file_size: 1 << 30,
-                ..crate::log::LogOptions::default()
+                ..quill::log::LogOptions::default()
             },
             ..StoreOptions::default()
         },

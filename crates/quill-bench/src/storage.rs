@@ -22,11 +22,11 @@ use std::time::{Duration, Instant};
 use rand::{Rng, RngExt, SeedableRng, rngs::SmallRng};
 use serde::Serialize;
 
-use crate::btree::Tree;
-use crate::io::{RealFs, Vfs};
-use crate::log::{Durability, LogOptions};
-use crate::store::{Store, StoreOptions, StoreStats};
-use crate::{Error, Result};
+use quill::btree::Tree;
+use quill::io::{RealFs, Vfs};
+use quill::log::{Durability, LogOptions};
+use quill::store::{Store, StoreOptions, StoreStats};
+use quill::{Error, Result};
 
 /// One workload of the storage benchmark.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -117,7 +117,7 @@ impl Default for StorageConfig {
             random_rows: 2_000_000,
             value_bytes: 120,
             rows_per_commit: 100,
-            page_size: crate::page::DEFAULT_PAGE_SIZE,
+            page_size: quill::page::DEFAULT_PAGE_SIZE,
             pool_bytes: 1 << 30,
             random_pool_bytes: 32 << 20,
             recovery_log_bytes: 1 << 30,
@@ -320,7 +320,7 @@ fn finish_row(
 }
 
 fn read_saved(dir: &std::path::Path) -> Option<StoreStats> {
-    let text = std::fs::read(dir.join(crate::store::STORE_STATS_FILE)).ok()?;
+    let text = std::fs::read(dir.join(quill::store::STORE_STATS_FILE)).ok()?;
     serde_json::from_slice(&text).ok()
 }
 

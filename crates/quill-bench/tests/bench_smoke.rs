@@ -1,9 +1,9 @@
 //! The benchmarks run end to end on real files (tiny configurations; no
 //! timing is asserted, only that every row ran and its counters add up).
 
-use quill::bench::{commit, fsync};
 use quill::io::RealFs;
 use quill::log::{CommitMode, Durability};
+use quill_bench::{commit, fsync};
 
 #[test]
 fn fsync_bench_measures_every_combination() {

@@ -26,9 +26,9 @@ use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, ErrorCode, ToSql, params_from_iter};
 
 use super::engine::{Engine, Ops, Session};
-use crate::catalog::schema::{IndexDef, TableDef};
-use crate::catalog::{ColumnType, Value};
-use crate::{Error, Result};
+use quill::catalog::schema::{IndexDef, TableDef};
+use quill::catalog::{ColumnType, Value};
+use quill::{Error, Result};
 
 const ENGINE: &str = "sqlite";
 
@@ -464,8 +464,8 @@ impl Ops for SqliteOps<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::engine::conformance;
-    use crate::bench::oltp::run_every_shape;
+    use crate::engine::conformance;
+    use crate::oltp::run_every_shape;
 
     #[test]
     fn every_operation_the_workloads_use() {
@@ -476,7 +476,7 @@ mod tests {
     #[test]
     fn every_insert_benchmark_step_runs() {
         let tmp = tempfile::tempdir().unwrap();
-        crate::bench::insert::run_every_step(&SqliteEngine::open(tmp.path()).unwrap());
+        crate::insert::run_every_step(&SqliteEngine::open(tmp.path()).unwrap());
     }
 
     #[test]

@@ -56,9 +56,9 @@ use parking_lot::RwLock;
 use rocksdb::{BlockBasedOptions, Cache, DB, Options, ReadOptions, WriteBatch, WriteOptions};
 
 use super::engine::{Engine, Ops, Session, WriteSplit};
-use crate::catalog::schema::{IndexDef, TableDef};
-use crate::catalog::{ColumnType, Value, decode_key, decode_row, encode_key, encode_row};
-use crate::{Error, Result};
+use quill::catalog::schema::{IndexDef, TableDef};
+use quill::catalog::{ColumnType, Value, decode_key, decode_row, encode_key, encode_row};
+use quill::{Error, Result};
 
 const ENGINE: &str = "rocksdb";
 
@@ -712,8 +712,8 @@ impl Ops for RocksSession<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::engine::conformance;
-    use crate::bench::oltp::run_every_shape;
+    use crate::engine::conformance;
+    use crate::oltp::run_every_shape;
 
     fn open(dir: &Path) -> RocksEngine {
         RocksEngine::open(
@@ -743,7 +743,7 @@ mod tests {
     #[test]
     fn every_insert_benchmark_step_runs() {
         let tmp = tempfile::tempdir().unwrap();
-        crate::bench::insert::run_every_step(&open(tmp.path()));
+        crate::insert::run_every_step(&open(tmp.path()));
     }
 
     #[test]

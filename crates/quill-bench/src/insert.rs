@@ -35,9 +35,9 @@ use super::commit::new_hist;
 use super::costs::{Costs, Snapshot, or_na};
 use super::engine::{Engine, Session};
 use super::window::{self, Latencies, Plan, Rng};
-use crate::catalog::schema::{IndexDef, TableDef};
-use crate::catalog::{Column, ColumnType, Value};
-use crate::{Error, Result};
+use quill::catalog::schema::{IndexDef, TableDef};
+use quill::catalog::{Column, ColumnType, Value};
+use quill::{Error, Result};
 
 /// One step of the benchmark (serialised as its name, `l.i0` or `qr100`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -916,14 +916,14 @@ pub(crate) fn run_every_step(engine: &dyn Engine) -> Vec<InsertRow> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::engine::QuillEngine;
+    use crate::engine::QuillEngine;
 
     #[test]
     fn every_step_runs_on_quill() {
         let tmp = tempfile::tempdir().unwrap();
-        let opts = crate::db::Options {
-            store: crate::store::test_options(),
-            ..crate::db::Options::default()
+        let opts = quill::db::Options {
+            store: crate::test_store_options(),
+            ..quill::db::Options::default()
         };
         let e = QuillEngine::open(tmp.path(), opts).unwrap();
         for r in run_every_step(&e) {

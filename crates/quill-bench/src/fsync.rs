@@ -26,8 +26,8 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::io::{AlignedBuf, File, OpenOptions, Vfs};
-use crate::{Error, Result};
+use quill::io::{AlignedBuf, File, OpenOptions, Vfs};
+use quill::{Error, Result};
 
 /// How the file is prepared before the timed writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -420,7 +420,7 @@ pub fn table(report: &FsyncReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::SimFs;
+    use quill::io::SimFs;
 
     /// Without `fallocate` the benchmark still runs every other row and
     /// says why the `fallocate` rows are missing.

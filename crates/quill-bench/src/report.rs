@@ -20,7 +20,7 @@ use super::chart::{Panel, Series, render};
 use super::costs::or_na;
 use super::insert::InsertRow;
 use super::oltp::OltpRow;
-use crate::{Error, Result};
+use quill::{Error, Result};
 
 /// The parts of a benchmark's JSON the report reads.
 #[derive(Deserialize)]
@@ -402,7 +402,7 @@ fn goal(out: &mut String, misses: &[String], write_heavy: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::costs::Costs;
+    use crate::costs::Costs;
 
     fn oltp_row(engine: &str, shape: &str, threads: usize, tps: f64) -> OltpRow {
         OltpRow {

@@ -219,7 +219,7 @@ pub struct Outcome {
 /// emptied for the first round.
 pub fn prepare(dir: &Path) -> Result<PathBuf> {
     let exe = std::env::current_exe().context("locating the quill binary")?;
-    quill::bench::fresh_dir(&RealFs::new(), dir)?;
+    quill_bench::fresh_dir(&RealFs::new(), dir)?;
     Ok(exe)
 }
 

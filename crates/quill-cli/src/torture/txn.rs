@@ -30,7 +30,7 @@ const OPENING: i64 = 1000;
 
 fn options() -> Options {
     Options {
-        store: super::torture::options(),
+        store: super::tree::options(),
         ..Options::default()
     }
 }
@@ -195,14 +195,14 @@ fn verify(db: &Db, acked: &HashMap<i64, i64>, round: u64) -> Result<i64> {
 
 /// The parent: rounds of run, kill, recover, check, for `seconds`.
 pub fn run(dir: &Path, seconds: f64, seed: u64, say: &dyn Fn(String)) -> Result<Outcome> {
-    let exe = super::torture::prepare(dir)?;
+    let exe = super::tree::prepare(dir)?;
     let mut rng = SmallRng::seed_from_u64(seed);
     let started = Instant::now();
     let (mut rounds, mut total_acked, mut rolled_back) = (0u64, 0u64, 0u64);
     let mut before = 0i64;
     while started.elapsed().as_secs_f64() < seconds || rounds == 0 {
         let round = rounds;
-        let (lines, run_for) = super::torture::kill_round(&exe, dir, seed, round, true, &mut rng)?;
+        let (lines, run_for) = super::tree::kill_round(&exe, dir, seed, round, true, &mut rng)?;
         let mut acked: HashMap<i64, i64> = HashMap::new();
         let mut n_acked = 0u64;
         for l in &lines {
