@@ -91,6 +91,6 @@ pub mod stats;
 pub mod store;
 pub mod txn;
 
-pub use db::{Db, Isolation, Options, Table, Txn, TxnOptions};
+pub use db::{Db, Isolation, Options, OwnedTxn, Table, Txn, TxnOptions};
 pub use error::{Error, Result};
 pub use log::{CommitMode, Durability, Log, LogOptions, Lsn};

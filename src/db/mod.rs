@@ -57,12 +57,12 @@ use crate::page::PageId;
 use crate::stats::Counter;
 use crate::store::{Store, StoreOptions, StoreStats};
 use crate::txn::undo_log::{TRX_ID_BATCH, UndoLog};
-use crate::txn::{LockStats, LockTable, TrxId, TrxRegistry, TrxSlot, UndoKind, UndoRecord};
+use crate::txn::{LockStats, LockTable, SlotToken, TrxId, TrxRegistry, UndoKind, UndoRecord};
 use crate::{Error, Result};
 
 pub use check::CheckReport;
 pub use table::Table;
-pub use txn::{KeyBound, Rows, Txn};
+pub use txn::{KeyBound, OwnedTxn, Rows, Txn};
 
 /// Isolation level of a transaction.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -319,8 +319,9 @@ fn table_maps(catalog: &Catalog) -> TableMaps {
 
 impl DbInner {
     /// A registry slot and id, raising the id reservation first when the
-    /// id reaches it (UL4).
-    pub(crate) fn begin_slot(&self) -> Result<TrxSlot<'_>> {
+    /// id reaches it (UL4); the caller releases the slot
+    /// ([`TrxRegistry::release`]) or abandons it.
+    pub(crate) fn begin_slot(&self) -> Result<SlotToken> {
         let slot = self.registry.begin()?;
         let id = slot.id();
         if id >= self.reserved.load(Ordering::Acquire) {
@@ -330,11 +331,11 @@ impl DbInner {
                 while id >= r {
                     r += TRX_ID_BATCH;
                 }
-                self.undo.reserve(&self.store, r)?;
+                self.undo.reserve(&self.store, r)?; // drops (releases) the slot on failure
                 self.reserved.store(r, Ordering::Release);
             }
         }
-        Ok(slot)
+        Ok(slot.detach())
     }
 
     /// Transactions below this id are visible to every view, present and
@@ -344,7 +345,7 @@ impl DbInner {
     }
 
     /// A read view for the transaction in `slot`.
-    pub(crate) fn open_view(&self, slot: &TrxSlot<'_>) -> crate::txn::ReadView {
+    pub(crate) fn open_view(&self, slot: &SlotToken) -> crate::txn::ReadView {
         let log = self.store.log();
         crate::txn::ReadView::open(&self.registry, slot, &|| log.durable_lsn().0)
     }
@@ -692,6 +693,17 @@ impl Db {
         Txn::new(&self.inner, opts)
     }
 
+    /// Begin a transaction that does not borrow the database
+    /// ([`OwnedTxn`]), with the default options.
+    pub fn begin_owned(&self) -> Result<OwnedTxn> {
+        OwnedTxn::new(self.inner.clone(), self.inner.opts.txn)
+    }
+
+    /// Begin an [`OwnedTxn`] with `opts`.
+    pub fn begin_owned_with(&self, opts: TxnOptions) -> Result<OwnedTxn> {
+        OwnedTxn::new(self.inner.clone(), opts)
+    }
+
     /// Counters of the transaction layer.
     pub fn stats(&self) -> DbStats {
         self.inner.stats()
@@ -746,7 +758,7 @@ impl Db {
             }
             Err(_) => Err(Error::InvalidArgument {
                 what: "close",
-                reason: "the database is still in use".into(),
+                reason: "the database is still in use (an OwnedTxn is alive); end every transaction first".into(),
             }),
         }
     }

@@ -20,7 +20,7 @@
 //! wait fails, the transaction never becomes visible in this process.
 
 use std::future::Future;
-use std::ops::Bound;
+use std::ops::{Bound, Deref};
 use std::sync::Arc;
 
 use crate::btree::{Cursor, Direction};
@@ -28,17 +28,39 @@ use crate::catalog::schema::TableSchema;
 use crate::catalog::{Value, check_row, encode_key, encode_row, keycode};
 use crate::log::Durability;
 use crate::txn::undo::REC_HEADER;
-use crate::txn::{LockMode, ReadView, RecHeader, RollPtr, TrxId, TrxSlot, UndoKind, UndoRecord};
+use crate::txn::{LockMode, ReadView, RecHeader, RollPtr, SlotToken, TrxId, UndoKind, UndoRecord};
 use crate::{Error, Result};
 
 use super::table::{self, Rec, Table};
 use super::{DbInner, Isolation, TxnOptions};
 
-/// A transaction. Dropping it without [`Txn::commit`] rolls it back.
+/// How a transaction reaches its database: `&DbInner` for [`Txn`] (a
+/// borrow of the [`super::Db`]), `Arc<DbInner>` for [`OwnedTxn`] (no
+/// lifetime: it may live across client messages and `.await` points).
+pub(crate) trait DbHandle: Deref<Target = DbInner> + Clone {}
+
+impl<T: Deref<Target = DbInner> + Clone> DbHandle for T {}
+
+/// A transaction's state and code, whichever way it holds its database;
+/// [`Txn`] and [`OwnedTxn`] are its two public faces.
+///
+/// Invariant T1 (the registry slot): `slot` is `Some` from the
+/// transaction's first id (its first write, lock or snapshot) until it
+/// ends; every way out hands the token back exactly once: released
+/// ([`crate::txn::TrxRegistry::release`]: its changes may become visible)
+/// or abandoned (a commit whose sync failed, a rollback that could not
+/// finish: they never may in this process). `Drop` rolls back and
+/// releases what is left.
 #[derive(Debug)]
-pub struct Txn<'db> {
-    db: &'db DbInner,
-    slot: Option<TrxSlot<'db>>,
+pub(crate) struct TxnCore<H: DbHandle> {
+    db: H,
+    st: TxnState,
+}
+
+/// Everything a transaction keeps but its database handle.
+#[derive(Debug)]
+pub(crate) struct TxnState {
+    slot: Option<SlotToken>,
     id: TrxId,
     opts: TxnOptions,
     /// REPEATABLE READ: the transaction's view; READ COMMITTED: the
@@ -58,6 +80,218 @@ pub struct Txn<'db> {
     /// `Write`/`Lazy` only: the highest commit LSN of a not yet durable
     /// `Sync` commit this transaction built on (registry R7); 0: none.
     after: u64,
+}
+
+/// A transaction at work for one call: its database, borrowed from the
+/// handle for the call, and its state. The transaction's code lives here,
+/// on a plain reference, so a reference into the database (a tree, the
+/// store) may be held while the state changes, whichever handle the
+/// transaction owns.
+struct Ctx<'a> {
+    db: &'a DbInner,
+    st: &'a mut TxnState,
+}
+
+impl Deref for Ctx<'_> {
+    type Target = TxnState;
+
+    fn deref(&self) -> &TxnState {
+        self.st
+    }
+}
+
+impl std::ops::DerefMut for Ctx<'_> {
+    fn deref_mut(&mut self) -> &mut TxnState {
+        self.st
+    }
+}
+
+/// A transaction that borrows its [`super::Db`]: the embedded API's
+/// form. Dropping it without [`Txn::commit`] rolls it back.
+#[derive(Debug)]
+pub struct Txn<'db>(TxnCore<&'db DbInner>);
+
+/// A transaction that holds its database by a reference count instead of
+/// a borrow ([`super::Db::begin_owned`]): it has no lifetime, is `Send`,
+/// and its [`OwnedTxn::commit_async`] future is `'static`, so it can live
+/// across client messages and `.await` points (a server's session). It
+/// behaves exactly as [`Txn`]; it costs one reference-count increment at
+/// begin and at an async commit. [`super::Db::close`] refuses to close
+/// while one is alive. Dropping it without [`OwnedTxn::commit`] rolls it
+/// back.
+#[derive(Debug)]
+pub struct OwnedTxn(TxnCore<Arc<DbInner>>);
+
+impl<'db> Txn<'db> {
+    pub(crate) fn new(db: &'db DbInner, opts: TxnOptions) -> Result<Txn<'db>> {
+        TxnCore::new(db, opts).map(Txn)
+    }
+
+    /// Commit without blocking on the sync: the commit mark is written
+    /// and the locks released now; the returned future resolves when the
+    /// commit is as durable as the transaction's durability asks (and, for
+    /// `Sync`, makes it visible then). A `Write`/`Lazy` transaction that
+    /// built on a `Sync` commit not yet durable resolves, and becomes
+    /// visible, once durable (registry R7). Nothing is spent on it unless
+    /// it is called. Dropping the future before it resolves leaves the
+    /// commit to the log but stops waiting for it.
+    pub fn commit_async(self) -> impl Future<Output = Result<()>> + 'db {
+        self.0.commit_async()
+    }
+}
+
+impl OwnedTxn {
+    pub(crate) fn new(db: Arc<DbInner>, opts: TxnOptions) -> Result<OwnedTxn> {
+        TxnCore::new(db, opts).map(OwnedTxn)
+    }
+
+    /// [`Txn::commit_async`], as a `'static` future that may be sent to
+    /// another thread.
+    pub fn commit_async(self) -> impl Future<Output = Result<()>> + Send + 'static {
+        self.0.commit_async()
+    }
+}
+
+/// The methods [`Txn`] and [`OwnedTxn`] share, each delegating to
+/// [`TxnCore`].
+macro_rules! txn_api {
+    ($t:ty) => {
+        impl $t {
+            /// This transaction's id: 0 until it first needs one (its first
+            /// write, row lock or snapshot). A transaction that only reads
+            /// rows every view already sees never takes an id or a registry
+            /// slot, so point reads share nothing with other transactions.
+            #[inline]
+            pub fn id(&self) -> TrxId {
+                self.0.id()
+            }
+
+            /// Its isolation level.
+            #[inline]
+            pub fn isolation(&self) -> Isolation {
+                self.0.isolation()
+            }
+
+            /// Insert a row (values in column order). A table without a
+            /// primary key gets a hidden row id; a single int64 primary key
+            /// column given as NULL gets the next automatic value. Returns
+            /// the primary key. Fails with [`Error::DuplicateKey`] if the
+            /// key (or a unique index key) exists.
+            #[inline]
+            pub fn insert(&mut self, t: &Table, values: &[Value]) -> Result<Vec<Value>> {
+                self.0.insert(t, values)
+            }
+
+            /// Change columns of the row with primary key `key`: `changes`
+            /// are `(column position, new value)`. Returns false if there is
+            /// no such row. Primary key columns cannot change.
+            #[inline]
+            pub fn update(
+                &mut self,
+                t: &Table,
+                key: &[Value],
+                changes: &[(usize, Value)],
+            ) -> Result<bool> {
+                self.0.update(t, key, changes)
+            }
+
+            /// Delete the row with primary key `key`; false if there is none.
+            #[inline]
+            pub fn delete(&mut self, t: &Table, key: &[Value]) -> Result<bool> {
+                self.0.delete(t, key)
+            }
+
+            /// The row with primary key `key` as this transaction's view
+            /// sees it.
+            #[inline]
+            pub fn get(&mut self, t: &Table, key: &[Value]) -> Result<Option<Vec<Value>>> {
+                self.0.get(t, key)
+            }
+
+            /// The newest committed version of the row with primary key
+            /// `key`, locked exclusively until the transaction ends (a
+            /// locking read, for read-modify-write). Under REPEATABLE READ
+            /// it fails with [`Error::Serialization`] if that version is
+            /// newer than the view.
+            #[inline]
+            pub fn get_for_update(
+                &mut self,
+                t: &Table,
+                key: &[Value],
+            ) -> Result<Option<Vec<Value>>> {
+                self.0.get_for_update(t, key)
+            }
+
+            /// Rows whose primary key lies within the bounds (prefixes of
+            /// the key, see [`KeyBound`]), in `dir` order, as this
+            /// transaction's view sees them. The rows borrow the
+            /// transaction, so it cannot end (and its view cannot be
+            /// withdrawn, letting purge remove versions they need) while
+            /// they are read.
+            #[inline]
+            pub fn scan(
+                &mut self,
+                t: &Table,
+                lo: KeyBound<'_>,
+                hi: KeyBound<'_>,
+                dir: Direction,
+            ) -> Result<Rows<'_>> {
+                self.0.scan(t, lo, hi, dir)
+            }
+
+            /// Rows by secondary index `index`: entries whose index key lies
+            /// within the bounds (prefixes of the index key), in `dir` order
+            /// (ties by primary key), as this transaction's view sees them;
+            /// they borrow the transaction, as [`Self::scan`]'s do.
+            #[inline]
+            pub fn index_scan(
+                &mut self,
+                t: &Table,
+                index: &str,
+                lo: KeyBound<'_>,
+                hi: KeyBound<'_>,
+                dir: Direction,
+            ) -> Result<Rows<'_>> {
+                self.0.index_scan(t, index, lo, hi, dir)
+            }
+
+            /// Undo every change of this transaction.
+            #[inline]
+            pub fn rollback(self) -> Result<()> {
+                self.0.rollback()
+            }
+
+            /// Commit; with `Sync` durability (the default) the commit is
+            /// durable when this returns, and only then visible to other
+            /// transactions.
+            #[inline]
+            pub fn commit(self) -> Result<()> {
+                self.0.commit()
+            }
+        }
+    };
+}
+
+txn_api!(Txn<'_>);
+txn_api!(OwnedTxn);
+
+#[cfg(test)]
+impl Txn<'_> {
+    /// Write one version as a statement does, for tests that leave the
+    /// database as a failed statement of older code did.
+    pub(crate) fn write_version(
+        &mut self,
+        schema: &TableSchema,
+        pk: &[u8],
+        kind: UndoKind,
+        cur: Option<&Rec>,
+        changed: u64,
+        row: &[u8],
+    ) -> Result<()> {
+        self.0
+            .ctx()
+            .write_version(schema, pk, kind, cur, changed, row)
+    }
 }
 
 /// Which rows a scan covers: bounds on a key prefix. `Included(p)` as a
@@ -102,31 +336,148 @@ fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
-impl<'db> Txn<'db> {
-    pub(crate) fn new(db: &'db DbInner, opts: TxnOptions) -> Result<Txn<'db>> {
-        Ok(Txn {
+impl<H: DbHandle> TxnCore<H> {
+    pub(crate) fn new(db: H, opts: TxnOptions) -> Result<TxnCore<H>> {
+        Ok(TxnCore {
             db,
-            id: 0,
-            slot: None,
-            opts,
-            view: None,
-            seq: 0,
-            live: 0,
-            locks: Vec::new(),
-            done: false,
-            ended: "",
-            after: 0,
+            st: TxnState {
+                id: 0,
+                slot: None,
+                opts,
+                view: None,
+                seq: 0,
+                live: 0,
+                locks: Vec::new(),
+                done: false,
+                ended: "",
+                after: 0,
+            },
         })
     }
 
-    /// This transaction's id: 0 until it first needs one (its first
-    /// write, row lock or snapshot). A transaction that only reads rows
-    /// every view already sees never takes an id or a registry slot, so
-    /// point reads share nothing with other transactions.
-    pub fn id(&self) -> TrxId {
-        self.id
+    #[inline]
+    fn ctx(&mut self) -> Ctx<'_> {
+        Ctx {
+            db: &self.db,
+            st: &mut self.st,
+        }
     }
 
+    #[inline]
+    pub(crate) fn id(&self) -> TrxId {
+        self.st.id
+    }
+
+    #[inline]
+    pub(crate) fn isolation(&self) -> Isolation {
+        self.st.opts.isolation
+    }
+
+    #[inline]
+    pub(crate) fn insert(&mut self, t: &Table, values: &[Value]) -> Result<Vec<Value>> {
+        self.ctx().insert(t, values)
+    }
+
+    #[inline]
+    pub(crate) fn update(
+        &mut self,
+        t: &Table,
+        key: &[Value],
+        changes: &[(usize, Value)],
+    ) -> Result<bool> {
+        self.ctx().update(t, key, changes)
+    }
+
+    #[inline]
+    pub(crate) fn delete(&mut self, t: &Table, key: &[Value]) -> Result<bool> {
+        self.ctx().delete(t, key)
+    }
+
+    #[inline]
+    pub(crate) fn get(&mut self, t: &Table, key: &[Value]) -> Result<Option<Vec<Value>>> {
+        self.ctx().get(t, key)
+    }
+
+    #[inline]
+    pub(crate) fn get_for_update(
+        &mut self,
+        t: &Table,
+        key: &[Value],
+    ) -> Result<Option<Vec<Value>>> {
+        self.ctx().get_for_update(t, key)
+    }
+
+    #[inline]
+    pub(crate) fn scan(
+        &mut self,
+        t: &Table,
+        lo: KeyBound<'_>,
+        hi: KeyBound<'_>,
+        dir: Direction,
+    ) -> Result<Rows<'_>> {
+        self.ctx().scan(t, lo, hi, dir)
+    }
+
+    #[inline]
+    pub(crate) fn index_scan(
+        &mut self,
+        t: &Table,
+        index: &str,
+        lo: KeyBound<'_>,
+        hi: KeyBound<'_>,
+        dir: Direction,
+    ) -> Result<Rows<'_>> {
+        self.ctx().index_scan(t, index, lo, hi, dir)
+    }
+
+    #[inline]
+    pub(crate) fn rollback(mut self) -> Result<()> {
+        self.ctx().rollback_inner()
+    }
+
+    #[inline]
+    pub(crate) fn commit(mut self) -> Result<()> {
+        self.ctx().commit()
+    }
+
+    pub(crate) fn commit_async(mut self) -> impl Future<Output = Result<()>> + use<H> {
+        let started = self.ctx().commit_start(false);
+        let held = HeldSlot {
+            db: self.db.clone(),
+            token: self.st.slot.take(),
+        };
+        let durability = self.st.opts.durability;
+        drop(self); // finished (`done`): dropping it rolls nothing back
+        async move {
+            let mut held = held;
+            let (lsn, late) = started?; // `held` releases the slot
+            let Some(lsn) = lsn else {
+                return Ok(());
+            };
+            // A commit made visible only once durable keeps its slot until
+            // then (a `Write`/`Lazy` one too when it built on a pending
+            // `Sync` commit, registry R7).
+            let durability = if durability == Durability::Sync || late {
+                Durability::Sync
+            } else {
+                held.release();
+                durability
+            };
+            match held.db.store.log().commit_async(lsn, durability).await {
+                Ok(()) => {
+                    held.release();
+                    Ok(())
+                }
+                Err(e) => {
+                    held.abandon();
+                    Err(e)
+                }
+            }
+        }
+    }
+}
+
+impl<'a> Ctx<'a> {
     /// Take a registry slot and an id if this transaction has none yet.
     fn ensure_id(&mut self) -> Result<()> {
         if self.slot.is_none() {
@@ -136,11 +487,6 @@ impl<'db> Txn<'db> {
             self.slot = Some(slot);
         }
         Ok(())
-    }
-
-    /// Its isolation level.
-    pub fn isolation(&self) -> Isolation {
-        self.opts.isolation
     }
 
     fn check_open(&self) -> Result<()> {
@@ -403,12 +749,7 @@ impl<'db> Txn<'db> {
         Ok(())
     }
 
-    /// Insert a row (values in column order). A table without a primary
-    /// key gets a hidden row id; a single int64 primary key column given
-    /// as NULL gets the next automatic value. Returns the primary key.
-    /// Fails with [`Error::DuplicateKey`] if the key (or a unique index
-    /// key) exists.
-    pub fn insert(&mut self, t: &Table, values: &[Value]) -> Result<Vec<Value>> {
+    pub(crate) fn insert(&mut self, t: &Table, values: &[Value]) -> Result<Vec<Value>> {
         self.statement(|tx| tx.insert_inner(t, values))
     }
 
@@ -551,10 +892,12 @@ impl<'db> Txn<'db> {
         Ok(encode(key))
     }
 
-    /// Change columns of the row with primary key `key`: `changes` are
-    /// `(column position, new value)`. Returns false if there is no such
-    /// row. Primary key columns cannot change.
-    pub fn update(&mut self, t: &Table, key: &[Value], changes: &[(usize, Value)]) -> Result<bool> {
+    pub(crate) fn update(
+        &mut self,
+        t: &Table,
+        key: &[Value],
+        changes: &[(usize, Value)],
+    ) -> Result<bool> {
         self.statement(|tx| tx.update_inner(t, key, changes))
     }
 
@@ -619,8 +962,7 @@ impl<'db> Txn<'db> {
         Ok(true)
     }
 
-    /// Delete the row with primary key `key`; false if there is none.
-    pub fn delete(&mut self, t: &Table, key: &[Value]) -> Result<bool> {
+    pub(crate) fn delete(&mut self, t: &Table, key: &[Value]) -> Result<bool> {
         self.statement(|tx| tx.delete_inner(t, key))
     }
 
@@ -644,12 +986,10 @@ impl<'db> Txn<'db> {
         Ok(true)
     }
 
-    /// The row with primary key `key` as this transaction's view sees it.
-    pub fn get(&mut self, t: &Table, key: &[Value]) -> Result<Option<Vec<Value>>> {
+    pub(crate) fn get(&mut self, t: &Table, key: &[Value]) -> Result<Option<Vec<Value>>> {
         let schema = t.schema();
         let pk = self.key_of(&schema, key)?;
         self.check_open()?;
-        let db = self.db;
         // A record must be read after the view it is judged by exists
         // (else a change committed in between is in the view but not in
         // the record read). REPEATABLE READ: the snapshot first.
@@ -657,14 +997,14 @@ impl<'db> Txn<'db> {
         if !rc && self.view.is_none() {
             self.statement_view()?;
         }
-        let Some(mut rec) = table::read_rec(&db.store, &schema, &pk)? else {
+        let Some(mut rec) = table::read_rec(&self.db.store, &schema, &pk)? else {
             return Ok(None);
         };
         if rc {
             // Fast path: a version whose writer is below the last purge
             // bound is visible to every view, present and future, so the
             // statement needs no view of its own to read it.
-            if rec.0.trx < db.registry.purged_upto() {
+            if rec.0.trx < self.db.registry.purged_upto() {
                 return if rec.0.deleted {
                     Ok(None)
                 } else {
@@ -672,7 +1012,7 @@ impl<'db> Txn<'db> {
                 };
             }
             self.statement_view()?;
-            match table::read_rec(&db.store, &schema, &pk)? {
+            match table::read_rec(&self.db.store, &schema, &pk)? {
                 Some(r) => rec = r,
                 None => return Ok(None),
             }
@@ -681,17 +1021,17 @@ impl<'db> Txn<'db> {
             what: "transaction",
             reason: "no read view".into(),
         })?;
-        match table::visible(db, view, &schema, &pk, rec)? {
+        match table::visible(self.db, view, &schema, &pk, rec)? {
             None => Ok(None),
             Some(row) => table::decode(&schema, &row).map(Some),
         }
     }
 
-    /// The newest committed version of the row with primary key `key`,
-    /// locked exclusively until the transaction ends (a locking read, for
-    /// read-modify-write). Under REPEATABLE READ it fails with
-    /// [`Error::Serialization`] if that version is newer than the view.
-    pub fn get_for_update(&mut self, t: &Table, key: &[Value]) -> Result<Option<Vec<Value>>> {
+    pub(crate) fn get_for_update(
+        &mut self,
+        t: &Table,
+        key: &[Value],
+    ) -> Result<Option<Vec<Value>>> {
         self.statement(|tx| {
             let schema = t.schema();
             let pk = tx.key_of(&schema, key)?;
@@ -716,16 +1056,13 @@ impl<'db> Txn<'db> {
         })
     }
 
-    /// Rows whose primary key lies within the bounds (prefixes of the key,
-    /// see [`KeyBound`]), in `dir` order, as this transaction's view sees
-    /// them.
-    pub fn scan(
+    pub(crate) fn scan(
         &mut self,
         t: &Table,
         lo: KeyBound<'_>,
         hi: KeyBound<'_>,
         dir: Direction,
-    ) -> Result<Rows<'db>> {
+    ) -> Result<Rows<'a>> {
         let schema = t.schema();
         let view = self.statement_view()?.clone();
         let (lo, hi) = (lower(lo), upper(hi));
@@ -739,17 +1076,14 @@ impl<'db> Txn<'db> {
         })
     }
 
-    /// Rows by secondary index `index`: entries whose index key lies within
-    /// the bounds (prefixes of the index key), in `dir` order (ties by
-    /// primary key), as this transaction's view sees them.
-    pub fn index_scan(
+    pub(crate) fn index_scan(
         &mut self,
         t: &Table,
         index: &str,
         lo: KeyBound<'_>,
         hi: KeyBound<'_>,
         dir: Direction,
-    ) -> Result<Rows<'db>> {
+    ) -> Result<Rows<'a>> {
         let schema = t.schema();
         let i = schema
             .def
@@ -810,16 +1144,14 @@ impl<'db> Txn<'db> {
         self.db.counters.rollbacks.incr();
         match r {
             Ok(()) => {
-                self.slot.take();
+                self.release_slot();
                 Ok(())
             }
             Err(e) => {
                 // The changes may still be there: never let others see
                 // them as committed (the store is poisoned or the undo
                 // unreadable; recovery at reopen rolls back again).
-                if let Some(s) = self.slot.take() {
-                    std::mem::forget(s);
-                }
+                self.abandon_slot();
                 Err(e)
             }
         }
@@ -832,11 +1164,6 @@ impl<'db> Txn<'db> {
         self.view = None;
         let locks = std::mem::take(&mut self.locks);
         self.db.locks.release(self.id, &locks);
-    }
-
-    /// Undo every change of this transaction.
-    pub fn rollback(mut self) -> Result<()> {
-        self.rollback_inner()
     }
 
     /// Write the commit mark and release the locks; the commit LSN if the
@@ -865,16 +1192,14 @@ impl<'db> Txn<'db> {
                     {
                         // R7 could not be kept because the log failed: like
                         // a failed `Sync` commit, never made visible.
-                        if let Some(s) = self.slot.take() {
-                            std::mem::forget(s);
-                        }
+                        self.abandon_slot();
                         self.finish_locks();
                         return Err(e);
                     }
                     // Before the locks go (registry R5): whoever builds on
                     // this commit commits later and is never visible first.
                     if let Some(s) = &self.slot {
-                        s.set_committed(l.0, immediate);
+                        self.db.registry.set_committed(s, l.0, immediate);
                     }
                     Some(l)
                 }
@@ -897,85 +1222,87 @@ impl<'db> Txn<'db> {
         Ok((lsn, late))
     }
 
-    /// Commit; with `Sync` durability (the default) the commit is durable
-    /// when this returns, and only then visible to other transactions.
-    pub fn commit(mut self) -> Result<()> {
+    fn commit(&mut self) -> Result<()> {
         let (lsn, _) = self.commit_start(true)?;
-        let slot = self.slot.take();
-        match lsn {
-            None => Ok(()),
-            Some(lsn) => match self.opts.durability {
-                Durability::Sync => match self.db.store.commit(lsn, Durability::Sync) {
-                    Ok(()) => {
-                        drop(slot);
-                        super::purge::help(self.db, self.id)
-                    }
-                    Err(e) => {
-                        if let Some(s) = slot {
-                            std::mem::forget(s);
-                        }
-                        Err(e)
-                    }
-                },
-                d => {
-                    drop(slot);
-                    self.db.store.commit(lsn, d)?;
+        let Some(lsn) = lsn else {
+            self.release_slot();
+            return Ok(());
+        };
+        match self.opts.durability {
+            Durability::Sync => match self.db.store.commit(lsn, Durability::Sync) {
+                Ok(()) => {
+                    self.release_slot();
                     super::purge::help(self.db, self.id)
                 }
+                Err(e) => {
+                    self.abandon_slot();
+                    Err(e)
+                }
             },
+            d => {
+                self.release_slot();
+                self.db.store.commit(lsn, d)?;
+                super::purge::help(self.db, self.id)
+            }
         }
     }
 
-    /// Commit without blocking on the sync: the commit mark is written
-    /// and the locks released now; the returned future resolves when the
-    /// commit is as durable as the transaction's durability asks (and, for
-    /// `Sync`, makes it visible then). A `Write`/`Lazy` transaction that
-    /// built on a `Sync` commit not yet durable resolves, and becomes
-    /// visible, once durable (registry R7). Nothing is spent on it unless
-    /// it is called.
-    pub fn commit_async(mut self) -> impl Future<Output = Result<()>> + 'db {
-        let started = self.commit_start(false);
-        let slot = self.slot.take();
-        let db = self.db;
-        let durability = self.opts.durability;
-        async move {
-            let (lsn, late) = started?;
-            let Some(lsn) = lsn else {
-                drop(slot);
-                return Ok(());
-            };
-            // A commit made visible only once durable keeps its slot until
-            // then (a `Write`/`Lazy` one too when it built on a pending
-            // `Sync` commit, registry R7).
-            let (slot, durability) = if durability == Durability::Sync || late {
-                (slot, Durability::Sync)
-            } else {
-                drop(slot);
-                (None, durability)
-            };
-            match db.store.log().commit_async(lsn, durability).await {
-                Ok(()) => {
-                    drop(slot);
-                    Ok(())
-                }
-                Err(e) => {
-                    if let Some(s) = slot {
-                        std::mem::forget(s);
-                    }
-                    Err(e)
-                }
-            }
+    /// Release the registry slot, if held (T1): the transaction's changes
+    /// may be seen by views created from now on.
+    fn release_slot(&mut self) {
+        if let Some(s) = self.slot.take() {
+            self.db.registry.release(s);
+        }
+    }
+
+    /// Abandon the registry slot, if held (T1): the transaction's changes
+    /// are never seen in this process.
+    fn abandon_slot(&mut self) {
+        if let Some(s) = self.slot.take() {
+            s.abandon();
         }
     }
 }
 
-impl Drop for Txn<'_> {
-    fn drop(&mut self) {
-        if !self.done
-            && let Err(e) = self.rollback_inner()
-        {
-            tracing::error!(trx = self.id, error = %e, "rollback of a dropped transaction failed");
+/// The slot of a commit still finishing (an async commit waiting for its
+/// sync): released when dropped, so a future dropped before it resolves
+/// still hands its slot back (T1).
+struct HeldSlot<H: DbHandle> {
+    db: H,
+    token: Option<SlotToken>,
+}
+
+impl<H: DbHandle> HeldSlot<H> {
+    fn release(&mut self) {
+        if let Some(t) = self.token.take() {
+            self.db.registry.release(t);
         }
+    }
+
+    fn abandon(&mut self) {
+        if let Some(t) = self.token.take() {
+            t.abandon();
+        }
+    }
+}
+
+impl<H: DbHandle> Drop for HeldSlot<H> {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+impl<H: DbHandle> Drop for TxnCore<H> {
+    fn drop(&mut self) {
+        let mut c = self.ctx();
+        if !c.done
+            && let Err(e) = c.rollback_inner()
+        {
+            tracing::error!(trx = c.id, error = %e, "rollback of a dropped transaction failed");
+        }
+        // A transaction that ended by an error before it could hand its
+        // slot back (T1): it changed nothing others may not see.
+        c.release_slot();
     }
 }
 

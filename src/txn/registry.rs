@@ -58,11 +58,12 @@
 //!   (a view in a slot claimed during the scan can hide a transaction the
 //!   scan found gone).
 //! * R8. The slot, view-low and commit arrays have one entry per slot, and
-//!   a slot index (from [`TrxRegistry::begin`], or [`TrxSlot::index`]) is
+//!   a slot index (from [`TrxRegistry::begin`], or [`SlotToken::index`]) is
 //!   below their length: indexed directly, so a bad index panics instead
 //!   of silently not publishing a commit or a view low.
 //! * R9. A claimed slot holds its owner's id from the draw until the
-//!   owner's [`TrxSlot`] drops, and nobody else writes it; a commit LSN is
+//!   owner releases it (its [`TrxSlot`] drops, or its [`SlotToken`] goes
+//!   to [`TrxRegistry::release`]), and nobody else writes it; a commit LSN is
 //!   nonzero and below [`IMMEDIATE`] (0 means "not committed", the top bit
 //!   is the flag).
 
@@ -103,76 +104,103 @@ pub struct TrxRegistry {
     hint: CachePadded<AtomicUsize>,
 }
 
-/// A claimed slot. Dropping it without [`TrxSlot::release`] releases it
-/// too (a transaction that ends by unwinding becomes "visible", which for
-/// a transaction that changed nothing, or was rolled back, is correct).
+/// A claimed slot, not tied to a borrow of the registry: what a
+/// transaction that owns its database handle (and so cannot borrow the
+/// registry inside itself) keeps. Its holder ends it with exactly one of
+/// [`TrxRegistry::release`] (the transaction's changes may become visible,
+/// R6) or [`SlotToken::abandon`] (they never may: a commit whose sync
+/// failed, a rollback that could not finish). Dropping it otherwise is a
+/// bug that leaves the slot claimed for good (R9); it is logged, and
+/// asserted in debug builds unless the thread is already panicking.
 #[derive(Debug)]
-pub struct TrxSlot<'r> {
-    reg: &'r TrxRegistry,
+#[must_use = "a slot must be released or abandoned"]
+pub struct SlotToken {
     index: usize,
     id: TrxId,
     /// A commit was published: releasing the slot changes what views see.
     committed: std::cell::Cell<bool>,
 }
 
-impl TrxSlot<'_> {
+impl SlotToken {
     /// The transaction's id.
     pub fn id(&self) -> TrxId {
         self.id
     }
-
-    /// The transaction's changes may be seen by views created from now on.
-    pub fn release(self) {}
 
     /// Index of the slot (for [`TrxRegistry::publish_view_low`]).
     pub fn index(&self) -> usize {
         self.index
     }
 
-    /// Record the transaction's commit LSN (R5), before its row locks are
-    /// released. `immediate` (a `Write` or `Lazy` commit) makes it visible
-    /// to views created from now on; otherwise it becomes visible once the
-    /// log is durable to `lsn`, or when the slot is released.
-    pub fn set_committed(&self, lsn: u64, immediate: bool) {
-        assert!(
-            lsn != 0 && lsn & IMMEDIATE == 0,
-            "registry R9: commit LSN {lsn:#x} collides with the commit-state encoding"
+    /// Keep the slot claimed for the life of the process: the
+    /// transaction's changes never become visible to anybody (until
+    /// recovery at the next open deals with them).
+    pub fn abandon(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for SlotToken {
+    fn drop(&mut self) {
+        tracing::error!(
+            slot = self.index,
+            trx = self.id,
+            "registry R9: a slot token was dropped without release or abandon"
         );
-        let v = if immediate { lsn | IMMEDIATE } else { lsn };
-        self.committed.set(true);
-        let c = self.reg.commit_state(self.index);
-        if immediate {
-            self.reg.epoch.fetch_add(1, Ordering::SeqCst);
-            c.store(v, Ordering::SeqCst);
-            self.reg.epoch.fetch_add(1, Ordering::SeqCst);
-        } else {
-            c.store(v, Ordering::SeqCst);
+        debug_assert!(
+            std::thread::panicking(),
+            "registry R9: slot {} (transaction {}) dropped without release or abandon",
+            self.index,
+            self.id
+        );
+    }
+}
+
+/// A claimed slot borrowed from its registry, released when dropped. A
+/// transaction that ends by unwinding becomes "visible", which for a
+/// transaction that changed nothing, or was rolled back, is correct.
+#[derive(Debug)]
+pub struct TrxSlot<'r> {
+    reg: &'r TrxRegistry,
+    /// `None` only once detached or dropped.
+    token: Option<SlotToken>,
+}
+
+impl std::ops::Deref for TrxSlot<'_> {
+    type Target = SlotToken;
+
+    fn deref(&self) -> &SlotToken {
+        match &self.token {
+            Some(t) => t,
+            // The token leaves only in `detach` and `drop`, which consume.
+            None => unreachable!("registry R9: a live TrxSlot without its token"),
         }
+    }
+}
+
+impl TrxSlot<'_> {
+    /// The transaction's changes may be seen by views created from now on.
+    pub fn release(self) {}
+
+    /// The slot as a token its holder releases itself.
+    pub fn detach(mut self) -> SlotToken {
+        match self.token.take() {
+            Some(t) => t,
+            None => unreachable!("registry R9: a live TrxSlot without its token"),
+        }
+    }
+
+    /// [`TrxRegistry::set_committed`] for this slot.
+    pub fn set_committed(&self, lsn: u64, immediate: bool) {
+        self.reg.set_committed(self, lsn, immediate);
     }
 }
 
 impl Drop for TrxSlot<'_> {
     fn drop(&mut self) {
-        self.reg.view_low_of(self.index).store(0, Ordering::SeqCst);
-        // A visibility change (R6): views taken meanwhile retry. A
-        // transaction that committed nothing (read-only, or rolled back)
-        // changes nothing any view could see, and skips the epoch.
-        let change = self.committed.get();
-        if change {
-            self.reg.epoch.fetch_add(1, Ordering::SeqCst);
+        if let Some(t) = self.token.take() {
+            self.reg.release(t);
         }
-        self.reg.commit_state(self.index).store(0, Ordering::SeqCst);
-        let held = self.reg.slot(self.index).swap(FREE, Ordering::SeqCst);
-        if change {
-            self.reg.epoch.fetch_add(1, Ordering::SeqCst);
-        }
-        // After the epoch is even again (a panic inside the seqlock would
-        // make every snapshot spin forever).
-        assert_eq!(
-            held, self.id,
-            "registry R9: slot {} held another id",
-            self.index
-        );
     }
 }
 
@@ -220,8 +248,18 @@ impl TrxRegistry {
         self.next_id.load(Ordering::SeqCst)
     }
 
-    /// Begin: claim a slot, then draw an id (R1).
+    /// Begin: claim a slot, then draw an id (R1); released when the
+    /// returned slot drops.
     pub fn begin(&self) -> Result<TrxSlot<'_>> {
+        Ok(TrxSlot {
+            reg: self,
+            token: Some(self.begin_token()?),
+        })
+    }
+
+    /// [`TrxRegistry::begin`] for a holder that releases the slot itself
+    /// ([`TrxRegistry::release`] or [`SlotToken::abandon`]).
+    pub fn begin_token(&self) -> Result<SlotToken> {
         let n = self.slots.len();
         let start = self.hint.fetch_add(1, Ordering::Relaxed) % n;
         for k in 0..n {
@@ -248,8 +286,7 @@ impl TrxRegistry {
                     }
                 }
                 slot.store(id, Ordering::SeqCst);
-                return Ok(TrxSlot {
-                    reg: self,
+                return Ok(SlotToken {
                     index,
                     id,
                     committed: std::cell::Cell::new(false),
@@ -261,6 +298,50 @@ impl TrxRegistry {
             actual: n as u64 + 1,
             max: n as u64,
         })
+    }
+
+    /// Record the commit LSN of the transaction holding `slot` (R5),
+    /// before its row locks are released. `immediate` (a `Write` or `Lazy`
+    /// commit) makes it visible to views created from now on; otherwise it
+    /// becomes visible once the log is durable to `lsn`, or when the slot
+    /// is released.
+    pub fn set_committed(&self, slot: &SlotToken, lsn: u64, immediate: bool) {
+        assert!(
+            lsn != 0 && lsn & IMMEDIATE == 0,
+            "registry R9: commit LSN {lsn:#x} collides with the commit-state encoding"
+        );
+        let v = if immediate { lsn | IMMEDIATE } else { lsn };
+        slot.committed.set(true);
+        let c = self.commit_state(slot.index);
+        if immediate {
+            self.epoch.fetch_add(1, Ordering::SeqCst);
+            c.store(v, Ordering::SeqCst);
+            self.epoch.fetch_add(1, Ordering::SeqCst);
+        } else {
+            c.store(v, Ordering::SeqCst);
+        }
+    }
+
+    /// Release `slot`: the transaction's changes may be seen by views
+    /// created from now on (R6), and its view low is withdrawn (R4).
+    pub fn release(&self, slot: SlotToken) {
+        let (index, id, change) = (slot.index, slot.id, slot.committed.get());
+        std::mem::forget(slot); // released here, not leaked
+        self.view_low_of(index).store(0, Ordering::SeqCst);
+        // A visibility change (R6): views taken meanwhile retry. A
+        // transaction that committed nothing (read-only, or rolled back)
+        // changes nothing any view could see, and skips the epoch.
+        if change {
+            self.epoch.fetch_add(1, Ordering::SeqCst);
+        }
+        self.commit_state(index).store(0, Ordering::SeqCst);
+        let held = self.slot(index).swap(FREE, Ordering::SeqCst);
+        if change {
+            self.epoch.fetch_add(1, Ordering::SeqCst);
+        }
+        // After the epoch is even again (a panic inside the seqlock would
+        // make every snapshot spin forever).
+        assert_eq!(held, id, "registry R9: slot {index} held another id");
     }
 
     /// Publish the view low of the transaction in slot `index` (R4); 0
@@ -412,6 +493,43 @@ impl TrxRegistry {
 mod tests {
     use super::*;
     use crate::txn::ReadView;
+
+    /// T1's building block: a token hands its slot back only through
+    /// `release`; an abandoned one stays claimed, so its transaction is
+    /// hidden from every later view.
+    #[test]
+    fn a_released_token_frees_its_slot_and_an_abandoned_one_keeps_it() {
+        let reg = TrxRegistry::new(4, 0);
+        let t = reg.begin_token().unwrap();
+        assert_eq!(reg.active(), 1);
+        reg.set_committed(&t, 100, false);
+        reg.release(t);
+        assert_eq!(reg.active(), 0);
+        let t = reg.begin_token().unwrap();
+        let id = t.id();
+        t.abandon();
+        assert_eq!(reg.active(), 1);
+        let (limit, hidden) = reg.snapshot();
+        assert!(limit > id && hidden.contains(&id), "{limit} {hidden:?}");
+        // A borrowed slot detached into a token is the same slot.
+        let s = reg.begin().unwrap();
+        let (index, id) = (s.index(), s.id());
+        let t = s.detach();
+        assert_eq!((t.index(), t.id()), (index, id));
+        assert_eq!(reg.active(), 2);
+        reg.release(t);
+        assert_eq!(reg.active(), 1);
+    }
+
+    /// Dropping a token without release or abandon is a bug (R9): loud in
+    /// debug builds.
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "registry R9")]
+    fn a_token_dropped_without_release_is_a_bug() {
+        let reg = TrxRegistry::new(2, 0);
+        let _t = reg.begin_token().unwrap();
+    }
 
     /// R4 with a view made in a slot claimed while purge scans: the view
     /// hides a transaction that leaves its slot before the scan reaches

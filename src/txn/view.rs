@@ -53,7 +53,7 @@ impl ReadView {
     /// stays until the slot is released or a newer view replaces it.
     pub fn open(
         reg: &TrxRegistry,
-        slot: &super::registry::TrxSlot<'_>,
+        slot: &super::registry::SlotToken,
         durable: &dyn Fn() -> u64,
     ) -> ReadView {
         let prior = reg.view_low(slot.index());

@@ -6,5 +6,6 @@ mod common;
 mod crash;
 mod isolation;
 mod no_fallocate;
+mod owned;
 mod read_only;
 mod serial;

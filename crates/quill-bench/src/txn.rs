@@ -81,6 +81,10 @@ pub struct TxnBenchConfig {
     pub pool_bytes: u64,
     /// Injected delay per log sync (slow storage), milliseconds.
     pub fsync_delay_ms: f64,
+    /// Run every transaction as an [`quill::OwnedTxn`]
+    /// (`Db::begin_owned`, what a server's session holds) instead of a
+    /// borrowed [`quill::Txn`], to measure what the owned form costs.
+    pub owned: bool,
 }
 
 /// One measured run.
@@ -249,12 +253,28 @@ fn run_one(
             let r = match w {
                 TxnWorkload::UpdateNonIndex => {
                     let c = rng.text(119);
-                    (|| {
-                        let mut tx = db.begin_with(opts)?;
-                        tx.update(t, &[Value::Int64(id)], &[(2, Value::Text(c))])?;
-                        tx.commit()
-                    })()
+                    let key = [Value::Int64(id)];
+                    let change = [(2, Value::Text(c))];
+                    if cfg.owned {
+                        (|| {
+                            let mut tx = db.begin_owned_with(opts)?;
+                            tx.update(t, &key, &change)?;
+                            tx.commit()
+                        })()
+                    } else {
+                        (|| {
+                            let mut tx = db.begin_with(opts)?;
+                            tx.update(t, &key, &change)?;
+                            tx.commit()
+                        })()
+                    }
                 }
+                TxnWorkload::PointSelect if cfg.owned => (|| {
+                    let mut tx = db.begin_owned_with(opts)?;
+                    let row = tx.get(t, &[Value::Int64(id)])?;
+                    std::hint::black_box(row);
+                    tx.commit()
+                })(),
                 TxnWorkload::PointSelect => (|| {
                     let mut tx = db.begin_with(opts)?;
                     let row = tx.get(t, &[Value::Int64(id)])?;

@@ -46,6 +46,10 @@ pub struct TxnArgs {
     /// Injected delay per log sync, milliseconds (slow storage).
     #[arg(long, default_value_t = 0.0)]
     fsync_delay_ms: f64,
+    /// Run each transaction as an owned transaction (`Db::begin_owned`,
+    /// what a server's session holds) instead of a borrowed one.
+    #[arg(long)]
+    owned: bool,
     /// Write results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -70,6 +74,7 @@ pub fn run(a: TxnArgs) -> Result<()> {
         durability,
         pool_bytes: a.pool,
         fsync_delay_ms: a.fsync_delay_ms,
+        owned: a.owned,
     };
     if let Some(parent) = a.dir.parent() {
         std::fs::create_dir_all(parent)
@@ -77,11 +82,12 @@ pub fn run(a: TxnArgs) -> Result<()> {
     }
     let machine = Machine::describe(a.dir.parent().unwrap_or(Path::new(".")));
     outln!(
-        "quill bench txn: {:?} at {:?} clients; {} tables x {} rows; {:?} commits; {:.0} s measured after {:.0} s warm-up; sync delay {} ms; in {} ({}; {} cores; kernel {})",
+        "quill bench txn: {:?} at {:?} clients; {} tables x {} rows; {} transactions, {:?} commits; {:.0} s measured after {:.0} s warm-up; sync delay {} ms; in {} ({}; {} cores; kernel {})",
         cfg.workloads.iter().map(|w| w.name()).collect::<Vec<_>>(),
         cfg.threads,
         cfg.tables,
         cfg.table_size,
+        if cfg.owned { "owned" } else { "borrowed" },
         cfg.durability,
         cfg.seconds,
         cfg.warmup,
