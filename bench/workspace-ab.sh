@@ -3,7 +3,7 @@
 # all eight shapes) between a binary built before the workspace split
 # (issue 14 part 1) and this tree's: the engine now reaches the benchmark
 # code, and the benchmark the engine, across a crate boundary.
-#   bash bench/workspace-ab.sh BASE_QUILL [ROUNDS] [OUT]
+#   [SHAPES=delete] [THREADS=64] bash bench/workspace-ab.sh BASE_QUILL [ROUNDS] [OUT]
 # BASE_QUILL: `quill` built from the commit before the split, e.g.
 # `git worktree add /tmp/wt-pre 363a1c4 && (cd /tmp/wt-pre && cargo build --release)`.
 # Rounds alternate which binary runs first; check_workspace_ab.py prints
@@ -22,7 +22,8 @@ trap 'rm -rf "$SCRATCH"' EXIT
 host_start
 run() { # name binary round
   local name=$1 q=$2 r=$3
-  "$q" bench oltp --dir "$SCRATCH/$name-oltp" --engines quill --threads 1,64 \
+  "$q" bench oltp --dir "$SCRATCH/$name-oltp" --engines quill --threads "${THREADS:-1,64}" \
+    --shapes "${SHAPES:-point-select,read-only,read-write,write-only,update-index,update-non-index,insert,delete}" \
     --seconds 10 --warmup 2 --json "$OUT/$name-oltp-r$r.json" > /dev/null
   rm -rf "$SCRATCH/$name-oltp"
 }

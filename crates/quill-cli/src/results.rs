@@ -11,14 +11,10 @@ fn command_line() -> String {
     std::env::args().collect::<Vec<_>>().join(" ")
 }
 
-fn git_commit() -> String {
-    std::process::Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "unknown".into())
+/// The commit this binary was built from (`build.rs`), not the working
+/// directory's: an A/B runs a baseline binary from this tree.
+fn git_commit() -> &'static str {
+    env!("QUILL_BUILD_COMMIT")
 }
 
 /// UTC timestamp like 2026-11-21T23:22:18Z.
