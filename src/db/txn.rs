@@ -50,7 +50,9 @@ impl<T: Deref<Target = DbInner> + Clone> DbHandle for T {}
 /// ([`crate::txn::TrxRegistry::release`]: its changes may become visible)
 /// or abandoned (a commit whose sync failed, a rollback that could not
 /// finish: they never may in this process). `Drop` rolls back and
-/// releases what is left.
+/// releases what is left. The type enforces "once": release and abandon
+/// consume the token, and a token dropped any other way is reported by
+/// its own `Drop` (registry R9; a panic in debug builds).
 #[derive(Debug)]
 pub(crate) struct TxnCore<H: DbHandle> {
     db: H,
