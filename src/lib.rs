@@ -51,7 +51,8 @@
 //! * [`store`]: the storage engine below transactions: a database
 //!   directory, its recovery, checkpoints and page cleaner.
 //! * [`catalog`]: column types, the key and row encodings, table schemas.
-//! * [`txn`]: transaction ids, read views, row locks, undo.
+//! * `txn` (inside the crate): transaction ids and the registry, read
+//!   views, row locks, undo records and the undo log.
 //! * [`db`]: the embedded database: [`Db`], [`Txn`], tables, purge,
 //!   recovery rollback, read-only opens and `check`.
 //! * [`stats`]: counters and latency histograms, kept per subsystem.
@@ -89,7 +90,7 @@ pub mod mtr;
 pub mod page;
 pub mod stats;
 pub mod store;
-pub mod txn;
+mod txn;
 
 pub use db::{Db, Isolation, Options, OwnedTxn, Table, Txn, TxnOptions};
 pub use error::{Error, Result};

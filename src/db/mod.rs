@@ -56,8 +56,9 @@ use crate::log::Durability;
 use crate::page::PageId;
 use crate::stats::Counter;
 use crate::store::{Store, StoreOptions, StoreStats};
+pub use crate::txn::LockStats;
 use crate::txn::undo_log::{TRX_ID_BATCH, UndoLog};
-use crate::txn::{LockStats, LockTable, SlotToken, TrxId, TrxRegistry, UndoKind, UndoRecord};
+use crate::txn::{LockTable, SlotToken, TrxId, TrxRegistry, UndoKind, UndoRecord};
 use crate::{Error, Result};
 
 pub use check::CheckReport;

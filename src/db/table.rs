@@ -13,7 +13,7 @@
 //! Invariants:
 //! * TB1. Every version of a row that some view may still read (the
 //!   current version and older ones down to the first version visible to
-//!   every view, [`TrxRegistry::purge_bound`]) has its entry in every
+//!   every view, `TrxRegistry::purge_bound`) has its entry in every
 //!   secondary index. Entries are added with the version that needs them
 //!   and removed only by purge or rollback after `needed_has_key` finds
 //!   no such version with that key.
@@ -36,8 +36,6 @@
 //!   row) or the automatic insert holds it first (and the explicit insert
 //!   finds its row). The first explicit key ends freshness for the life of
 //!   the counter.
-//!
-//! [`TrxRegistry::purge_bound`]: crate::txn::TrxRegistry::purge_bound
 
 use std::ops::Bound;
 use std::sync::Arc;

@@ -19,6 +19,6 @@ pub mod undo_log;
 pub mod view;
 
 pub use lock::{LockMode, LockStats, LockTable};
-pub use registry::{SlotToken, TrxId, TrxRegistry, TrxSlot};
+pub use registry::{SlotToken, TrxId, TrxRegistry};
 pub use undo::{RecHeader, RollPtr, UndoKind, UndoRecord};
 pub use view::ReadView;

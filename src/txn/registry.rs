@@ -180,6 +180,7 @@ impl std::ops::Deref for TrxSlot<'_> {
 
 impl TrxSlot<'_> {
     /// The transaction's changes may be seen by views created from now on.
+    #[cfg(test)]
     pub fn release(self) {}
 
     /// The slot as a token its holder releases itself.
@@ -188,11 +189,6 @@ impl TrxSlot<'_> {
             Some(t) => t,
             None => unreachable!("registry R9: a live TrxSlot without its token"),
         }
-    }
-
-    /// [`TrxRegistry::set_committed`] for this slot.
-    pub fn set_committed(&self, lsn: u64, immediate: bool) {
-        self.reg.set_committed(self, lsn, immediate);
     }
 }
 
@@ -241,11 +237,6 @@ impl TrxRegistry {
             high_water: CachePadded::new(AtomicUsize::new(0)),
             hint: CachePadded::new(AtomicUsize::new(0)),
         }
-    }
-
-    /// The id the next transaction will get.
-    pub fn next_id(&self) -> TrxId {
-        self.next_id.load(Ordering::SeqCst)
     }
 
     /// Begin: claim a slot, then draw an id (R1); released when the
@@ -440,7 +431,9 @@ impl TrxRegistry {
 
     /// The snapshot inputs of a read view: the id limit (ids at or above it
     /// began after the view) and the ids below it that are not visible yet
-    /// (sorted). No lock is taken (R1, R3).
+    /// (sorted). No lock is taken (R1, R3). Views use
+    /// [`TrxRegistry::snapshot_at`]; this is for tests.
+    #[cfg(test)]
     pub fn snapshot(&self) -> (TrxId, Vec<TrxId>) {
         self.snapshot_at(&|| 0)
     }

@@ -28,7 +28,9 @@ pub struct ReadView {
 }
 
 impl ReadView {
-    /// A view for transaction `creator` (0 for none) of `reg` now.
+    /// A view for transaction `creator` (0 for none) of `reg` now (for
+    /// tests; transactions use [`ReadView::open`]).
+    #[cfg(test)]
     pub fn create(reg: &TrxRegistry, creator: TrxId) -> ReadView {
         let (limit, hidden) = reg.snapshot();
         ReadView::new(creator, limit, hidden)
