@@ -169,6 +169,20 @@ pub enum Error {
         reason: String,
     },
 
+    /// No table has this name (never created, or dropped).
+    #[error("table {name} does not exist")]
+    NoSuchTable {
+        /// The name asked for.
+        name: String,
+    },
+
+    /// A table of this name exists already.
+    #[error("table {name} already exists")]
+    TableExists {
+        /// The name asked for.
+        name: String,
+    },
+
     /// Tried to create something that already exists.
     #[error(
         "{} already exists: something is there already (a database, or part of one); open it instead, or create the new one in another directory",

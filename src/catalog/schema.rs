@@ -15,7 +15,8 @@
 //!   returns. A crash in between leaves unreachable pages, never a catalog
 //!   entry naming a tree that does not exist.
 //! * C3. Table ids are unique and never reused: the next id is one above
-//!   the highest stored.
+//!   the highest stored, and at least the table id floor, which every
+//!   dropped table's id is below (`store::drops` DR2).
 //! * C4. Keys fit the B+tree (BT3): for every key a table writes, the
 //!   primary key, and each secondary key followed by the primary key, the
 //!   longest encoding its column types allow
@@ -335,9 +336,10 @@ impl Catalog {
     fn create_validated(&self, store: &Store, def: TableDef) -> Result<Arc<TableSchema>> {
         let mut tables = self.tables.lock();
         if tables.contains_key(&def.name) {
-            return Err(invalid(format!("table {} already exists", def.name)));
+            return Err(Error::TableExists { name: def.name });
         }
-        let id = tables.values().map(|t| t.id).max().unwrap_or(0) + 1;
+        let floor = crate::store::drops::table_id_floor(store)?;
+        let id = (tables.values().map(|t| t.id).max().unwrap_or(0) + 1).max(floor);
         let clustered_root = Tree::create(store)?.root().0;
         let mut index_roots = Vec::with_capacity(def.indexes.len());
         for _ in &def.indexes {
@@ -371,6 +373,28 @@ impl Catalog {
         store.commit(lsn, Durability::Sync)
     }
 
+    /// Remove table `name`'s entry, durably: the commit point of a drop
+    /// (its trees were listed as pending drops first, `store::drops` DR1).
+    pub fn drop_table(&self, store: &Store, name: &str) -> Result<Arc<TableSchema>> {
+        let mut tables = self.tables.lock();
+        let Some(old) = tables.get(name).cloned() else {
+            return Err(Error::NoSuchTable {
+                name: name.to_string(),
+            });
+        };
+        let tree = Tree::open(store, self.root);
+        if let Some(lsn) = tree.delete(name.as_bytes())? {
+            store.commit(lsn, Durability::Sync)?;
+        }
+        tables.remove(name);
+        Ok(old)
+    }
+
+    /// Whether a table with id `id` is in the catalog.
+    pub fn has_table_id(&self, id: u64) -> bool {
+        self.tables.lock().values().any(|t| t.id == id)
+    }
+
     /// Add secondary index `index`, whose tree (already built and durable,
     /// C2) has root `root`, to table `name`; durable when this returns.
     pub fn add_index(
@@ -384,7 +408,9 @@ impl Catalog {
         let old = tables
             .get(name)
             .cloned()
-            .ok_or_else(|| invalid(format!("no table named {name}")))?;
+            .ok_or_else(|| Error::NoSuchTable {
+                name: name.to_string(),
+            })?;
         let mut schema = (*old).clone();
         schema.def.indexes.push(index);
         schema.index_roots.push(root.0);
@@ -437,7 +463,7 @@ mod tests {
             assert_ne!(a.clustered_root, b.clustered_root);
             assert!(matches!(
                 cat.create_table(&store, def("a")),
-                Err(Error::InvalidArgument { .. })
+                Err(Error::TableExists { .. })
             ));
         }
         // Power loss right after: both tables were made durable.

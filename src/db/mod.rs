@@ -33,6 +33,7 @@
 //! then purge starts.
 
 pub mod check;
+mod drop_table;
 pub mod purge;
 pub mod table;
 #[cfg(test)]
@@ -169,6 +170,9 @@ pub struct DbStats {
     /// Why the purge thread stopped, if it did (an I/O failure; the
     /// database needs reopening).
     pub purge_error: Option<String>,
+    /// Trees of dropped tables whose pages are not freed yet.
+    #[serde(default)]
+    pub pending_drops: usize,
 }
 
 /// Name of the file holding the transaction statistics of the last clean
@@ -200,6 +204,13 @@ impl std::fmt::Display for DbStats {
                 .map(|e| format!("; STOPPED: {e}"))
                 .unwrap_or_default()
         )?;
+        if self.pending_drops > 0 {
+            writeln!(
+                f,
+                "  dropped tables: {} trees waiting to be freed (once the transactions older than their drop end)",
+                self.pending_drops
+            )?;
+        }
         if let Some(r) = &self.recovery {
             writeln!(
                 f,
@@ -253,6 +264,9 @@ pub struct DbInner {
     recovery: Option<TxnRecovery>,
     opts: Options,
     ddl: Mutex<()>,
+    /// Schemas of tables dropped while open whose trees are not freed
+    /// yet, as they were at the drop (drop_table DROP2).
+    dropped: Mutex<HashMap<u64, Arc<TableSchema>>>,
     vfs: Arc<dyn Vfs>,
     dir: std::path::PathBuf,
     /// Opened read-only: nothing is written, ever.
@@ -370,6 +384,13 @@ impl DbInner {
             purge_bound: self.registry.purged_upto(),
             recovery: self.recovery.clone(),
             purge_error: self.purge_error.lock().clone(),
+            pending_drops: crate::store::drops::pending(&self.store).map_or_else(
+                |e| {
+                    tracing::warn!(error = %e, "could not read the pending drops");
+                    0
+                },
+                |l| l.len(),
+            ),
         }
     }
 }
@@ -528,6 +549,7 @@ impl Db {
             recovery: None,
             opts,
             ddl: Mutex::new(()),
+            dropped: Mutex::new(HashMap::new()),
             vfs,
             dir: path.to_path_buf(),
             read_only,
@@ -555,6 +577,9 @@ impl Db {
             .history
             .store(report.history as i64, Ordering::Relaxed);
         inner.recovery = Some(report);
+        if !read_only {
+            drop_table::at_open(&inner)?;
+        }
         let inner = Arc::new(inner);
         let handle = if inner.opts.purge {
             Some(purge::start(inner.clone())?)
@@ -597,10 +622,18 @@ impl Db {
             .get(name)
             .cloned()
             .map(|state| Table { state })
-            .ok_or_else(|| Error::InvalidArgument {
-                what: "table",
-                reason: format!("no table named {name}"),
+            .ok_or_else(|| Error::NoSuchTable {
+                name: name.to_string(),
             })
+    }
+
+    /// Drop table `name`: it is gone when this returns (durably), and
+    /// every statement on it fails with [`Error::NoSuchTable`], also in
+    /// transactions that began before (a drop is DDL and commits on its
+    /// own, as in MySQL). Its pages are freed for reuse in the background
+    /// once every transaction that began before the drop has ended.
+    pub fn drop_table(&self, name: &str) -> Result<()> {
+        drop_table::drop_table(&self.inner, name)
     }
 
     /// The longest key this database's B+trees hold, in bytes (a
@@ -736,6 +769,7 @@ impl Db {
             let n = purge::purge_batch(&self.inner, 1000)?;
             total += n;
             if n == 0 {
+                drop_table::run_all(&self.inner)?;
                 return Ok(total);
             }
         }

@@ -71,6 +71,20 @@ impl Table {
         self.state.schema.read().clone()
     }
 
+    /// Whether the table was dropped ([`crate::Db::drop_table`]): every
+    /// statement on it fails with [`Error::NoSuchTable`].
+    pub fn is_dropped(&self) -> bool {
+        self.state.dropped.load(Ordering::SeqCst)
+    }
+
+    /// The schema, or `NoSuchTable` once the table is dropped (the check
+    /// of every read statement; DROP1 in `db::drop`).
+    pub(crate) fn live_schema(&self) -> Result<Arc<TableSchema>> {
+        let schema = self.schema();
+        self.state.check_live(&schema)?;
+        Ok(schema)
+    }
+
     /// Position of column `name`, if the table has one.
     pub fn column(&self, name: &str) -> Option<usize> {
         self.state
@@ -96,6 +110,9 @@ pub(crate) struct TableState {
     /// An explicit key was stored since the counter was loaded (TB3); set
     /// before that insert takes its row lock, never cleared.
     explicit: AtomicBool,
+    /// Set (under the schema's write lock) when the table is dropped;
+    /// never cleared once the drop reached its commit point (DROP1).
+    pub(crate) dropped: AtomicBool,
 }
 
 impl TableState {
@@ -104,7 +121,20 @@ impl TableState {
             schema: RwLock::new(schema),
             autoinc: Mutex::new(None),
             explicit: AtomicBool::new(false),
+            dropped: AtomicBool::new(false),
         }
+    }
+
+    /// `NoSuchTable` once the table is dropped (DROP1): write statements
+    /// call this holding the schema's read lock, reads after taking the
+    /// schema.
+    pub(crate) fn check_live(&self, schema: &TableSchema) -> Result<()> {
+        if self.dropped.load(Ordering::SeqCst) {
+            return Err(Error::NoSuchTable {
+                name: schema.def.name.clone(),
+            });
+        }
+        Ok(())
     }
 
     /// Whether `schema` takes automatic keys: no primary key (hidden row

@@ -241,3 +241,46 @@ fn a_value_too_large_for_a_record_fails_its_statement_only() -> Result<()> {
     assert_clean(&db);
     db.close()
 }
+
+/// DROP3: a drop that listed its trees but crashed before deleting the
+/// catalog entry leaves the table, whole; the next open discards the
+/// entries instead of freeing a live table's pages.
+#[test]
+fn a_drop_cut_short_before_its_commit_point_leaves_the_table() -> Result<()> {
+    use crate::store::drops::{self, PendingDrop};
+    let fs = SimFs::new(61);
+    let db = open(&fs);
+    let mut def = notes();
+    def.columns[1].ty = ColumnType::Text { max_len: 100 };
+    let t = db.create_table(def)?;
+    let mut tx = db.begin()?;
+    for i in 0..300 {
+        tx.insert(&t, &[Value::Int64(i), Value::Text(format!("n{i}"))])?;
+    }
+    tx.commit()?;
+    let s = t.schema();
+    let pending: Vec<PendingDrop> = std::iter::once(s.clustered_root)
+        .chain(s.index_roots.iter().copied())
+        .map(|root| PendingDrop {
+            root: crate::page::PageId(root),
+            table: s.id,
+            trx: 1,
+        })
+        .collect();
+    drops::add(&db.inner.store, &pending)?;
+    // The catalog entry is still there: nothing may work on these trees.
+    assert_eq!(super::drop_table::step(&db.inner, 100)?, 0);
+    let crashed = fs.crash(CrashMode::DropUnsynced);
+    std::mem::forget(db);
+    let db = open(&crashed);
+    assert_eq!(db.stats().pending_drops, 0);
+    let t = db.table("notes")?;
+    let mut tx = db.begin()?;
+    assert_eq!(
+        tx.get(&t, &[Value::Int64(299)])?,
+        Some(vec![Value::Int64(299), Value::Text("n299".into())])
+    );
+    tx.commit()?;
+    assert_eq!(db.check()?.tables, 1);
+    db.close()
+}

@@ -757,6 +757,7 @@ impl<'a> Ctx<'a> {
 
     fn insert_inner(&mut self, t: &Table, values: &[Value]) -> Result<Vec<Value>> {
         let guard = t.state.schema.read();
+        t.state.check_live(&guard)?;
         let schema: &TableSchema = &guard;
         let store = &self.db.store;
         let mut values = values.to_vec();
@@ -910,6 +911,7 @@ impl<'a> Ctx<'a> {
         changes: &[(usize, Value)],
     ) -> Result<bool> {
         let guard = t.state.schema.read();
+        t.state.check_live(&guard)?;
         let schema: &TableSchema = &guard;
         let store = &self.db.store;
         let pk = self.key_of(schema, key)?;
@@ -970,6 +972,7 @@ impl<'a> Ctx<'a> {
 
     fn delete_inner(&mut self, t: &Table, key: &[Value]) -> Result<bool> {
         let guard = t.state.schema.read();
+        t.state.check_live(&guard)?;
         let schema: &TableSchema = &guard;
         let store = &self.db.store;
         let pk = self.key_of(schema, key)?;
@@ -989,7 +992,7 @@ impl<'a> Ctx<'a> {
     }
 
     pub(crate) fn get(&mut self, t: &Table, key: &[Value]) -> Result<Option<Vec<Value>>> {
-        let schema = t.schema();
+        let schema = t.live_schema()?;
         let pk = self.key_of(&schema, key)?;
         self.check_open()?;
         // A record must be read after the view it is judged by exists
@@ -1035,7 +1038,7 @@ impl<'a> Ctx<'a> {
         key: &[Value],
     ) -> Result<Option<Vec<Value>>> {
         self.statement(|tx| {
-            let schema = t.schema();
+            let schema = t.live_schema()?;
             let pk = tx.key_of(&schema, key)?;
             tx.lock(table::row_lock(schema.id, &pk), LockMode::Exclusive)?;
             let Some(cur) = table::read_rec(&tx.db.store, &schema, &pk)? else {
@@ -1065,7 +1068,7 @@ impl<'a> Ctx<'a> {
         hi: KeyBound<'_>,
         dir: Direction,
     ) -> Result<Rows<'a>> {
-        let schema = t.schema();
+        let schema = t.live_schema()?;
         let view = self.statement_view()?.clone();
         let (lo, hi) = (lower(lo), upper(hi));
         let cursor = table::clustered(&self.db.store, &schema).range(as_ref(&lo), as_ref(&hi), dir);
@@ -1086,7 +1089,7 @@ impl<'a> Ctx<'a> {
         hi: KeyBound<'_>,
         dir: Direction,
     ) -> Result<Rows<'a>> {
-        let schema = t.schema();
+        let schema = t.live_schema()?;
         let i = schema
             .def
             .indexes

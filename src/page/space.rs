@@ -15,6 +15,9 @@
 //! | 88..96   | number of free pages |
 //! | 96..224  | 16 root slots (page ids of the trees a caller registered) |
 //! | 224..240 | database id: the id of the redo log this tablespace belongs to (format 2; 0 in format 1) |
+//! | 240..248 | table id floor: every table id below it was used (format 3; 0 before) |
+//! | 248..252 | number of pending tree drops (format 3; 0 before) |
+//! | 256..    | the pending drops, [`DROP_SLOTS`] of 24 bytes: tree root, table id, dropping transaction id |
 //!
 //! Invariants:
 //! * S1. The superblock changes only through mini-transactions, like any
@@ -29,6 +32,14 @@
 //!   database's log files, and the store refuses to open a tablespace
 //!   with a log whose id differs. Version and id share the first 512-byte
 //!   sector, so a torn superblock write cannot separate them.
+//! * S5. A tree listed as a pending drop is unreachable from the catalog
+//!   (or its table's catalog entry is about to go, `store::drops`) and
+//!   is freed, step by step, by deleting its entries; the final step
+//!   frees its root page and removes it from the list in one
+//!   mini-transaction, so a freed root is never listed. Bytes 240.. are
+//!   zero in formats 1 and 2, which reads as no floor and no drops: a
+//!   format 2 tablespace is format 3 without drops (migrated by setting
+//!   the version at its first writable open).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -45,8 +56,8 @@ use crate::{Error, Result};
 /// Magic bytes of a Quill tablespace file.
 pub const SPACE_MAGIC: &[u8; 8] = b"QUILLDAT";
 /// Tablespace format version this build writes. Version 2 added the
-/// database id (S4).
-pub const SPACE_FORMAT_VERSION: u32 = 2;
+/// database id (S4); version 3 the table id floor and pending drops (S5).
+pub const SPACE_FORMAT_VERSION: u32 = 3;
 /// Oldest tablespace format version this build reads (and migrates).
 pub const MIN_SPACE_FORMAT_VERSION: u32 = 1;
 /// Number of root slots in the superblock.
@@ -70,6 +81,17 @@ pub const SB_FREE_COUNT: usize = 88;
 pub const SB_ROOTS: usize = 96;
 /// Offset of the database id (S4).
 pub const SB_DB_ID: usize = 224;
+/// Offset of the table id floor (S5).
+pub const SB_TABLE_ID_FLOOR: usize = 240;
+/// Offset of the number of pending drops (S5).
+pub const SB_DROP_COUNT: usize = 248;
+/// Offset of the first pending drop (S5).
+pub const SB_DROPS: usize = 256;
+/// Bytes per pending drop: root page, table id, dropping transaction.
+pub const DROP_ENTRY: usize = 24;
+/// Room for pending drops (all within the first 4 KiB, the smallest page).
+pub const DROP_SLOTS: usize = 128;
+const _: () = assert!(SB_DROPS + DROP_SLOTS * DROP_ENTRY <= super::MIN_PAGE_SIZE);
 /// Offset, in a free page, of the next free page's id (S3).
 pub const FREE_NEXT: usize = PAGE_HEADER;
 

@@ -65,6 +65,7 @@
 
 mod alloc;
 mod cleaner;
+pub(crate) mod drops;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -452,7 +453,7 @@ impl Store {
         let data = DataFile::open(vfs.as_ref(), &dir.join(DATA_FILE), opts.direct_io, true)?;
         let page_size = data.page_size();
         let header = Self::check_identity(vfs.as_ref(), dir, &data)?;
-        let unbound = data.version() < 2;
+        let old_format = data.version();
         let dw = Self::doublewrite(vfs.as_ref(), dir, &data, &opts)?;
         let checkpoint = header.checkpoint_lsn;
         let repaired = match &dw {
@@ -514,8 +515,8 @@ impl Store {
             "recovery done"
         );
         let store = Self::start(vfs, dir, pool, log, opts, Some(recovery), lock)?;
-        if unbound {
-            store.bind_to_log()?;
+        if old_format < crate::page::space::SPACE_FORMAT_VERSION {
+            store.migrate(old_format)?;
         }
         Ok(store)
     }
@@ -575,9 +576,12 @@ impl Store {
         self.read_only
     }
 
-    /// Migrate a format 1 superblock to format 2: record the log's id as
-    /// the database id (T7, space S4), durable on return.
-    fn bind_to_log(&self) -> Result<()> {
+    /// Migrate a superblock of format `from` to this build's, durable on
+    /// return: a format 1 one records the log's id as the database id (T7,
+    /// space S4); formats 1 and 2 hold zeros where format 3 keeps its
+    /// table id floor and pending drops (space S5), which read as none,
+    /// so only the version changes.
+    fn migrate(&self, from: u32) -> Result<()> {
         use crate::page::space::{SB_DB_ID, SB_VERSION, SPACE_FORMAT_VERSION};
         let id = self.log().id();
         let mut mtr = self.mtr()?;
@@ -589,17 +593,19 @@ impl Store {
                 bytes: &SPACE_FORMAT_VERSION.to_le_bytes(),
             },
         )?;
-        mtr.apply(
-            sb,
-            &mtr::Op::Write {
-                offset: SB_DB_ID as u32,
-                bytes: &id.to_le_bytes(),
-            },
-        )?;
+        if from < 2 {
+            mtr.apply(
+                sb,
+                &mtr::Op::Write {
+                    offset: SB_DB_ID as u32,
+                    bytes: &id.to_le_bytes(),
+                },
+            )?;
+        }
         if let Some(lsn) = mtr.commit()? {
             self.commit(lsn, Durability::Sync)?;
         }
-        tracing::info!(dir = %self.dir.display(), id = %format!("{id:032x}"), "tablespace migrated to format 2 and bound to its log");
+        tracing::info!(dir = %self.dir.display(), from, to = SPACE_FORMAT_VERSION, id = %format!("{id:032x}"), "tablespace format migrated");
         Ok(())
     }
 

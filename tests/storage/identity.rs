@@ -193,7 +193,7 @@ fn creation_cut_short_at_any_write_is_created_again() {
 /// open by this build, and from then on refuses other logs.
 #[test]
 fn a_format_1_tablespace_is_bound_to_its_log_at_first_open() {
-    use quill::page::space::{SB_DB_ID, SB_VERSION};
+    use quill::page::space::{SB_DB_ID, SB_VERSION, SPACE_FORMAT_VERSION};
     let fs = SimFs::new(85);
     let (a, b) = (Path::new("/a"), Path::new("/b"));
     made(&fs, a);
@@ -209,11 +209,36 @@ fn a_format_1_tablespace_is_bound_to_its_log_at_first_open() {
     let id = s.log().id();
     s.close().unwrap();
     let sb = fs.current_bytes(&data).unwrap();
-    assert_eq!(sb[SB_VERSION..SB_VERSION + 4], 2u32.to_le_bytes());
+    assert_eq!(
+        sb[SB_VERSION..SB_VERSION + 4],
+        SPACE_FORMAT_VERSION.to_le_bytes()
+    );
     assert_eq!(sb[SB_DB_ID..SB_DB_ID + 16], id.to_le_bytes());
     swap_log(&fs, b, a);
     assert!(matches!(
         Store::open(vfs(&fs), a, opts(64)),
         Err(Error::ForeignLog { .. })
     ));
+}
+
+/// A format 2 tablespace (no table id floor, no pending drops: zeros
+/// there) opens as format 3 with neither, and is marked format 3.
+#[test]
+fn a_format_2_tablespace_is_migrated_to_format_3() {
+    use quill::page::space::{SB_DB_ID, SB_DROP_COUNT, SB_VERSION};
+    let fs = SimFs::new(86);
+    let a = Path::new("/a");
+    made(&fs, a);
+    let data = a.join("data.qdb");
+    let mut sb = fs.current_bytes(&data).unwrap()[..4096].to_vec();
+    sb[SB_VERSION..SB_VERSION + 4].copy_from_slice(&2u32.to_le_bytes());
+    let id = sb[SB_DB_ID..SB_DB_ID + 16].to_vec();
+    quill::page::seal(&mut sb);
+    assert!(fs.corrupt(&data, 0, &sb));
+    let s = Store::open(vfs(&fs), a, opts(64)).unwrap();
+    s.close().unwrap();
+    let sb = fs.current_bytes(&data).unwrap();
+    assert_eq!(sb[SB_VERSION..SB_VERSION + 4], 3u32.to_le_bytes());
+    assert_eq!(sb[SB_DB_ID..SB_DB_ID + 16], id[..]);
+    assert_eq!(sb[SB_DROP_COUNT..SB_DROP_COUNT + 4], [0; 4]);
 }

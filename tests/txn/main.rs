@@ -4,6 +4,7 @@
 mod basic;
 mod common;
 mod crash;
+mod drop;
 mod isolation;
 mod no_fallocate;
 mod owned;
