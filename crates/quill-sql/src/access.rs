@@ -1,0 +1,209 @@
+//! Access paths: how a statement's WHERE reaches its rows through the
+//! primary key. Equality on every primary key column (or an IN list on a
+//! one-column key) is a point lookup per key; equality on a prefix, or a
+//! range on the first column after it, is a range scan; anything else
+//! scans the table. The whole WHERE is still checked on every row found,
+//! so the path only has to find a superset of the rows.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use quill::btree::Direction;
+use quill::catalog::Value;
+use quill::catalog::schema::TableSchema;
+use quill::{OwnedTxn, Table};
+
+use crate::error::SqlResult;
+use crate::expr::{Cmp, Expr, Scope};
+use crate::types::coerce;
+
+/// A table's columns as a binding scope.
+pub struct TableScope<'a>(pub &'a TableSchema);
+
+impl Scope for TableScope<'_> {
+    fn column(&self, name: &str) -> Option<usize> {
+        self.0.def.columns.iter().position(|c| c.name == name)
+    }
+}
+
+/// How rows are found.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Path {
+    /// Point lookups of these full primary keys.
+    Points(Vec<Vec<Value>>),
+    /// A scan of primary keys between these bounds (prefixes).
+    Range(Bound<Vec<Value>>, Bound<Vec<Value>>),
+    /// Every row.
+    Full,
+}
+
+/// `Some((op, value))` when `e` compares column `col` with a constant
+/// (in either order), the constant coerced to the column's type.
+fn bound_of(e: &Expr, col: usize, schema: &TableSchema) -> Option<(Cmp, Value)> {
+    let ty = schema.def.columns.get(col)?.ty;
+    let (op, v) = match e {
+        Expr::Cmp(op, a, b) => match (a.as_ref(), b.as_ref()) {
+            (Expr::Column(c), Expr::Const(v)) if *c == col => (*op, v),
+            (Expr::Const(v), Expr::Column(c)) if *c == col => (op.flip(), v),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    if v.is_null() || op == Cmp::Ne {
+        return None;
+    }
+    coerce(v.clone(), ty).ok().map(|v| (op, v))
+}
+
+/// Choose the path for `filter` over `schema`'s primary key.
+pub fn choose(schema: &TableSchema, filter: Option<&Expr>) -> Path {
+    let pk = &schema.def.primary_key;
+    let Some(filter) = filter else {
+        return Path::Full;
+    };
+    if pk.is_empty() {
+        return Path::Full;
+    }
+    let conj = filter.conjuncts();
+    // IN list on a one-column key.
+    if let [col] = pk.as_slice() {
+        for c in &conj {
+            if let Expr::InList(a, list, false) = c
+                && matches!(a.as_ref(), Expr::Column(x) if x == col)
+                && let Some(ty) = schema.def.columns.get(*col).map(|c| c.ty)
+            {
+                let keys: Option<Vec<Vec<Value>>> = list
+                    .iter()
+                    .map(|x| match x {
+                        Expr::Const(v) if !v.is_null() => {
+                            coerce(v.clone(), ty).ok().map(|v| vec![v])
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                if let Some(mut keys) = keys {
+                    keys.sort_by(|a, b| {
+                        crate::expr::compare(&a[0], &b[0]).unwrap_or(std::cmp::Ordering::Equal)
+                    });
+                    keys.dedup();
+                    return Path::Points(keys);
+                }
+            }
+        }
+    }
+    let mut prefix = Vec::new();
+    for &col in pk {
+        match conj
+            .iter()
+            .find_map(|c| bound_of(c, col, schema).filter(|(op, _)| *op == Cmp::Eq))
+        {
+            Some((_, v)) => prefix.push(v),
+            None => break,
+        }
+    }
+    if prefix.len() == pk.len() {
+        return Path::Points(vec![prefix]);
+    }
+    // A range on the next key column.
+    let mut lo = Bound::Included(prefix.clone());
+    let mut hi = Bound::Included(prefix.clone());
+    if let Some(&col) = pk.get(prefix.len()) {
+        for c in &conj {
+            let bounds: Vec<(Cmp, Value)> = match c {
+                Expr::Between(a, l, h, false) if matches!(a.as_ref(), Expr::Column(x) if *x == col) =>
+                {
+                    let ge = Expr::Cmp(Cmp::Ge, a.clone(), l.clone());
+                    let le = Expr::Cmp(Cmp::Le, a.clone(), h.clone());
+                    [bound_of(&ge, col, schema), bound_of(&le, col, schema)]
+                        .into_iter()
+                        .flatten()
+                        .collect()
+                }
+                c => bound_of(c, col, schema).into_iter().collect(),
+            };
+            for (op, v) in bounds {
+                let mut key = prefix.clone();
+                key.push(v);
+                match op {
+                    Cmp::Gt => lo = Bound::Excluded(key),
+                    Cmp::Ge => lo = Bound::Included(key),
+                    Cmp::Lt => hi = Bound::Excluded(key),
+                    Cmp::Le => hi = Bound::Included(key),
+                    Cmp::Eq | Cmp::Ne => {}
+                }
+            }
+        }
+    }
+    if prefix.is_empty() && lo == Bound::Included(vec![]) && hi == Bound::Included(vec![]) {
+        return Path::Full;
+    }
+    Path::Range(fix_empty(lo), fix_empty(hi))
+}
+
+fn fix_empty(b: Bound<Vec<Value>>) -> Bound<Vec<Value>> {
+    match b {
+        Bound::Included(k) | Bound::Excluded(k) if k.is_empty() => Bound::Unbounded,
+        b => b,
+    }
+}
+
+fn as_ref(b: &Bound<Vec<Value>>) -> Bound<&[Value]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k),
+        Bound::Excluded(k) => Bound::Excluded(k),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// Call `f` on every row the path finds that `filter` selects, in
+/// primary key order, until it returns false.
+pub fn for_each(
+    tx: &mut OwnedTxn,
+    t: &Table,
+    path: &Path,
+    filter: Option<&Expr>,
+    mut f: impl FnMut(Vec<Value>) -> SqlResult<bool>,
+) -> SqlResult<()> {
+    let keep = |row: &[Value]| -> SqlResult<bool> {
+        match filter {
+            Some(e) => e.selects(row),
+            None => Ok(true),
+        }
+    };
+    match path {
+        Path::Points(keys) => {
+            for k in keys {
+                if let Some(row) = tx.get(t, k)?
+                    && keep(&row)?
+                    && !f(row)?
+                {
+                    return Ok(());
+                }
+            }
+        }
+        Path::Range(lo, hi) => {
+            for row in tx.scan(t, as_ref(lo), as_ref(hi), Direction::Forward)? {
+                let row = row?;
+                if keep(&row)? && !f(row)? {
+                    return Ok(());
+                }
+            }
+        }
+        Path::Full => {
+            for row in tx.scan(t, Bound::Unbounded, Bound::Unbounded, Direction::Forward)? {
+                let row = row?;
+                if keep(&row)? && !f(row)? {
+                    return Ok(());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The schema and handle of table `name`, or 42P01.
+pub fn open(db: &quill::Db, name: &str) -> SqlResult<(Table, Arc<TableSchema>)> {
+    let t = db.table(name).map_err(|_| crate::ddl::no_table(name))?;
+    let s = t.schema();
+    Ok((t, s))
+}

@@ -1,0 +1,229 @@
+//! INSERT, UPDATE and DELETE.
+//!
+//! UPDATE and DELETE find candidate rows through the access path, then
+//! lock each one (`get_for_update`: the newest version, locked) and check
+//! the WHERE again on what they locked, as PostgreSQL rechecks a row that
+//! changed under it, so a concurrent change is never lost or applied to a
+//! row that no longer qualifies.
+
+use quill::catalog::Value;
+use quill::{Db, OwnedTxn};
+use sqlparser::ast::{self, SetExpr};
+
+use crate::access::{self, TableScope};
+use crate::ddl::table_name;
+use crate::error::{SqlError, SqlResult, SqlState};
+use crate::expr::{self, Expr};
+use crate::session::Output;
+use crate::types::coerce;
+
+struct NoColumns;
+
+impl expr::Scope for NoColumns {
+    fn column(&self, _: &str) -> Option<usize> {
+        None
+    }
+}
+
+/// INSERT INTO t [(cols)] VALUES (...), ...
+pub fn insert(db: &Db, tx: &mut OwnedTxn, i: &ast::Insert) -> SqlResult<Output> {
+    let ast::TableObject::TableName(name) = &i.table else {
+        return Err(SqlError::unsupported("INSERT into a table function"));
+    };
+    if i.returning.is_some() {
+        return Err(SqlError::unsupported("RETURNING"));
+    }
+    if i.on.is_some() {
+        return Err(SqlError::unsupported("ON CONFLICT"));
+    }
+    let (t, schema) = access::open(db, &table_name(name)?)?;
+    let ncols = schema.def.columns.len();
+    let targets: Vec<usize> = if i.columns.is_empty() {
+        (0..ncols).collect()
+    } else {
+        let scope = TableScope(&schema);
+        i.columns
+            .iter()
+            .map(|c| {
+                let n = c.to_string().to_lowercase();
+                let n = n.trim_matches('"').to_string();
+                expr::Scope::column(&scope, &n).ok_or_else(|| {
+                    SqlError::new(
+                        SqlState::UNDEFINED_COLUMN,
+                        format!(
+                            "column \"{n}\" of relation \"{}\" does not exist",
+                            schema.def.name
+                        ),
+                    )
+                })
+            })
+            .collect::<SqlResult<_>>()?
+    };
+    let Some(source) = &i.source else {
+        return Err(SqlError::unsupported("INSERT without VALUES"));
+    };
+    let SetExpr::Values(values) = source.body.as_ref() else {
+        return Err(SqlError::unsupported("INSERT ... SELECT"));
+    };
+    let mut n = 0u64;
+    for row in &values.rows {
+        if row.len() > targets.len() {
+            return Err(SqlError::new(
+                SqlState::SYNTAX_ERROR,
+                "INSERT has more expressions than target columns",
+            ));
+        }
+        let mut full = vec![Value::Null; ncols];
+        for (e, &col) in row.iter().zip(&targets) {
+            let v = match e {
+                ast::Expr::Identifier(id)
+                    if id.value.eq_ignore_ascii_case("default") && id.quote_style.is_none() =>
+                {
+                    Value::Null
+                }
+                e => expr::bind(e, &NoColumns)?.eval(&[])?,
+            };
+            let ty =
+                schema.def.columns.get(col).map(|c| c.ty).ok_or_else(|| {
+                    SqlError::new(SqlState::INTERNAL_ERROR, "column out of range")
+                })?;
+            if let Some(slot) = full.get_mut(col) {
+                *slot = coerce(v, ty)?;
+            }
+        }
+        tx.insert(&t, &full)?;
+        n += 1;
+    }
+    Ok(Output::tag(format!("INSERT 0 {n}")))
+}
+
+/// The table and WHERE of an UPDATE or DELETE.
+fn target(
+    db: &Db,
+    relation: &ast::TableFactor,
+    selection: Option<&ast::Expr>,
+) -> SqlResult<(
+    quill::Table,
+    std::sync::Arc<quill::catalog::schema::TableSchema>,
+    Option<Expr>,
+)> {
+    let ast::TableFactor::Table { name, .. } = relation else {
+        return Err(SqlError::unsupported(format!("the target {relation}")));
+    };
+    let (t, schema) = access::open(db, &table_name(name)?)?;
+    if schema.def.primary_key.is_empty() {
+        return Err(SqlError::unsupported(
+            "UPDATE or DELETE on a table without a primary key",
+        ));
+    }
+    let filter = selection
+        .map(|e| expr::bind(e, &TableScope(&schema)))
+        .transpose()?;
+    Ok((t, schema, filter))
+}
+
+fn keys_of(
+    tx: &mut OwnedTxn,
+    t: &quill::Table,
+    schema: &quill::catalog::schema::TableSchema,
+    filter: Option<&Expr>,
+) -> SqlResult<Vec<Vec<Value>>> {
+    let path = access::choose(schema, filter);
+    let mut keys = Vec::new();
+    access::for_each(tx, t, &path, filter, |row| {
+        keys.push(
+            schema
+                .def
+                .primary_key
+                .iter()
+                .map(|&k| row.get(k).cloned().unwrap_or(Value::Null))
+                .collect(),
+        );
+        Ok(true)
+    })?;
+    Ok(keys)
+}
+
+/// UPDATE t SET c = expr, ... [WHERE ...]
+pub fn update(db: &Db, tx: &mut OwnedTxn, u: &ast::Update) -> SqlResult<Output> {
+    if u.returning.is_some() || u.from.is_some() {
+        return Err(SqlError::unsupported("UPDATE ... FROM or RETURNING"));
+    }
+    if !u.table.joins.is_empty() {
+        return Err(SqlError::unsupported("UPDATE with JOIN"));
+    }
+    let (t, schema, filter) = target(db, &u.table.relation, u.selection.as_ref())?;
+    let scope = TableScope(&schema);
+    let mut sets: Vec<(usize, Expr)> = Vec::new();
+    for a in &u.assignments {
+        let ast::AssignmentTarget::ColumnName(c) = &a.target else {
+            return Err(SqlError::unsupported("a tuple assignment"));
+        };
+        let name = table_name(c)?;
+        let col = expr::Scope::column(&scope, &name).ok_or_else(|| {
+            SqlError::new(
+                SqlState::UNDEFINED_COLUMN,
+                format!(
+                    "column \"{name}\" of relation \"{}\" does not exist",
+                    schema.def.name
+                ),
+            )
+        })?;
+        if schema.def.primary_key.contains(&col) {
+            return Err(SqlError::unsupported("updating a primary key column"));
+        }
+        sets.push((col, expr::bind(&a.value, &scope)?));
+    }
+    let mut n = 0u64;
+    for key in keys_of(tx, &t, &schema, filter.as_ref())? {
+        let Some(row) = tx.get_for_update(&t, &key)? else {
+            continue;
+        };
+        if let Some(f) = &filter
+            && !f.selects(&row)?
+        {
+            continue;
+        }
+        let mut changes = Vec::with_capacity(sets.len());
+        for (col, e) in &sets {
+            let ty =
+                schema.def.columns.get(*col).map(|c| c.ty).ok_or_else(|| {
+                    SqlError::new(SqlState::INTERNAL_ERROR, "column out of range")
+                })?;
+            changes.push((*col, coerce(e.eval(&row)?, ty)?));
+        }
+        if tx.update(&t, &key, &changes)? {
+            n += 1;
+        }
+    }
+    Ok(Output::tag(format!("UPDATE {n}")))
+}
+
+/// DELETE FROM t [WHERE ...]
+pub fn delete(db: &Db, tx: &mut OwnedTxn, d: &ast::Delete) -> SqlResult<Output> {
+    if d.returning.is_some() || d.using.is_some() {
+        return Err(SqlError::unsupported("DELETE ... USING or RETURNING"));
+    }
+    let from = match &d.from {
+        ast::FromTable::WithFromKeyword(f) | ast::FromTable::WithoutKeyword(f) => f,
+    };
+    let [from] = from.as_slice() else {
+        return Err(SqlError::unsupported("DELETE from several tables"));
+    };
+    let (t, schema, filter) = target(db, &from.relation, d.selection.as_ref())?;
+    let mut n = 0u64;
+    for key in keys_of(tx, &t, &schema, filter.as_ref())? {
+        let Some(row) = tx.get_for_update(&t, &key)? else {
+            continue;
+        };
+        if let Some(f) = &filter
+            && !f.selects(&row)?
+        {
+            continue;
+        }
+        if tx.delete(&t, &key)? {
+            n += 1;
+        }
+    }
+    Ok(Output::tag(format!("DELETE {n}")))
+}

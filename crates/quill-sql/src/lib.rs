@@ -1,0 +1,30 @@
+//! Quill's SQL layer: PostgreSQL-dialect SQL text parsed with `sqlparser`,
+//! bound to the catalog, and executed over the engine's public API (no
+//! sockets, no async runtime; the server crate drives a [`Session`] per
+//! connection).
+//!
+//! * [`session`]: a connection's state and the entry point,
+//!   [`Session::execute`]; transaction blocks as PostgreSQL has them.
+//! * [`ddl`]: CREATE TABLE, DROP TABLE, CREATE INDEX.
+//! * [`dml`]: INSERT, UPDATE, DELETE.
+//! * [`select`]: queries over one table.
+//! * [`access`]: how a WHERE reaches rows through the primary key.
+//! * [`expr`]: bound scalar expressions and three-valued evaluation.
+//! * [`types`]: SQL types, how they are stored, coercion and text forms.
+//! * [`error`]: [`SqlError`] with its SQLSTATE.
+//!
+//! Work in progress (issue 14): column defaults, aggregates, GROUP BY,
+//! DISTINCT, secondary index access paths, parameters and prepared
+//! statements, the `pg_catalog` views.
+
+pub mod access;
+pub mod ddl;
+pub mod dml;
+pub mod error;
+pub mod expr;
+pub mod select;
+pub mod session;
+pub mod types;
+
+pub use error::{SqlError, SqlResult, SqlState};
+pub use session::{ColumnDesc, Output, Session, TxnStatus};

@@ -1,0 +1,422 @@
+//! SQL types and how they are stored: each SQL type maps to one engine
+//! [`ColumnType`], and values are coerced to a column's type (with range
+//! and length checks) before the engine sees them.
+//!
+//! | SQL | stored as |
+//! | --- | --- |
+//! | `smallint`, `int`, `integer` | `Int32` (smallint's narrower range is not enforced yet) |
+//! | `bigint`, `serial`, `bigserial` | `Int64` (serial columns take automatic keys) |
+//! | `boolean` | `Bool` |
+//! | `real`, `double precision`, `float8` | `Float64` |
+//! | `char(n)`, `varchar(n)` | `Text` of at most `4n` bytes (n characters of up to 4 UTF-8 bytes); n characters checked here ([`char_limit`]); char(n) is not blank-padded yet |
+//! | `text`, `varchar` | `Text` of at most 65,535 bytes |
+//! | `bytea` | `Bytes` of at most 65,535 bytes |
+//! | `timestamp` (without time zone) | `Timestamp`, microseconds since 1970-01-01 00:00:00 |
+
+use quill::catalog::{ColumnType, Value};
+use sqlparser::ast::{CharacterLength, DataType, ObjectName};
+
+use crate::error::{SqlError, SqlResult, SqlState};
+
+/// The longest `text`, unbounded `varchar` or `bytea` value, in bytes.
+pub const MAX_VARLEN: u32 = 65_535;
+
+/// A SQL column type as declared, and what it is stored as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SqlType {
+    /// The engine's type.
+    pub stored: ColumnType,
+    /// A serial column (automatic values when none is given).
+    pub serial: bool,
+}
+
+fn chars(len: &Option<CharacterLength>) -> SqlResult<u32> {
+    match len {
+        None | Some(CharacterLength::Max) => Ok(MAX_VARLEN),
+        Some(CharacterLength::IntegerLength { length, .. }) => {
+            let n = u32::try_from(*length)
+                .ok()
+                .and_then(|n| n.checked_mul(4))
+                .filter(|&b| b > 0 && b <= MAX_VARLEN * 4)
+                .ok_or_else(|| {
+                    SqlError::new(
+                        SqlState::INVALID_PARAMETER_VALUE,
+                        format!("length {length} is out of range (1 to {})", MAX_VARLEN),
+                    )
+                })?;
+            Ok(n)
+        }
+    }
+}
+
+fn custom_name(name: &ObjectName) -> String {
+    name.to_string().to_ascii_lowercase()
+}
+
+/// The type a column declared as `dt` has.
+pub fn column_type(dt: &DataType) -> SqlResult<SqlType> {
+    let plain = |stored| {
+        Ok(SqlType {
+            stored,
+            serial: false,
+        })
+    };
+    match dt {
+        DataType::SmallInt(_)
+        | DataType::Int2(_)
+        | DataType::Int(_)
+        | DataType::Integer(_)
+        | DataType::Int4(_) => plain(ColumnType::Int32),
+        DataType::BigInt(_) | DataType::Int8(_) => plain(ColumnType::Int64),
+        DataType::Bool | DataType::Boolean => plain(ColumnType::Bool),
+        DataType::Real
+        | DataType::Float4
+        | DataType::Float8
+        | DataType::DoublePrecision
+        | DataType::Float(_) => plain(ColumnType::Float64),
+        DataType::Char(n) | DataType::Character(n) => plain(ColumnType::Text {
+            max_len: chars(&(*n).or(Some(CharacterLength::IntegerLength {
+                length: 1,
+                unit: None,
+            })))?,
+        }),
+        DataType::Varchar(n) | DataType::CharacterVarying(n) => {
+            plain(ColumnType::Text { max_len: chars(n)? })
+        }
+        DataType::Text => plain(ColumnType::Text {
+            max_len: MAX_VARLEN,
+        }),
+        DataType::Bytea => plain(ColumnType::Bytes {
+            max_len: MAX_VARLEN,
+        }),
+        DataType::Timestamp(
+            _,
+            sqlparser::ast::TimezoneInfo::None | sqlparser::ast::TimezoneInfo::WithoutTimeZone,
+        ) => plain(ColumnType::Timestamp),
+        DataType::Custom(name, mods) if mods.is_empty() => match custom_name(name).as_str() {
+            "serial" | "serial4" | "bigserial" | "serial8" => Ok(SqlType {
+                stored: ColumnType::Int64,
+                serial: true,
+            }),
+            "int2" | "int4" => plain(ColumnType::Int32),
+            "int8" => plain(ColumnType::Int64),
+            other => Err(SqlError::new(
+                SqlState::UNDEFINED_OBJECT,
+                format!("type \"{other}\" does not exist"),
+            )),
+        },
+        other => Err(SqlError::unsupported(format!("type {other}"))),
+    }
+}
+
+fn out_of_range(ty: &str) -> SqlError {
+    SqlError::new(
+        SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
+        format!("value out of range for type {ty}"),
+    )
+}
+
+fn bad_text(ty: &str, s: &str) -> SqlError {
+    SqlError::new(
+        SqlState::INVALID_TEXT_REPRESENTATION,
+        format!("invalid input syntax for type {ty}: \"{s}\""),
+    )
+}
+
+/// The character limit of a `char(n)`/`varchar(n)` column stored as
+/// `Text { max_len: 4n }` (a multiple of 4 marks one; text's 65,535 is
+/// not), checked here since the engine counts bytes.
+pub fn char_limit(max_len: u32) -> Option<usize> {
+    max_len.is_multiple_of(4).then_some(max_len as usize / 4)
+}
+
+/// `v` as a value of type `ty` (for storing it in a column of that type,
+/// or comparing it with one): numbers convert with range checks, text
+/// parses. NULL stays NULL.
+pub fn coerce(v: Value, ty: ColumnType) -> SqlResult<Value> {
+    use ColumnType as T;
+    Ok(match (v, ty) {
+        (Value::Null, _) => Value::Null,
+        (Value::Int32(x), T::Int32) => Value::Int32(x),
+        (Value::Int64(x), T::Int32) => {
+            Value::Int32(i32::try_from(x).map_err(|_| out_of_range("integer"))?)
+        }
+        (Value::Int32(x), T::Int64) => Value::Int64(i64::from(x)),
+        (Value::Int64(x), T::Int64) => Value::Int64(x),
+        (Value::Float64(f), T::Int32 | T::Int64) => {
+            let r = f.round_ties_even();
+            if !r.is_finite() || !(-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&r)
+            {
+                return Err(out_of_range("bigint"));
+            }
+            coerce(Value::Int64(r as i64), ty)?
+        }
+        (Value::Int32(x), T::Float64) => Value::Float64(f64::from(x)),
+        (Value::Int64(x), T::Float64) => Value::Float64(x as f64),
+        (Value::Float64(f), T::Float64) => Value::Float64(f),
+        (Value::Bool(b), T::Bool) => Value::Bool(b),
+        (Value::Text(s), T::Text { max_len }) => {
+            if let Some(n) = char_limit(max_len)
+                && s.chars().count() > n
+            {
+                return Err(SqlError::new(
+                    SqlState::STRING_DATA_RIGHT_TRUNCATION,
+                    format!("value too long for type character varying({n})"),
+                ));
+            }
+            Value::Text(s)
+        }
+        (Value::Bytes(b), T::Bytes { .. }) => Value::Bytes(b),
+        (Value::Timestamp(t), T::Timestamp) => Value::Timestamp(t),
+        (Value::Text(s), _) => parse_text(&s, ty)?,
+        (v, ty) => {
+            return Err(SqlError::new(
+                SqlState::DATATYPE_MISMATCH,
+                format!(
+                    "a {} value cannot be used as {}",
+                    v.type_name(),
+                    type_name(ty)
+                ),
+            ));
+        }
+    })
+}
+
+/// Parse text as a value of type `ty` (PostgreSQL's text input forms).
+pub fn parse_text(s: &str, ty: ColumnType) -> SqlResult<Value> {
+    use ColumnType as T;
+    let t = s.trim();
+    Ok(match ty {
+        T::Int32 => Value::Int32(t.parse().map_err(|_| bad_text("integer", s))?),
+        T::Int64 => Value::Int64(t.parse().map_err(|_| bad_text("bigint", s))?),
+        T::Float64 => Value::Float64(match t.to_ascii_lowercase().as_str() {
+            "nan" => f64::NAN,
+            "infinity" | "inf" => f64::INFINITY,
+            "-infinity" | "-inf" => f64::NEG_INFINITY,
+            _ => t.parse().map_err(|_| bad_text("double precision", s))?,
+        }),
+        T::Bool => Value::Bool(match t.to_ascii_lowercase().as_str() {
+            "t" | "true" | "y" | "yes" | "on" | "1" => true,
+            "f" | "false" | "n" | "no" | "off" | "0" => false,
+            _ => return Err(bad_text("boolean", s)),
+        }),
+        T::Text { .. } => Value::Text(s.to_string()),
+        T::Bytes { .. } => Value::Bytes(parse_bytea(s)?),
+        T::Timestamp => Value::Timestamp(parse_timestamp(s)?),
+    })
+}
+
+fn parse_bytea(s: &str) -> SqlResult<Vec<u8>> {
+    let Some(hex) = s.strip_prefix("\\x") else {
+        return Ok(s.as_bytes().to_vec());
+    };
+    if hex.len() % 2 != 0 {
+        return Err(bad_text("bytea", s));
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            hex.get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| bad_text("bytea", s))
+        })
+        .collect()
+}
+
+/// Days from 1970-01-01 to the given civil date (proleptic Gregorian).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The civil date of a day count from 1970-01-01.
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// `YYYY-MM-DD[ HH:MM:SS[.ffffff]]` (or `T` between) as microseconds
+/// since the epoch.
+pub fn parse_timestamp(s: &str) -> SqlResult<i64> {
+    let bad = || bad_text("timestamp", s);
+    let t = s.trim();
+    let (date, time) = match t.find([' ', 'T']) {
+        Some(i) => (t.get(..i).ok_or_else(bad)?, t.get(i + 1..).ok_or_else(bad)?),
+        None => (t, "00:00:00"),
+    };
+    let mut dp = date.splitn(3, '-');
+    let num = |p: Option<&str>| -> SqlResult<i64> {
+        p.and_then(|x| x.parse::<i64>().ok()).ok_or_else(bad)
+    };
+    let (y, m, d) = (num(dp.next())?, num(dp.next())?, num(dp.next())?);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || !(1..=9999).contains(&y) {
+        return Err(bad());
+    }
+    let (hms, frac) = match time.split_once('.') {
+        Some((a, b)) => (a, b),
+        None => (time, ""),
+    };
+    let mut tp = hms.splitn(3, ':');
+    let (hh, mm) = (num(tp.next())?, num(tp.next())?);
+    let ss = match tp.next() {
+        Some(x) => x.parse::<i64>().map_err(|_| bad())?,
+        None => 0,
+    };
+    if !(0..24).contains(&hh) || !(0..60).contains(&mm) || !(0..=60).contains(&ss) {
+        return Err(bad());
+    }
+    if frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let micros: i64 = format!("{frac:0<6}")
+        .get(..6)
+        .and_then(|x| x.parse().ok())
+        .ok_or_else(bad)?;
+    let days = days_from_civil(y, m, d);
+    if civil_from_days(days) != (y, m, d) {
+        return Err(bad()); // e.g. February 30
+    }
+    Ok(((days * 86_400 + hh * 3600 + mm * 60 + ss) * 1_000_000) + micros)
+}
+
+/// Microseconds since the epoch as PostgreSQL prints a timestamp.
+pub fn format_timestamp(us: i64) -> String {
+    let secs = us.div_euclid(1_000_000);
+    let micros = us.rem_euclid(1_000_000);
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    let sod = secs.rem_euclid(86_400);
+    let mut out = format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        sod / 3600,
+        sod / 60 % 60,
+        sod % 60
+    );
+    if micros != 0 {
+        let f = format!("{micros:06}");
+        out.push('.');
+        out.push_str(f.trim_end_matches('0'));
+    }
+    out
+}
+
+/// The SQL name of a stored type, for messages and result metadata.
+pub fn type_name(ty: ColumnType) -> &'static str {
+    match ty {
+        ColumnType::Bool => "boolean",
+        ColumnType::Int32 => "integer",
+        ColumnType::Int64 => "bigint",
+        ColumnType::Float64 => "double precision",
+        ColumnType::Text { .. } => "text",
+        ColumnType::Bytes { .. } => "bytea",
+        ColumnType::Timestamp => "timestamp without time zone",
+    }
+}
+
+/// A value in PostgreSQL's text output format (NULL is `None`).
+pub fn to_text(v: &Value) -> Option<String> {
+    Some(match v {
+        Value::Null => return None,
+        Value::Bool(b) => if *b { "t" } else { "f" }.to_string(),
+        Value::Int32(x) => x.to_string(),
+        Value::Int64(x) => x.to_string(),
+        Value::Float64(f) => format_float(*f),
+        Value::Text(s) => s.clone(),
+        Value::Bytes(b) => {
+            let mut s = String::with_capacity(2 + 2 * b.len());
+            s.push_str("\\x");
+            for x in b {
+                s.push_str(&format!("{x:02x}"));
+            }
+            s
+        }
+        Value::Timestamp(t) => format_timestamp(*t),
+    })
+}
+
+fn format_float(f: f64) -> String {
+    if f.is_nan() {
+        "NaN".into()
+    } else if f == f64::INFINITY {
+        "Infinity".into()
+    } else if f == f64::NEG_INFINITY {
+        "-Infinity".into()
+    } else {
+        // Shortest text that reads back as the same double, as
+        // PostgreSQL 12+ prints (extra_float_digits = 1).
+        format!("{f}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_round_trip_and_bad_dates_are_refused() {
+        for s in [
+            "1970-01-01 00:00:00",
+            "2026-11-24 13:05:59.5",
+            "1900-02-28 23:59:59.000001",
+            "2000-02-29 12:00:00",
+        ] {
+            let us = parse_timestamp(s).unwrap();
+            assert_eq!(format_timestamp(us), s);
+        }
+        assert_eq!(parse_timestamp("1970-01-02").unwrap(), 86_400_000_000);
+        for s in [
+            "2021-02-30",
+            "2021-13-01",
+            "x",
+            "2021-01-01 25:00",
+            "2021-01-01 1:2:3.x",
+        ] {
+            let e = parse_timestamp(s).unwrap_err();
+            assert_eq!(e.state, SqlState::INVALID_TEXT_REPRESENTATION, "{s}");
+        }
+    }
+
+    #[test]
+    fn coercion_checks_ranges() {
+        assert_eq!(
+            coerce(Value::Int64(5), ColumnType::Int32).unwrap(),
+            Value::Int32(5)
+        );
+        assert_eq!(
+            coerce(Value::Int64(1 << 40), ColumnType::Int32)
+                .unwrap_err()
+                .state,
+            SqlState::NUMERIC_VALUE_OUT_OF_RANGE
+        );
+        assert_eq!(
+            coerce(Value::Float64(124.0), ColumnType::Int32).unwrap(),
+            Value::Int32(124)
+        );
+        assert_eq!(
+            coerce(
+                Value::Text("\\x0aff".into()),
+                ColumnType::Bytes { max_len: 9 }
+            )
+            .unwrap(),
+            Value::Bytes(vec![10, 255])
+        );
+        assert_eq!(
+            coerce(Value::Bool(true), ColumnType::Int64)
+                .unwrap_err()
+                .state,
+            SqlState::DATATYPE_MISMATCH
+        );
+    }
+}
