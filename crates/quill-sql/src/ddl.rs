@@ -52,7 +52,7 @@ fn index_columns(cols: &[ast::IndexColumn], def: &TableDef) -> SqlResult<Vec<usi
         .collect()
 }
 
-/// CREATE TABLE [IF NOT EXISTS].
+/// `CREATE TABLE [IF NOT EXISTS]`.
 pub fn create_table(db: &Db, c: &ast::CreateTable) -> SqlResult<Output> {
     let name = table_name(&c.name)?;
     if c.query.is_some() {
@@ -163,7 +163,7 @@ fn multiple_pk(table: &str) -> SqlError {
     )
 }
 
-/// DROP TABLE [IF EXISTS] t [, ...]: every name is checked before any
+/// `DROP TABLE [IF EXISTS] t [, ...]`: every name is checked before any
 /// table is dropped.
 pub fn drop_tables(db: &Db, names: &[ast::ObjectName], if_exists: bool) -> SqlResult<Output> {
     let names: Vec<String> = names.iter().map(table_name).collect::<SqlResult<_>>()?;
@@ -189,7 +189,7 @@ pub fn no_table(name: &str) -> SqlError {
     )
 }
 
-/// CREATE [UNIQUE] INDEX [IF NOT EXISTS] name ON t (cols).
+/// `CREATE [UNIQUE] INDEX [IF NOT EXISTS] name ON t (cols)`.
 pub fn create_index(db: &Db, c: &ast::CreateIndex) -> SqlResult<Output> {
     let table = table_name(&c.table_name)?;
     let t = db.table(&table).map_err(|_| no_table(&table))?;
