@@ -375,19 +375,19 @@ impl Catalog {
 
     /// Remove table `name`'s entry, durably: the commit point of a drop
     /// (its trees were listed as pending drops first, `store::drops` DR1).
-    pub fn drop_table(&self, store: &Store, name: &str) -> Result<Arc<TableSchema>> {
+    pub fn drop_table(&self, store: &Store, name: &str) -> Result<()> {
         let mut tables = self.tables.lock();
-        let Some(old) = tables.get(name).cloned() else {
+        if !tables.contains_key(name) {
             return Err(Error::NoSuchTable {
                 name: name.to_string(),
             });
-        };
+        }
         let tree = Tree::open(store, self.root);
         if let Some(lsn) = tree.delete(name.as_bytes())? {
             store.commit(lsn, Durability::Sync)?;
         }
         tables.remove(name);
-        Ok(old)
+        Ok(())
     }
 
     /// Whether a table with id `id` is in the catalog.

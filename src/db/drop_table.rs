@@ -50,6 +50,11 @@
 //!   worked on: the drop failed before its commit point. At open such
 //!   entries are discarded; while open they wait (the failure left the
 //!   catalog in memory unsure, and the next open decides from the disk).
+//! * DROP4. `DbInner::pending_drops` is the length of the superblock's
+//!   list: set from it at open, raised after [`drop_table`] lists trees,
+//!   lowered after [`step`] frees one. While it is 0 the purge thread's
+//!   [`step`] returns at once, reading nothing; otherwise it reads the
+//!   list itself, under the purge locks, and acts on that.
 
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
@@ -96,6 +101,7 @@ pub(crate) fn drop_table(db: &DbInner, name: &str) -> Result<()> {
         db.dropped.lock().remove(&schema.id);
         return Err(e);
     }
+    db.pending_drops.fetch_add(pending.len(), Ordering::Relaxed);
     // An error here leaves the table marked dropped and its entries
     // listed; whether the catalog entry is gone is decided at the next
     // open (DROP3).
@@ -115,23 +121,29 @@ pub(crate) fn drop_table(db: &DbInner, name: &str) -> Result<()> {
 }
 
 /// At open: discard pending drops whose table is still in the catalog
-/// (DROP3); returns how many.
-pub(crate) fn at_open(db: &DbInner) -> Result<usize> {
-    let n = drops::discard(&db.store, |d| db.catalog.has_table_id(d.table))?;
-    if n > 0 {
-        tracing::warn!(
-            trees = n,
-            "a table drop did not reach its commit point before the database closed; the table stays"
-        );
+/// (DROP3; a read-only open only leaves them out of its count, and its
+/// purge never runs) and count the rest (DROP4).
+pub(crate) fn at_open(db: &DbInner) -> Result<()> {
+    let live = |d: &PendingDrop| db.catalog.has_table_id(d.table);
+    if !db.read_only {
+        let n = drops::discard(&db.store, live)?;
+        if n > 0 {
+            tracing::warn!(
+                trees = n,
+                "a table drop did not reach its commit point before the database closed; the table stays"
+            );
+        }
     }
-    Ok(n)
+    let left = drops::pending(&db.store)?.iter().filter(|d| !live(d)).count();
+    db.pending_drops.store(left, Ordering::Relaxed);
+    Ok(())
 }
 
 /// Work on the oldest pending drop that may be worked on (DROP2, DROP3):
 /// delete up to `max` of its tree's entries, or free its emptied root.
 /// Returns the entries deleted plus trees freed (0: nothing to do).
 pub(crate) fn step(db: &DbInner, max: usize) -> Result<usize> {
-    if drops::pending(&db.store)?.is_empty() {
+    if db.pending_drops.load(Ordering::Relaxed) == 0 {
         return Ok(0);
     }
     // The list is read again under every purge lock: two callers (the
@@ -160,6 +172,7 @@ pub(crate) fn step(db: &DbInner, max: usize) -> Result<usize> {
         return Ok(n);
     }
     drops::finish(&db.store, d.root)?;
+    db.pending_drops.fetch_sub(1, Ordering::Relaxed);
     if !list.iter().any(|x| x.table == d.table && x.root != d.root) {
         db.dropped.lock().remove(&d.table);
         db.by_id.write().remove(&d.table);

@@ -43,7 +43,7 @@ pub mod txn;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -267,6 +267,11 @@ pub struct DbInner {
     /// Schemas of tables dropped while open whose trees are not freed
     /// yet, as they were at the drop (drop_table DROP2).
     dropped: Mutex<HashMap<u64, Arc<TableSchema>>>,
+    /// How many trees the superblock lists as pending drops: raised after
+    /// a drop lists its trees, lowered after one is freed (drop_table
+    /// DROP4), so the purge thread's loop and `stats` need not read the
+    /// superblock.
+    pending_drops: AtomicUsize,
     vfs: Arc<dyn Vfs>,
     dir: std::path::PathBuf,
     /// Opened read-only: nothing is written, ever.
@@ -384,13 +389,7 @@ impl DbInner {
             purge_bound: self.registry.purged_upto(),
             recovery: self.recovery.clone(),
             purge_error: self.purge_error.lock().clone(),
-            pending_drops: crate::store::drops::pending(&self.store).map_or_else(
-                |e| {
-                    tracing::warn!(error = %e, "could not read the pending drops");
-                    0
-                },
-                |l| l.len(),
-            ),
+            pending_drops: self.pending_drops.load(Ordering::Relaxed),
         }
     }
 }
@@ -550,6 +549,7 @@ impl Db {
             opts,
             ddl: Mutex::new(()),
             dropped: Mutex::new(HashMap::new()),
+            pending_drops: AtomicUsize::new(0),
             vfs,
             dir: path.to_path_buf(),
             read_only,
@@ -577,9 +577,7 @@ impl Db {
             .history
             .store(report.history as i64, Ordering::Relaxed);
         inner.recovery = Some(report);
-        if !read_only {
-            drop_table::at_open(&inner)?;
-        }
+        drop_table::at_open(&inner)?;
         let inner = Arc::new(inner);
         let handle = if inner.opts.purge {
             Some(purge::start(inner.clone())?)
