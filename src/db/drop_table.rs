@@ -134,7 +134,10 @@ pub(crate) fn at_open(db: &DbInner) -> Result<()> {
             );
         }
     }
-    let left = drops::pending(&db.store)?.iter().filter(|d| !live(d)).count();
+    let left = drops::pending(&db.store)?
+        .iter()
+        .filter(|d| !live(d))
+        .count();
     db.pending_drops.store(left, Ordering::Relaxed);
     Ok(())
 }

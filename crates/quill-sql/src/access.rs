@@ -82,8 +82,13 @@ pub fn choose(schema: &TableSchema, filter: Option<&Expr>) -> Path {
                     })
                     .collect();
                 if let Some(mut keys) = keys {
-                    keys.sort_by(|a, b| {
-                        crate::expr::compare(&a[0], &b[0]).unwrap_or(std::cmp::Ordering::Equal)
+                    // In key order, as a scan would return them: by the
+                    // key encoding, whose byte order is the key order
+                    // (keycode KC1).
+                    keys.sort_by_cached_key(|k| {
+                        let mut b = Vec::new();
+                        quill::catalog::encode_key(k, &mut b);
+                        b
                     });
                     keys.dedup();
                     return Path::Points(keys);

@@ -6,7 +6,8 @@
 //! changed under it, so a concurrent change is never lost or applied to a
 //! row that no longer qualifies.
 
-use quill::catalog::Value;
+use quill::catalog::schema::TableSchema;
+use quill::catalog::{ColumnType, Value};
 use quill::{Db, OwnedTxn};
 use sqlparser::ast::{self, SetExpr};
 
@@ -17,12 +18,35 @@ use crate::expr::{self, Expr};
 use crate::session::Output;
 use crate::types::coerce;
 
-struct NoColumns;
+/// A column position beyond the row: the engine returns one value per
+/// column (catalog RF1), so this is a bug, reported, not a panic.
+fn out_of_row(col: usize) -> SqlError {
+    SqlError::new(
+        SqlState::INTERNAL_ERROR,
+        format!("column {col} is beyond the row"),
+    )
+}
 
-impl expr::Scope for NoColumns {
-    fn column(&self, _: &str) -> Option<usize> {
-        None
-    }
+/// The position and type of the column `name` names in `schema`, or
+/// 42703.
+fn column_of(schema: &TableSchema, name: &ast::ObjectName) -> SqlResult<(usize, ColumnType)> {
+    let n = expr::column_name(name)?;
+    schema
+        .def
+        .columns
+        .iter()
+        .enumerate()
+        .find(|(_, c)| c.name == n)
+        .map(|(i, c)| (i, c.ty))
+        .ok_or_else(|| {
+            SqlError::new(
+                SqlState::UNDEFINED_COLUMN,
+                format!(
+                    "column \"{n}\" of relation \"{}\" does not exist",
+                    schema.def.name
+                ),
+            )
+        })
 }
 
 /// INSERT INTO t [(cols)] VALUES (...), ...
@@ -38,25 +62,18 @@ pub fn insert(db: &Db, tx: &mut OwnedTxn, i: &ast::Insert) -> SqlResult<Output> 
     }
     let (t, schema) = access::open(db, &table_name(name)?)?;
     let ncols = schema.def.columns.len();
-    let targets: Vec<usize> = if i.columns.is_empty() {
-        (0..ncols).collect()
+    let targets: Vec<(usize, ColumnType)> = if i.columns.is_empty() {
+        schema
+            .def
+            .columns
+            .iter()
+            .map(|c| c.ty)
+            .enumerate()
+            .collect()
     } else {
-        let scope = TableScope(&schema);
         i.columns
             .iter()
-            .map(|c| {
-                let n = c.to_string().to_lowercase();
-                let n = n.trim_matches('"').to_string();
-                expr::Scope::column(&scope, &n).ok_or_else(|| {
-                    SqlError::new(
-                        SqlState::UNDEFINED_COLUMN,
-                        format!(
-                            "column \"{n}\" of relation \"{}\" does not exist",
-                            schema.def.name
-                        ),
-                    )
-                })
-            })
+            .map(|c| column_of(&schema, c))
             .collect::<SqlResult<_>>()?
     };
     let Some(source) = &i.source else {
@@ -74,22 +91,17 @@ pub fn insert(db: &Db, tx: &mut OwnedTxn, i: &ast::Insert) -> SqlResult<Output> 
             ));
         }
         let mut full = vec![Value::Null; ncols];
-        for (e, &col) in row.iter().zip(&targets) {
+        for (e, &(col, ty)) in row.iter().zip(&targets) {
             let v = match e {
                 ast::Expr::Identifier(id)
                     if id.value.eq_ignore_ascii_case("default") && id.quote_style.is_none() =>
                 {
                     Value::Null
                 }
-                e => expr::bind(e, &NoColumns)?.eval(&[])?,
+                e => expr::bind(e, &expr::NoColumns)?.eval(&[])?,
             };
-            let ty =
-                schema.def.columns.get(col).map(|c| c.ty).ok_or_else(|| {
-                    SqlError::new(SqlState::INTERNAL_ERROR, "column out of range")
-                })?;
-            if let Some(slot) = full.get_mut(col) {
-                *slot = coerce(v, ty)?;
-            }
+            let slot = full.get_mut(col).ok_or_else(|| out_of_row(col))?;
+            *slot = coerce(v, ty)?;
         }
         tx.insert(&t, &full)?;
         n += 1;
@@ -102,11 +114,7 @@ fn target(
     db: &Db,
     relation: &ast::TableFactor,
     selection: Option<&ast::Expr>,
-) -> SqlResult<(
-    quill::Table,
-    std::sync::Arc<quill::catalog::schema::TableSchema>,
-    Option<Expr>,
-)> {
+) -> SqlResult<(quill::Table, std::sync::Arc<TableSchema>, Option<Expr>)> {
     let ast::TableFactor::Table { name, .. } = relation else {
         return Err(SqlError::unsupported(format!("the target {relation}")));
     };
@@ -122,26 +130,45 @@ fn target(
     Ok((t, schema, filter))
 }
 
-fn keys_of(
+/// Call `f` with each row the access path finds for `filter`, locked
+/// and read at its newest version (`get_for_update`) and checked against
+/// `filter` again, and its primary key; returns how many calls said the
+/// row changed.
+fn for_each_locked(
     tx: &mut OwnedTxn,
     t: &quill::Table,
-    schema: &quill::catalog::schema::TableSchema,
+    schema: &TableSchema,
     filter: Option<&Expr>,
-) -> SqlResult<Vec<Vec<Value>>> {
+    mut f: impl FnMut(&mut OwnedTxn, &[Value], &[Value]) -> SqlResult<bool>,
+) -> SqlResult<u64> {
     let path = access::choose(schema, filter);
-    let mut keys = Vec::new();
+    let mut keys: Vec<Vec<Value>> = Vec::new();
     access::for_each(tx, t, &path, filter, |row| {
         keys.push(
             schema
                 .def
                 .primary_key
                 .iter()
-                .map(|&k| row.get(k).cloned().unwrap_or(Value::Null))
-                .collect(),
+                .map(|&k| row.get(k).cloned().ok_or_else(|| out_of_row(k)))
+                .collect::<SqlResult<_>>()?,
         );
         Ok(true)
     })?;
-    Ok(keys)
+    let mut n = 0;
+    for key in keys {
+        let Some(row) = tx.get_for_update(t, &key)? else {
+            continue;
+        };
+        if let Some(e) = filter
+            && !e.selects(&row)?
+        {
+            continue;
+        }
+        if f(tx, &key, &row)? {
+            n += 1;
+        }
+    }
+    Ok(n)
 }
 
 /// UPDATE t SET c = expr, ... [WHERE ...]
@@ -154,48 +181,24 @@ pub fn update(db: &Db, tx: &mut OwnedTxn, u: &ast::Update) -> SqlResult<Output> 
     }
     let (t, schema, filter) = target(db, &u.table.relation, u.selection.as_ref())?;
     let scope = TableScope(&schema);
-    let mut sets: Vec<(usize, Expr)> = Vec::new();
+    let mut sets: Vec<(usize, ColumnType, Expr)> = Vec::new();
     for a in &u.assignments {
         let ast::AssignmentTarget::ColumnName(c) = &a.target else {
             return Err(SqlError::unsupported("a tuple assignment"));
         };
-        let name = table_name(c)?;
-        let col = expr::Scope::column(&scope, &name).ok_or_else(|| {
-            SqlError::new(
-                SqlState::UNDEFINED_COLUMN,
-                format!(
-                    "column \"{name}\" of relation \"{}\" does not exist",
-                    schema.def.name
-                ),
-            )
-        })?;
+        let (col, ty) = column_of(&schema, c)?;
         if schema.def.primary_key.contains(&col) {
             return Err(SqlError::unsupported("updating a primary key column"));
         }
-        sets.push((col, expr::bind(&a.value, &scope)?));
+        sets.push((col, ty, expr::bind(&a.value, &scope)?));
     }
-    let mut n = 0u64;
-    for key in keys_of(tx, &t, &schema, filter.as_ref())? {
-        let Some(row) = tx.get_for_update(&t, &key)? else {
-            continue;
-        };
-        if let Some(f) = &filter
-            && !f.selects(&row)?
-        {
-            continue;
-        }
-        let mut changes = Vec::with_capacity(sets.len());
-        for (col, e) in &sets {
-            let ty =
-                schema.def.columns.get(*col).map(|c| c.ty).ok_or_else(|| {
-                    SqlError::new(SqlState::INTERNAL_ERROR, "column out of range")
-                })?;
-            changes.push((*col, coerce(e.eval(&row)?, ty)?));
-        }
-        if tx.update(&t, &key, &changes)? {
-            n += 1;
-        }
-    }
+    let n = for_each_locked(tx, &t, &schema, filter.as_ref(), |tx, key, row| {
+        let changes = sets
+            .iter()
+            .map(|(col, ty, e)| Ok((*col, coerce(e.eval(row)?, *ty)?)))
+            .collect::<SqlResult<Vec<_>>>()?;
+        Ok(tx.update(&t, key, &changes)?)
+    })?;
     Ok(Output::tag(format!("UPDATE {n}")))
 }
 
@@ -211,19 +214,8 @@ pub fn delete(db: &Db, tx: &mut OwnedTxn, d: &ast::Delete) -> SqlResult<Output> 
         return Err(SqlError::unsupported("DELETE from several tables"));
     };
     let (t, schema, filter) = target(db, &from.relation, d.selection.as_ref())?;
-    let mut n = 0u64;
-    for key in keys_of(tx, &t, &schema, filter.as_ref())? {
-        let Some(row) = tx.get_for_update(&t, &key)? else {
-            continue;
-        };
-        if let Some(f) = &filter
-            && !f.selects(&row)?
-        {
-            continue;
-        }
-        if tx.delete(&t, &key)? {
-            n += 1;
-        }
-    }
+    let n = for_each_locked(tx, &t, &schema, filter.as_ref(), |tx, key, _| {
+        Ok(tx.delete(&t, key)?)
+    })?;
     Ok(Output::tag(format!("DELETE {n}")))
 }

@@ -100,6 +100,27 @@ pub trait Scope {
     fn column(&self, name: &str) -> Option<usize>;
 }
 
+/// A scope with no columns (constant expressions).
+pub struct NoColumns;
+
+impl Scope for NoColumns {
+    fn column(&self, _: &str) -> Option<usize> {
+        None
+    }
+}
+
+/// The column an object name in a column position names (`c`, or the
+/// last part of `t.c`), folded as identifiers are.
+pub fn column_name(name: &ast::ObjectName) -> SqlResult<String> {
+    match name.0.last() {
+        Some(ast::ObjectNamePart::Identifier(i)) => Ok(ident_name(i)),
+        _ => Err(SqlError::new(
+            SqlState::SYNTAX_ERROR,
+            format!("\"{name}\" is not a column name"),
+        )),
+    }
+}
+
 /// A literal's value: integers that fit are `Int64`, other numbers
 /// `Float64`, strings `Text`.
 pub fn literal(v: &ast::Value) -> SqlResult<Value> {

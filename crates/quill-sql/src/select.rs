@@ -14,7 +14,7 @@ use crate::expr::{self, Expr};
 use crate::session::{ColumnDesc, Output};
 
 fn count(e: &ast::Expr) -> SqlResult<usize> {
-    match expr::bind(e, &NoColumns)? {
+    match expr::bind(e, &expr::NoColumns)? {
         Expr::Const(Value::Int64(n)) if n >= 0 => Ok(n as usize),
         Expr::Const(v) => Err(SqlError::new(
             SqlState::INVALID_PARAMETER_VALUE,
@@ -23,14 +23,6 @@ fn count(e: &ast::Expr) -> SqlResult<usize> {
         _ => Err(SqlError::unsupported(
             "a LIMIT or OFFSET that is not a constant",
         )),
-    }
-}
-
-struct NoColumns;
-
-impl expr::Scope for NoColumns {
-    fn column(&self, _: &str) -> Option<usize> {
-        None
     }
 }
 
@@ -243,7 +235,7 @@ fn constant_select(sel: &ast::Select) -> SqlResult<Output> {
             SelectItem::ExprWithAlias { expr: e, alias } => (expr::name_of(alias), e),
             other => return Err(SqlError::unsupported(format!("the select item {other}"))),
         };
-        let b = expr::bind(e, &NoColumns)?;
+        let b = expr::bind(e, &expr::NoColumns)?;
         columns.push(ColumnDesc {
             name,
             ty: type_of(&b, &[]),

@@ -13,6 +13,7 @@
 //! | `bytea` | `Bytes` of at most 65,535 bytes |
 //! | `timestamp` (without time zone) | `Timestamp`, microseconds since 1970-01-01 00:00:00 |
 
+use chrono::{DateTime, NaiveDate, NaiveDateTime};
 use quill::catalog::{ColumnType, Value};
 use sqlparser::ast::{CharacterLength, DataType, ObjectName};
 
@@ -223,87 +224,39 @@ fn parse_bytea(s: &str) -> SqlResult<Vec<u8>> {
         .collect()
 }
 
-/// Days from 1970-01-01 to the given civil date (proleptic Gregorian).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
+/// The text forms a timestamp is read from (PostgreSQL's ISO forms).
+const TIMESTAMP_FORMATS: [&str; 4] = [
+    "%Y-%m-%d %H:%M:%S%.f",
+    "%Y-%m-%dT%H:%M:%S%.f",
+    "%Y-%m-%d %H:%M",
+    "%Y-%m-%dT%H:%M",
+];
 
-/// The civil date of a day count from 1970-01-01.
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
-/// `YYYY-MM-DD[ HH:MM:SS[.ffffff]]` (or `T` between) as microseconds
+/// `YYYY-MM-DD[ HH:MM[:SS[.ffffff]]]` (or `T` between) as microseconds
 /// since the epoch.
 pub fn parse_timestamp(s: &str) -> SqlResult<i64> {
-    let bad = || bad_text("timestamp", s);
     let t = s.trim();
-    let (date, time) = match t.find([' ', 'T']) {
-        Some(i) => (t.get(..i).ok_or_else(bad)?, t.get(i + 1..).ok_or_else(bad)?),
-        None => (t, "00:00:00"),
-    };
-    let mut dp = date.splitn(3, '-');
-    let num = |p: Option<&str>| -> SqlResult<i64> {
-        p.and_then(|x| x.parse::<i64>().ok()).ok_or_else(bad)
-    };
-    let (y, m, d) = (num(dp.next())?, num(dp.next())?, num(dp.next())?);
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || !(1..=9999).contains(&y) {
-        return Err(bad());
-    }
-    let (hms, frac) = match time.split_once('.') {
-        Some((a, b)) => (a, b),
-        None => (time, ""),
-    };
-    let mut tp = hms.splitn(3, ':');
-    let (hh, mm) = (num(tp.next())?, num(tp.next())?);
-    let ss = match tp.next() {
-        Some(x) => x.parse::<i64>().map_err(|_| bad())?,
-        None => 0,
-    };
-    if !(0..24).contains(&hh) || !(0..60).contains(&mm) || !(0..=60).contains(&ss) {
-        return Err(bad());
-    }
-    if frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(bad());
-    }
-    let micros: i64 = format!("{frac:0<6}")
-        .get(..6)
-        .and_then(|x| x.parse().ok())
-        .ok_or_else(bad)?;
-    let days = days_from_civil(y, m, d);
-    if civil_from_days(days) != (y, m, d) {
-        return Err(bad()); // e.g. February 30
-    }
-    Ok(((days * 86_400 + hh * 3600 + mm * 60 + ss) * 1_000_000) + micros)
+    TIMESTAMP_FORMATS
+        .iter()
+        .find_map(|f| NaiveDateTime::parse_from_str(t, f).ok())
+        .or_else(|| {
+            NaiveDate::parse_from_str(t, "%Y-%m-%d")
+                .ok()
+                .and_then(|d| d.and_hms_opt(0, 0, 0))
+        })
+        .map(|dt| dt.and_utc().timestamp_micros())
+        .ok_or_else(|| bad_text("timestamp", s))
 }
 
-/// Microseconds since the epoch as PostgreSQL prints a timestamp.
+/// Microseconds since the epoch as PostgreSQL prints a timestamp
+/// (fraction without trailing zeros); a value beyond the calendar's range
+/// (only the Rust API can store one) prints as its microsecond count.
 pub fn format_timestamp(us: i64) -> String {
-    let secs = us.div_euclid(1_000_000);
+    let Some(dt) = DateTime::from_timestamp_micros(us) else {
+        return format!("{us} microseconds since 1970-01-01");
+    };
+    let mut out = dt.naive_utc().format("%Y-%m-%d %H:%M:%S").to_string();
     let micros = us.rem_euclid(1_000_000);
-    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
-    let sod = secs.rem_euclid(86_400);
-    let mut out = format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-        sod / 3600,
-        sod / 60 % 60,
-        sod % 60
-    );
     if micros != 0 {
         let f = format!("{micros:06}");
         out.push('.');
@@ -376,6 +329,8 @@ mod tests {
             assert_eq!(format_timestamp(us), s);
         }
         assert_eq!(parse_timestamp("1970-01-02").unwrap(), 86_400_000_000);
+        assert_eq!(parse_timestamp("1970-01-01T00:01").unwrap(), 60_000_000);
+        assert!(format_timestamp(i64::MAX).contains("microseconds"));
         for s in [
             "2021-02-30",
             "2021-13-01",
