@@ -36,7 +36,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
-use super::types::{Column, ColumnType};
+use super::types::{Column, ColumnType, check_value};
 use crate::btree::{Direction, Tree};
 use crate::log::Durability;
 use crate::page::PageId;
@@ -50,6 +50,8 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// Most secondary indexes on one table (the undo record's changed-index
 /// mask has room for this many, see `txn::undo`).
 pub const MAX_INDEXES: usize = 48;
+/// The longest [`Column::declared_type`], in bytes.
+pub const MAX_DECLARED_TYPE_LEN: usize = 64;
 
 /// A secondary index.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,6 +116,17 @@ impl TableDef {
             if c.name.is_empty() || !names.insert(c.name.as_str()) {
                 return Err(invalid(format!(
                     "column name {:?} is empty or repeated",
+                    c.name
+                )));
+            }
+            if let Some(d) = &c.default {
+                check_value(c, d).map_err(|e| invalid(format!("the default of {e}")))?;
+            }
+            if let Some(t) = &c.declared_type
+                && (t.is_empty() || t.len() > MAX_DECLARED_TYPE_LEN)
+            {
+                return Err(invalid(format!(
+                    "column {}: declared type {t:?} must be 1 to {MAX_DECLARED_TYPE_LEN} bytes",
                     c.name
                 )));
             }

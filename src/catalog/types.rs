@@ -105,8 +105,14 @@ impl Value {
     }
 }
 
-/// A column of a table: its name, type and whether it admits NULL.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// A column of a table: its name, type and whether it admits NULL, and
+/// two attributes a SQL layer declares and the engine only keeps and
+/// checks: a default value and the declared SQL type.
+///
+/// The engine never fills in a default: rows reach it whole. Both
+/// attributes are absent from the stored schema when unset, so schemas
+/// written before they existed read unchanged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Column {
     /// The column's name.
     pub name: String,
@@ -114,16 +120,39 @@ pub struct Column {
     pub ty: ColumnType,
     /// Whether the column admits NULL.
     pub nullable: bool,
+    /// The value a SQL `INSERT` that omits the column stores
+    /// (checked against the column by [`TableDef::validate`](crate::catalog::TableDef::validate)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<Value>,
+    /// The type as its SQL layer declared it (`character(120)`,
+    /// `smallint`), when that says more than [`Column::ty`]; at most
+    /// 64 bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared_type: Option<String>,
 }
 
 impl Column {
-    /// A column definition.
+    /// A column definition, with no default and no declared type.
     pub fn new(name: impl Into<String>, ty: ColumnType, nullable: bool) -> Self {
         Self {
             name: name.into(),
             ty,
             nullable,
+            default: None,
+            declared_type: None,
         }
+    }
+
+    /// This column with `value` as its default.
+    pub fn with_default(mut self, value: Value) -> Self {
+        self.default = Some(value);
+        self
+    }
+
+    /// This column with `name` as its declared SQL type.
+    pub fn with_declared_type(mut self, name: impl Into<String>) -> Self {
+        self.declared_type = Some(name.into());
+        self
     }
 }
 

@@ -34,6 +34,12 @@ impl SqlState {
     pub const SERIALIZATION_FAILURE: SqlState = SqlState("40001");
     /// 40P01: the transaction was a deadlock's victim; retry.
     pub const DEADLOCK_DETECTED: SqlState = SqlState("40P01");
+    /// 08P01: a message that breaks the protocol (a wrong parameter count).
+    pub const PROTOCOL_VIOLATION: SqlState = SqlState("08P01");
+    /// 57014: the statement was canceled at the client's request.
+    pub const QUERY_CANCELED: SqlState = SqlState("57014");
+    /// 53300: too many connections.
+    pub const TOO_MANY_CONNECTIONS: SqlState = SqlState("53300");
     /// 42601: a syntax error.
     pub const SYNTAX_ERROR: SqlState = SqlState("42601");
     /// 42P01: no such table.

@@ -9,6 +9,7 @@
 //! * [`dml`]: INSERT, UPDATE, DELETE.
 //! * [`select`]: queries over one table.
 //! * [`access`]: how a WHERE reaches rows through the primary key.
+//! * [`prepared`]: statements parsed once and run with parameters.
 //! * [`expr`]: bound scalar expressions and three-valued evaluation.
 //! * [`types`]: SQL types, how they are stored, coercion and text forms.
 //! * [`error`]: [`SqlError`] with its SQLSTATE.
@@ -22,9 +23,11 @@ pub mod ddl;
 pub mod dml;
 pub mod error;
 pub mod expr;
+pub mod prepared;
 pub mod select;
 pub mod session;
 pub mod types;
 
 pub use error::{SqlError, SqlResult, SqlState};
-pub use session::{ColumnDesc, Output, Session, TxnStatus};
+pub use prepared::Prepared;
+pub use session::{CancelHandle, ColumnDesc, Output, Session, SessionInfo, TxnStatus};

@@ -18,6 +18,7 @@ use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::Parser;
 
 use crate::error::{SqlError, SqlResult, SqlState};
+use crate::prepared::Prepared;
 use crate::{ddl, dml, select};
 
 /// A result column: its name and type.
@@ -66,12 +67,55 @@ pub enum TxnStatus {
 /// The longest SQL text one call accepts, in bytes.
 pub const MAX_SQL_LEN: usize = 16 << 20;
 
+/// Cancels the statement a session is running (PostgreSQL's
+/// CancelRequest), from any thread.
+#[derive(Clone, Debug)]
+pub struct CancelHandle(Arc<std::sync::atomic::AtomicBool>);
+
+impl CancelHandle {
+    /// Ask the running statement, if any, to stop with 57014; a
+    /// statement that starts later is not affected.
+    pub fn cancel(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Release);
+    }
+}
+
+/// Who a session is, as functions such as `pg_backend_pid()` and
+/// `current_database()` report it.
+#[derive(Clone, Debug)]
+pub struct SessionInfo {
+    /// The process id the client was given in BackendKeyData (a
+    /// connection number: sessions are tasks, not processes).
+    pub backend_pid: i32,
+    /// The database the client named at startup (one data directory is
+    /// one database, whatever its name).
+    pub database: String,
+    /// The user the client authenticated as.
+    pub user: String,
+}
+
+impl Default for SessionInfo {
+    fn default() -> Self {
+        SessionInfo {
+            backend_pid: 0,
+            database: "quill".into(),
+            user: "quill".into(),
+        }
+    }
+}
+
 /// One client's session over a database.
 pub struct Session {
     db: Arc<Db>,
     txn: Option<OwnedTxn>,
     failed: bool,
     isolation: Isolation,
+    info: SessionInfo,
+    /// Set by [`CancelHandle::cancel`]; the running statement stops
+    /// with 57014 at its next check.
+    cancel: Arc<std::sync::atomic::AtomicBool>,
+    /// SQL-level prepared statements (PREPARE name AS ...).
+    prepared: std::collections::HashMap<String, Prepared>,
 }
 
 impl std::fmt::Debug for Session {
@@ -101,12 +145,30 @@ pub fn parse(sql: &str) -> SqlResult<Vec<Statement>> {
 impl Session {
     /// A session over `db`, idle.
     pub fn new(db: Arc<Db>) -> Session {
+        Session::with_info(db, SessionInfo::default())
+    }
+
+    /// A session over `db` for the client `info` describes, idle.
+    pub fn with_info(db: Arc<Db>, info: SessionInfo) -> Session {
         Session {
             db,
             txn: None,
             failed: false,
             isolation: Isolation::ReadCommitted,
+            info,
+            cancel: Arc::default(),
+            prepared: std::collections::HashMap::new(),
         }
+    }
+
+    /// A handle that cancels this session's running statement.
+    pub fn cancel_handle(&self) -> CancelHandle {
+        CancelHandle(Arc::clone(&self.cancel))
+    }
+
+    /// Who this session is.
+    pub fn info(&self) -> &SessionInfo {
+        &self.info
     }
 
     /// Where the session's transaction stands.
@@ -136,6 +198,50 @@ impl Session {
             }
         }
         out
+    }
+
+    /// Parse `sql` (one statement, or none) for running many times:
+    /// `given` holds the client's type for each parameter (`None` where
+    /// it left the type to the server, as OID 0 does).
+    pub fn prepare(&mut self, sql: &str, given: &[Option<ColumnType>]) -> SqlResult<Prepared> {
+        let mut stmts = parse(sql)?;
+        if stmts.len() > 1 {
+            return Err(SqlError::new(
+                SqlState::SYNTAX_ERROR,
+                "cannot insert multiple commands into a prepared statement",
+            ));
+        }
+        let stmt = stmts.pop();
+        let param_types = given
+            .iter()
+            .map(|t| t.unwrap_or(ColumnType::Text { max_len: crate::types::MAX_VARLEN }))
+            .collect();
+        Ok(Prepared {
+            sql: sql.to_string(),
+            tag: stmt.as_ref().map_or("", command_of),
+            stmt,
+            param_types,
+            columns: None,
+        })
+    }
+
+    /// Run a prepared statement with one value per parameter (each of
+    /// its parameter's type, or NULL).
+    pub fn execute_prepared(&mut self, p: &Prepared, params: &[Value]) -> SqlResult<Output> {
+        if params.len() != p.param_types.len() {
+            return Err(SqlError::new(
+                SqlState::PROTOCOL_VIOLATION,
+                format!(
+                    "bind message supplies {} parameters, but prepared statement requires {}",
+                    params.len(),
+                    p.param_types.len()
+                ),
+            ));
+        }
+        match &p.stmt {
+            None => Ok(Output::tag("")),
+            Some(s) => self.run(s),
+        }
     }
 
     /// Run one parsed statement.
@@ -261,6 +367,23 @@ impl Session {
                 }
             }
         }
+    }
+}
+
+/// The command tag's first word for a statement.
+fn command_of(s: &Statement) -> &'static str {
+    match s {
+        Statement::Query(_) => "SELECT",
+        Statement::Insert(_) => "INSERT",
+        Statement::Update(_) => "UPDATE",
+        Statement::Delete(_) => "DELETE",
+        Statement::StartTransaction { .. } => "BEGIN",
+        Statement::Commit { .. } => "COMMIT",
+        Statement::Rollback { .. } => "ROLLBACK",
+        Statement::CreateTable(_) => "CREATE TABLE",
+        Statement::CreateIndex(_) => "CREATE INDEX",
+        Statement::Drop { .. } => "DROP",
+        _ => "",
     }
 }
 
