@@ -14,15 +14,18 @@ use quill::catalog::schema::TableSchema;
 use quill::{OwnedTxn, Table};
 
 use crate::error::SqlResult;
-use crate::expr::{Cmp, Expr, Scope};
+use crate::expr::{Cmp, Ctx, Expr, Scope};
 use crate::types::coerce;
 
 /// A table's columns as a binding scope.
-pub struct TableScope<'a>(pub &'a TableSchema);
+pub struct TableScope<'a>(pub &'a TableSchema, pub Ctx<'a>);
 
 impl Scope for TableScope<'_> {
     fn column(&self, name: &str) -> Option<usize> {
         self.0.def.columns.iter().position(|c| c.name == name)
+    }
+    fn ctx(&self) -> Ctx<'_> {
+        self.1
     }
 }
 

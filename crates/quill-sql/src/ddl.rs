@@ -2,13 +2,15 @@
 //! DDL commits on its own (as the engine's DDL does), whether or not a
 //! transaction block is open.
 
-use quill::catalog::Column;
+use quill::catalog::{Column, ColumnType, Value};
 use quill::catalog::schema::{IndexDef, TableDef};
 use quill::{Db, Error};
 use sqlparser::ast::{self, ColumnOption, TableConstraint};
 
 use crate::error::{SqlError, SqlResult, SqlState};
-use crate::expr::name_of;
+use crate::expr::{Ctx, NoColumns, bind, name_of};
+use crate::session::SessionInfo;
+use crate::types::coerce;
 use crate::session::Output;
 use crate::types::column_type;
 
@@ -76,6 +78,7 @@ pub fn create_table(db: &Db, c: &ast::CreateTable) -> SqlResult<Output> {
         }
         let ty = column_type(&col.data_type)?;
         let mut nullable = !ty.serial;
+        let mut default = None;
         for opt in &col.options {
             match &opt.option {
                 ColumnOption::NotNull => nullable = false,
@@ -88,18 +91,24 @@ pub fn create_table(db: &Db, c: &ast::CreateTable) -> SqlResult<Output> {
                     nullable = false;
                 }
                 ColumnOption::Unique(_) => uniques.push(vec![pos]),
-                ColumnOption::Default(_) => {
-                    return Err(SqlError::unsupported(
-                        "DEFAULT (column defaults are not stored yet)",
-                    ));
-                }
+                ColumnOption::Default(e) => default = Some(default_value(&cname, e, ty.stored)?),
                 other => return Err(SqlError::unsupported(format!("the column option {other}"))),
             }
         }
         if ty.serial {
             serial.push(pos);
         }
-        def.columns.push(Column::new(cname, ty.stored, nullable));
+        let declared = col.data_type.to_string().to_lowercase();
+        let mut column = Column::new(cname, ty.stored, nullable);
+        if declared.len() <= quill::catalog::schema::MAX_DECLARED_TYPE_LEN {
+            column = column.with_declared_type(declared);
+        }
+        if let Some(d) = default
+            && !d.is_null()
+        {
+            column = column.with_default(d);
+        }
+        def.columns.push(column);
     }
     for k in &c.constraints {
         match k {
@@ -154,6 +163,32 @@ pub fn create_table(db: &Db, c: &ast::CreateTable) -> SqlResult<Output> {
         )),
         Err(e) => Err(e.into()),
     }
+}
+
+/// A column's DEFAULT: a constant (evaluated once, here), coerced to the
+/// column's type. Defaults that call functions (`now()`, `nextval`)
+/// would have to run per row, and are refused.
+fn default_value(column: &str, e: &ast::Expr, ty: ColumnType) -> SqlResult<Value> {
+    fn constant(e: &ast::Expr) -> bool {
+        match e {
+            ast::Expr::Value(_) => true,
+            ast::Expr::Cast { expr, .. } | ast::Expr::Nested(expr) => constant(expr),
+            ast::Expr::UnaryOp { expr, .. } => constant(expr),
+            _ => false,
+        }
+    }
+    if !constant(e) {
+        return Err(SqlError::unsupported(format!(
+            "DEFAULT {e} for column \"{column}\" (only constant defaults)"
+        )));
+    }
+    let info = SessionInfo::default();
+    let ctx = Ctx {
+        params: Some(&[]),
+        info: &info,
+    };
+    let v = bind(e, &NoColumns(ctx))?.eval(&[])?;
+    coerce(v, ty)
 }
 
 fn multiple_pk(table: &str) -> SqlError {

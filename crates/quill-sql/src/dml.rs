@@ -14,7 +14,8 @@ use sqlparser::ast::{self, SetExpr};
 use crate::access::{self, TableScope};
 use crate::ddl::table_name;
 use crate::error::{SqlError, SqlResult, SqlState};
-use crate::expr::{self, Expr};
+use crate::expr::{self, Ctx, Expr};
+use crate::select::WhereScope;
 use crate::session::Output;
 use crate::types::coerce;
 
@@ -50,7 +51,7 @@ fn column_of(schema: &TableSchema, name: &ast::ObjectName) -> SqlResult<(usize, 
 }
 
 /// INSERT INTO t [(cols)] VALUES (...), ...
-pub fn insert(db: &Db, tx: &mut OwnedTxn, i: &ast::Insert) -> SqlResult<Output> {
+pub fn insert(db: &Db, tx: &mut OwnedTxn, i: &ast::Insert, ctx: Ctx<'_>) -> SqlResult<Output> {
     let ast::TableObject::TableName(name) = &i.table else {
         return Err(SqlError::unsupported("INSERT into a table function"));
     };
@@ -62,6 +63,13 @@ pub fn insert(db: &Db, tx: &mut OwnedTxn, i: &ast::Insert) -> SqlResult<Output> 
     }
     let (t, schema) = access::open(db, &table_name(name)?)?;
     let ncols = schema.def.columns.len();
+    // Omitted columns take their defaults (NULL without one).
+    let defaults: Vec<Value> = schema
+        .def
+        .columns
+        .iter()
+        .map(|c| c.default.clone().unwrap_or(Value::Null))
+        .collect();
     let targets: Vec<(usize, ColumnType)> = if i.columns.is_empty() {
         schema
             .def
@@ -90,15 +98,16 @@ pub fn insert(db: &Db, tx: &mut OwnedTxn, i: &ast::Insert) -> SqlResult<Output> 
                 "INSERT has more expressions than target columns",
             ));
         }
-        let mut full = vec![Value::Null; ncols];
+        let mut full = defaults.clone();
+        debug_assert_eq!(full.len(), ncols);
         for (e, &(col, ty)) in row.iter().zip(&targets) {
             let v = match e {
                 ast::Expr::Identifier(id)
                     if id.value.eq_ignore_ascii_case("default") && id.quote_style.is_none() =>
                 {
-                    Value::Null
+                    defaults.get(col).cloned().ok_or_else(|| out_of_row(col))?
                 }
-                e => expr::bind(e, &expr::NoColumns)?.eval(&[])?,
+                e => expr::bind(e, &expr::NoColumns(ctx))?.eval(&[])?,
             };
             let slot = full.get_mut(col).ok_or_else(|| out_of_row(col))?;
             *slot = coerce(v, ty)?;
@@ -112,8 +121,10 @@ pub fn insert(db: &Db, tx: &mut OwnedTxn, i: &ast::Insert) -> SqlResult<Output> 
 /// The table and WHERE of an UPDATE or DELETE.
 fn target(
     db: &Db,
+    tx: &mut OwnedTxn,
     relation: &ast::TableFactor,
     selection: Option<&ast::Expr>,
+    ctx: Ctx<'_>,
 ) -> SqlResult<(quill::Table, std::sync::Arc<TableSchema>, Option<Expr>)> {
     let ast::TableFactor::Table { name, .. } = relation else {
         return Err(SqlError::unsupported(format!("the target {relation}")));
@@ -124,9 +135,12 @@ fn target(
             "UPDATE or DELETE on a table without a primary key",
         ));
     }
-    let filter = selection
-        .map(|e| expr::bind(e, &TableScope(&schema)))
-        .transpose()?;
+    let scope = WhereScope {
+        table: TableScope(&schema, ctx),
+        db,
+        tx: std::cell::RefCell::new(Some(tx)),
+    };
+    let filter = selection.map(|e| expr::bind(e, &scope)).transpose()?;
     Ok((t, schema, filter))
 }
 
@@ -172,15 +186,15 @@ fn for_each_locked(
 }
 
 /// UPDATE t SET c = expr, ... [WHERE ...]
-pub fn update(db: &Db, tx: &mut OwnedTxn, u: &ast::Update) -> SqlResult<Output> {
+pub fn update(db: &Db, tx: &mut OwnedTxn, u: &ast::Update, ctx: Ctx<'_>) -> SqlResult<Output> {
     if u.returning.is_some() || u.from.is_some() {
         return Err(SqlError::unsupported("UPDATE ... FROM or RETURNING"));
     }
     if !u.table.joins.is_empty() {
         return Err(SqlError::unsupported("UPDATE with JOIN"));
     }
-    let (t, schema, filter) = target(db, &u.table.relation, u.selection.as_ref())?;
-    let scope = TableScope(&schema);
+    let (t, schema, filter) = target(db, tx, &u.table.relation, u.selection.as_ref(), ctx)?;
+    let scope = TableScope(&schema, ctx);
     let mut sets: Vec<(usize, ColumnType, Expr)> = Vec::new();
     for a in &u.assignments {
         let ast::AssignmentTarget::ColumnName(c) = &a.target else {
@@ -203,7 +217,7 @@ pub fn update(db: &Db, tx: &mut OwnedTxn, u: &ast::Update) -> SqlResult<Output> 
 }
 
 /// DELETE FROM t [WHERE ...]
-pub fn delete(db: &Db, tx: &mut OwnedTxn, d: &ast::Delete) -> SqlResult<Output> {
+pub fn delete(db: &Db, tx: &mut OwnedTxn, d: &ast::Delete, ctx: Ctx<'_>) -> SqlResult<Output> {
     if d.returning.is_some() || d.using.is_some() {
         return Err(SqlError::unsupported("DELETE ... USING or RETURNING"));
     }
@@ -213,7 +227,7 @@ pub fn delete(db: &Db, tx: &mut OwnedTxn, d: &ast::Delete) -> SqlResult<Output> 
     let [from] = from.as_slice() else {
         return Err(SqlError::unsupported("DELETE from several tables"));
     };
-    let (t, schema, filter) = target(db, &from.relation, d.selection.as_ref())?;
+    let (t, schema, filter) = target(db, tx, &from.relation, d.selection.as_ref(), ctx)?;
     let n = for_each_locked(tx, &t, &schema, filter.as_ref(), |tx, key, _| {
         Ok(tx.delete(&t, key)?)
     })?;

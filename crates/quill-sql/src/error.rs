@@ -40,6 +40,18 @@ impl SqlState {
     pub const QUERY_CANCELED: SqlState = SqlState("57014");
     /// 53300: too many connections.
     pub const TOO_MANY_CONNECTIONS: SqlState = SqlState("53300");
+    /// 42P02: a parameter the statement does not have.
+    pub const UNDEFINED_PARAMETER: SqlState = SqlState("42P02");
+    /// 42803: an aggregate or ungrouped column where it cannot be.
+    pub const GROUPING_ERROR: SqlState = SqlState("42803");
+    /// 26000: no prepared statement of that name.
+    pub const INVALID_SQL_STATEMENT_NAME: SqlState = SqlState("26000");
+    /// 42P05: a prepared statement of that name exists.
+    pub const DUPLICATE_PREPARED_STATEMENT: SqlState = SqlState("42P05");
+    /// 21000: a scalar subquery returned more than one row.
+    pub const CARDINALITY_VIOLATION: SqlState = SqlState("21000");
+    /// 55P02: a setting that cannot change while the server runs.
+    pub const CANT_CHANGE_RUNTIME_PARAM: SqlState = SqlState("55P02");
     /// 42601: a syntax error.
     pub const SYNTAX_ERROR: SqlState = SqlState("42601");
     /// 42P01: no such table.

@@ -5,10 +5,11 @@
 
 use std::cmp::Ordering;
 
-use quill::catalog::Value;
+use quill::catalog::{ColumnType, Value};
 use sqlparser::ast::{self, BinaryOperator, UnaryOperator};
 
 use crate::error::{SqlError, SqlResult, SqlState};
+use crate::session::SessionInfo;
 use crate::types;
 
 /// A comparison operator.
@@ -92,21 +93,160 @@ pub enum Expr {
     InList(Box<Expr>, Vec<Expr>, bool),
     /// `e [NOT] BETWEEN lo AND hi` (true: `NOT BETWEEN`).
     Between(Box<Expr>, Box<Expr>, Box<Expr>, bool),
+    /// A scalar function over its arguments (`lower`, `upper`,
+    /// `length`, `coalesce`).
+    Func(String, Vec<Expr>),
+    /// Parameter `$n+1` of a statement being described (its value is
+    /// not known yet; binding with values makes it a constant).
+    Param(usize),
+    /// `e::type`: the value coerced to a stored type.
+    Cast(Box<Expr>, ColumnType),
+}
+
+/// What binding needs besides the columns: the statement's parameter
+/// values and who the session is.
+#[derive(Clone, Copy, Debug)]
+pub struct Ctx<'a> {
+    /// The values of `$1..$n`, or `None` while a prepared statement is
+    /// being described (parameters then bind to [`Expr::Param`]).
+    pub params: Option<&'a [Value]>,
+    /// The session, for `current_database()` and the like.
+    pub info: &'a SessionInfo,
 }
 
 /// What names resolve to while binding: the columns of one table.
 pub trait Scope {
     /// The position of column `name`, if there is one.
     fn column(&self, name: &str) -> Option<usize>;
+    /// Parameters and session.
+    fn ctx(&self) -> Ctx<'_>;
+    /// A binding for `e` that replaces the ordinary one (aggregates and
+    /// grouped columns bind to positions of the grouped row), or `None`.
+    fn intercept(&self, _e: &ast::Expr) -> Option<SqlResult<Expr>> {
+        None
+    }
 }
 
 /// A scope with no columns (constant expressions).
-pub struct NoColumns;
+pub struct NoColumns<'a>(pub Ctx<'a>);
 
-impl Scope for NoColumns {
+impl Scope for NoColumns<'_> {
     fn column(&self, _: &str) -> Option<usize> {
         None
     }
+    fn ctx(&self) -> Ctx<'_> {
+        self.0
+    }
+}
+
+/// The value of parameter `$n` (`p` is its text, `$1`), or an
+/// [`Expr::Param`] while describing.
+fn param(p: &str, ctx: Ctx<'_>) -> SqlResult<Expr> {
+    let n = p
+        .strip_prefix('$')
+        .and_then(|d| d.parse::<usize>().ok())
+        .filter(|&n| n >= 1)
+        .ok_or_else(|| {
+            SqlError::new(
+                SqlState::SYNTAX_ERROR,
+                format!("{p} is not a parameter ($1, $2, ...)"),
+            )
+        })?;
+    match ctx.params {
+        None => Ok(Expr::Param(n - 1)),
+        Some(values) => values.get(n - 1).cloned().map(Expr::Const).ok_or_else(|| {
+            SqlError::new(
+                SqlState::UNDEFINED_PARAMETER,
+                format!("there is no parameter ${n}"),
+            )
+        }),
+    }
+}
+
+/// The name a function call names (its last part, folded).
+pub fn function_name(f: &ast::Function) -> String {
+    match f.name.0.last() {
+        Some(ast::ObjectNamePart::Identifier(i)) => ident_name(i),
+        _ => f.name.to_string().to_lowercase(),
+    }
+}
+
+/// The arguments of a plain call `f(a, b)`, or 0A000.
+pub fn function_args(f: &ast::Function) -> SqlResult<Vec<&ast::Expr>> {
+    match &f.args {
+        ast::FunctionArguments::None => Ok(vec![]),
+        ast::FunctionArguments::List(l) => {
+            if l.duplicate_treatment.is_some() || !l.clauses.is_empty() {
+                return Err(SqlError::unsupported(format!("the call {f}")));
+            }
+            l.args
+                .iter()
+                .map(|a| match a {
+                    ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Ok(e),
+                    other => Err(SqlError::unsupported(format!("the argument {other}"))),
+                })
+                .collect()
+        }
+        ast::FunctionArguments::Subquery(_) => Err(SqlError::unsupported(format!("the call {f}"))),
+    }
+}
+
+/// The aggregate functions.
+pub const AGGREGATES: [&str; 5] = ["count", "sum", "min", "max", "avg"];
+
+/// The PostgreSQL version string `version()` returns.
+pub fn version_string() -> String {
+    format!(
+        "PostgreSQL 15.18 (Quill {}) on {}-linux, compiled by rustc",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::ARCH
+    )
+}
+
+/// A scalar function call.
+fn function(f: &ast::Function, scope: &dyn Scope) -> SqlResult<Expr> {
+    let name = function_name(f);
+    let args = function_args(f)?;
+    if AGGREGATES.contains(&name.as_str()) {
+        return Err(SqlError::new(
+            SqlState::GROUPING_ERROR,
+            format!("aggregate function {name} is not allowed here"),
+        ));
+    }
+    let ctx = scope.ctx();
+    let v = match (name.as_str(), args.as_slice()) {
+        ("version", []) => Value::Text(version_string()),
+        ("current_schema", []) => Value::Text("public".into()),
+        ("current_database", []) => Value::Text(ctx.info.database.clone()),
+        ("current_user" | "session_user" | "user", []) => Value::Text(ctx.info.user.clone()),
+        ("pg_backend_pid", []) => Value::Int32(ctx.info.backend_pid),
+        ("now" | "current_timestamp" | "localtimestamp", []) => Value::Timestamp(now_micros()),
+        ("lower" | "upper" | "length", [a]) => {
+            let a = Box::new(bind(a, scope)?);
+            return Ok(Expr::Func(name, vec![*a]));
+        }
+        ("coalesce", args) if !args.is_empty() => {
+            let args = args
+                .iter()
+                .map(|a| bind(a, scope))
+                .collect::<SqlResult<_>>()?;
+            return Ok(Expr::Func(name, args));
+        }
+        _ => {
+            return Err(SqlError::new(
+                SqlState::UNDEFINED_FUNCTION,
+                format!("function {name} with {} arguments does not exist", args.len()),
+            ));
+        }
+    };
+    Ok(Expr::Const(v))
+}
+
+/// Microseconds since the epoch, now.
+fn now_micros() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
 }
 
 /// The column an object name in a column position names (`c`, or the
@@ -175,6 +315,9 @@ fn column_ref(scope: &dyn Scope, name: &str) -> SqlResult<Expr> {
 /// Bind `e` to the columns of `scope`.
 pub fn bind(e: &ast::Expr, scope: &dyn Scope) -> SqlResult<Expr> {
     use ast::Expr as E;
+    if let Some(r) = scope.intercept(e) {
+        return r;
+    }
     let b = |x: &ast::Expr| bind(x, scope).map(Box::new);
     Ok(match e {
         E::Identifier(i) => column_ref(scope, &ident_name(i))?,
@@ -182,7 +325,21 @@ pub fn bind(e: &ast::Expr, scope: &dyn Scope) -> SqlResult<Expr> {
             Some(i) => column_ref(scope, &ident_name(i))?,
             None => return Err(SqlError::new(SqlState::SYNTAX_ERROR, "empty name")),
         },
+        E::Value(ast::ValueWithSpan {
+            value: ast::Value::Placeholder(p),
+            ..
+        }) => param(p, scope.ctx())?,
         E::Value(v) => Expr::Const(literal(&v.value)?),
+        E::Function(f) => function(f, scope)?,
+        E::Cast {
+            expr, data_type, ..
+        } => {
+            let ty = types::column_type(data_type)?.stored;
+            match bind(expr, scope)? {
+                Expr::Const(v) => Expr::Const(types::coerce(v, ty)?),
+                x => Expr::Cast(Box::new(x), ty),
+            }
+        }
         E::Nested(x) => bind(x, scope)?,
         E::BinaryOp { left, op, right } => {
             let (l, r) = (b(left)?, b(right)?);
@@ -262,6 +419,14 @@ pub fn compare(a: &Value, b: &Value) -> SqlResult<Ordering> {
         (V::Text(s), V::Timestamp(_)) => {
             return compare(&V::Timestamp(types::parse_timestamp(s)?), b);
         }
+        // A string compared with a number reads as that number's type
+        // (PostgreSQL resolves an untyped literal this way).
+        (V::Int32(_) | V::Int64(_) | V::Float64(_) | V::Bool(_), V::Text(s)) => {
+            return compare(a, &types::parse_text(s, text_peer(a))?);
+        }
+        (V::Text(s), V::Int32(_) | V::Int64(_) | V::Float64(_) | V::Bool(_)) => {
+            return compare(&types::parse_text(s, text_peer(b))?, b);
+        }
         _ => match (num(a), num(b)) {
             (Some(x), Some(y)) => x.total_cmp(&y),
             _ => {
@@ -275,6 +440,41 @@ pub fn compare(a: &Value, b: &Value) -> SqlResult<Ordering> {
                 ));
             }
         },
+    })
+}
+
+/// The type a string compared with `v` is read as.
+fn text_peer(v: &Value) -> ColumnType {
+    match v {
+        Value::Int32(_) | Value::Int64(_) => ColumnType::Int64,
+        Value::Bool(_) => ColumnType::Bool,
+        _ => ColumnType::Float64,
+    }
+}
+
+/// A scalar function's value.
+fn scalar(name: &str, mut args: Vec<Value>) -> SqlResult<Value> {
+    if name == "coalesce" {
+        return Ok(args.into_iter().find(|v| !v.is_null()).unwrap_or(Value::Null));
+    }
+    let Some(a) = args.pop() else {
+        return Err(SqlError::new(
+            SqlState::UNDEFINED_FUNCTION,
+            format!("function {name} needs an argument"),
+        ));
+    };
+    Ok(match (name, a) {
+        (_, Value::Null) => Value::Null,
+        ("lower", Value::Text(s)) => Value::Text(s.to_lowercase()),
+        ("upper", Value::Text(s)) => Value::Text(s.to_uppercase()),
+        ("length", Value::Text(s)) => Value::Int32(i32::try_from(s.chars().count()).unwrap_or(i32::MAX)),
+        ("length", Value::Bytes(b)) => Value::Int32(i32::try_from(b.len()).unwrap_or(i32::MAX)),
+        (name, other) => {
+            return Err(SqlError::new(
+                SqlState::UNDEFINED_FUNCTION,
+                format!("function {name}({}) does not exist", other.type_name()),
+            ));
+        }
     })
 }
 
@@ -295,6 +495,21 @@ fn bool_value(b: Option<bool>) -> Value {
 
 fn overflow() -> SqlError {
     SqlError::new(SqlState::NUMERIC_VALUE_OUT_OF_RANGE, "integer out of range")
+}
+
+/// `a + b` with the arithmetic's overflow checks (for `sum`).
+pub fn add(a: &Value, b: &Value) -> SqlResult<Value> {
+    arith(Arith::Add, a, b)
+}
+
+/// A number as a double, or `None` for other values.
+pub fn as_f64(v: &Value) -> Option<f64> {
+    match v {
+        Value::Int32(x) => Some(f64::from(*x)),
+        Value::Int64(x) => Some(*x as f64),
+        Value::Float64(x) => Some(*x),
+        _ => None,
+    }
 }
 
 fn arith(op: Arith, a: &Value, b: &Value) -> SqlResult<Value> {
@@ -436,6 +651,20 @@ impl Expr {
                 } else {
                     Value::Bool(*negated)
                 }
+            }
+            Expr::Param(n) => {
+                return Err(SqlError::new(
+                    SqlState::INTERNAL_ERROR,
+                    format!("parameter ${} has no value", n + 1),
+                ));
+            }
+            Expr::Cast(a, ty) => types::coerce(a.eval(row)?, *ty)?,
+            Expr::Func(name, args) => {
+                let vals = args
+                    .iter()
+                    .map(|a| a.eval(row))
+                    .collect::<SqlResult<Vec<_>>>()?;
+                scalar(name, vals)?
             }
             Expr::Between(a, lo, hi, negated) => {
                 let ge = Expr::Cmp(Cmp::Ge, a.clone(), lo.clone());

@@ -10,22 +10,27 @@
 //! * [`select`]: queries over one table.
 //! * [`access`]: how a WHERE reaches rows through the primary key.
 //! * [`prepared`]: statements parsed once and run with parameters.
+//! * [`infer`]: parameter types the client left to the server.
+//! * [`settings`]: SET, SHOW and RESET.
+//! * [`status`]: `SHOW quill.status`.
 //! * [`expr`]: bound scalar expressions and three-valued evaluation.
 //! * [`types`]: SQL types, how they are stored, coercion and text forms.
 //! * [`error`]: [`SqlError`] with its SQLSTATE.
 //!
-//! Work in progress (issue 14): column defaults, aggregates, GROUP BY,
-//! DISTINCT, secondary index access paths, parameters and prepared
-//! statements, the `pg_catalog` views.
+//! Work in progress (issue 14): secondary index access paths, cached
+//! plans for prepared statements, RETURNING, the `pg_catalog` views.
 
 pub mod access;
 pub mod ddl;
 pub mod dml;
 pub mod error;
 pub mod expr;
+pub mod infer;
 pub mod prepared;
 pub mod select;
 pub mod session;
+pub mod settings;
+pub mod status;
 pub mod types;
 
 pub use error::{SqlError, SqlResult, SqlState};

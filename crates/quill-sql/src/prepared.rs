@@ -5,16 +5,15 @@
 //! and SQL-level PREPARE/EXECUTE use.
 
 use quill::catalog::ColumnType;
-use sqlparser::ast::Statement;
 
-use crate::session::ColumnDesc;
+use crate::session::{ColumnDesc, Stmt};
 
 /// A statement ready to run with parameters.
 #[derive(Clone, Debug)]
 pub struct Prepared {
     pub(crate) sql: String,
     /// `None` for the empty statement.
-    pub(crate) stmt: Option<Statement>,
+    pub(crate) stmt: Option<Stmt>,
     pub(crate) param_types: Vec<ColumnType>,
     pub(crate) columns: Option<Vec<ColumnDesc>>,
     pub(crate) tag: &'static str,

@@ -1,21 +1,37 @@
-//! SELECT over one table: projection of columns and expressions, WHERE
-//! through an access path, ORDER BY the primary key (the order rows come
-//! in) or a sort, LIMIT and OFFSET. Aggregates, GROUP BY and joins come
-//! later.
+//! SELECT over one table, planned then run: WHERE through an access path
+//! (uncorrelated `IN (SELECT ...)` and scalar subqueries are run first
+//! and become constants), aggregates with or without GROUP BY, HAVING,
+//! DISTINCT, ORDER BY the primary key (the order rows come in) or a
+//! sort, LIMIT and OFFSET.
+//!
+//! A plan is also what Describe needs: [`describe`] plans without
+//! running and returns the result's columns.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use quill::catalog::schema::TableSchema;
 use quill::catalog::{ColumnType, Value};
-use quill::{Db, OwnedTxn};
+use quill::{Db, OwnedTxn, Table};
 use sqlparser::ast::{self, SelectItem, SetExpr};
 
-use crate::access::{self, TableScope};
+use crate::access::{self, Path, TableScope};
 use crate::ddl::table_name;
 use crate::error::{SqlError, SqlResult, SqlState};
-use crate::expr::{self, Expr};
+use crate::expr::{self, Ctx, Expr, Scope};
 use crate::session::{ColumnDesc, Output};
 
-fn count(e: &ast::Expr) -> SqlResult<usize> {
-    match expr::bind(e, &expr::NoColumns)? {
-        Expr::Const(Value::Int64(n)) if n >= 0 => Ok(n as usize),
+/// Rows a sort or a grouping may hold in memory; a query over more is
+/// refused (54000) rather than exhausting the server's memory.
+pub const MAX_SORT_ROWS: usize = 4_000_000;
+
+fn count(e: &ast::Expr, ctx: Ctx<'_>) -> SqlResult<Option<usize>> {
+    match expr::bind(e, &expr::NoColumns(ctx))? {
+        Expr::Const(Value::Int64(n)) if n >= 0 => Ok(Some(n as usize)),
+        Expr::Const(Value::Int32(n)) if n >= 0 => Ok(Some(n as usize)),
+        Expr::Const(Value::Null) => Ok(None),
+        // Describing: the value comes with the parameters.
+        Expr::Param(_) => Ok(None),
         Expr::Const(v) => Err(SqlError::new(
             SqlState::INVALID_PARAMETER_VALUE,
             format!("LIMIT and OFFSET must be non-negative integers, not {v:?}"),
@@ -28,12 +44,14 @@ fn count(e: &ast::Expr) -> SqlResult<usize> {
 
 /// The static type of a bound expression over `cols` (for the result's
 /// column description).
-fn type_of(e: &Expr, cols: &[quill::catalog::Column]) -> ColumnType {
+pub fn type_of(e: &Expr, cols: &[ColumnType]) -> ColumnType {
     match e {
-        Expr::Column(i) => cols.get(*i).map_or(ColumnType::Int64, |c| c.ty),
+        Expr::Column(i) => cols.get(*i).copied().unwrap_or(ColumnType::Int64),
         Expr::Const(Value::Int32(_)) => ColumnType::Int32,
         Expr::Const(Value::Float64(_)) => ColumnType::Float64,
-        Expr::Const(Value::Text(_)) => ColumnType::Text { max_len: u32::MAX },
+        Expr::Const(Value::Text(_)) | Expr::Param(_) => ColumnType::Text { max_len: u32::MAX },
+        Expr::Const(Value::Bytes(_)) => ColumnType::Bytes { max_len: u32::MAX },
+        Expr::Const(Value::Timestamp(_)) => ColumnType::Timestamp,
         Expr::Const(Value::Bool(_)) => ColumnType::Bool,
         Expr::Const(_) => ColumnType::Int64,
         Expr::Arith(_, a, b) => match (type_of(a, cols), type_of(b, cols)) {
@@ -42,12 +60,339 @@ fn type_of(e: &Expr, cols: &[quill::catalog::Column]) -> ColumnType {
             _ => ColumnType::Int64,
         },
         Expr::Neg(a) => type_of(a, cols),
+        Expr::Cast(_, t) => *t,
+        Expr::Func(name, args) => match name.as_str() {
+            "length" => ColumnType::Int32,
+            "coalesce" => args
+                .first()
+                .map_or(ColumnType::Int64, |a| type_of(a, cols)),
+            _ => ColumnType::Text { max_len: u32::MAX },
+        },
         _ => ColumnType::Bool,
     }
 }
 
-/// Run a query.
-pub fn query(db: &Db, tx: &mut OwnedTxn, q: &ast::Query) -> SqlResult<Output> {
+/// An aggregate function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AggFn {
+    CountStar,
+    Count,
+    Sum,
+    Min,
+    Max,
+    Avg,
+}
+
+/// One aggregate of a grouped query: its function and argument (over
+/// the table's row).
+#[derive(Clone, Debug)]
+struct Agg {
+    func: AggFn,
+    arg: Option<Expr>,
+    ty: ColumnType,
+}
+
+/// A running aggregate.
+#[derive(Clone, Debug)]
+enum Acc {
+    Count(i64),
+    Sum(Option<Value>),
+    Extreme(Option<Value>),
+    Avg(f64, i64),
+}
+
+impl Acc {
+    fn new(f: AggFn) -> Acc {
+        match f {
+            AggFn::CountStar | AggFn::Count => Acc::Count(0),
+            AggFn::Sum => Acc::Sum(None),
+            AggFn::Min | AggFn::Max => Acc::Extreme(None),
+            AggFn::Avg => Acc::Avg(0.0, 0),
+        }
+    }
+
+    fn add(&mut self, f: AggFn, v: Option<Value>) -> SqlResult<()> {
+        let v = match v {
+            None => {
+                if let Acc::Count(n) = self {
+                    *n += 1;
+                }
+                return Ok(());
+            }
+            Some(Value::Null) => return Ok(()),
+            Some(v) => v,
+        };
+        match self {
+            Acc::Count(n) => *n += 1,
+            Acc::Sum(s) => {
+                *s = Some(match s.take() {
+                    None => match v {
+                        Value::Int32(x) => Value::Int64(i64::from(x)),
+                        v => v,
+                    },
+                    Some(acc) => expr::add(&acc, &v)?,
+                })
+            }
+            Acc::Extreme(e) => {
+                let replace = match e {
+                    None => true,
+                    Some(cur) => {
+                        let o = expr::compare(&v, cur)?;
+                        if f == AggFn::Min {
+                            o.is_lt()
+                        } else {
+                            o.is_gt()
+                        }
+                    }
+                };
+                if replace {
+                    *e = Some(v);
+                }
+            }
+            Acc::Avg(sum, n) => {
+                *sum += expr::as_f64(&v).ok_or_else(|| {
+                    SqlError::new(
+                        SqlState::UNDEFINED_FUNCTION,
+                        format!("function avg({}) does not exist", v.type_name()),
+                    )
+                })?;
+                *n += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Value {
+        match self {
+            Acc::Count(n) => Value::Int64(n),
+            Acc::Sum(s) | Acc::Extreme(s) => s.unwrap_or(Value::Null),
+            Acc::Avg(_, 0) => Value::Null,
+            Acc::Avg(s, n) => Value::Float64(s / n as f64),
+        }
+    }
+}
+
+/// Binds a grouped query's expressions to its grouped row: the GROUP BY
+/// expressions first, then one position per aggregate (registered as
+/// binding meets them).
+struct GroupScope<'a> {
+    table: &'a TableScope<'a>,
+    group_by: &'a [ast::Expr],
+    aggs: RefCell<Vec<(ast::Expr, Agg)>>,
+    col_types: Vec<ColumnType>,
+}
+
+impl Scope for GroupScope<'_> {
+    fn column(&self, _: &str) -> Option<usize> {
+        None
+    }
+    fn ctx(&self) -> Ctx<'_> {
+        self.table.ctx()
+    }
+    fn intercept(&self, e: &ast::Expr) -> Option<SqlResult<Expr>> {
+        if let Some(g) = self.group_by.iter().position(|g| g == e) {
+            return Some(Ok(Expr::Column(g)));
+        }
+        match e {
+            ast::Expr::Function(f) => {
+                let name = expr::function_name(f);
+                if !expr::AGGREGATES.contains(&name.as_str()) {
+                    return None;
+                }
+                Some(self.aggregate(e, f, &name))
+            }
+            ast::Expr::Identifier(i) => Some(Err(ungrouped(&expr::name_of(i)))),
+            ast::Expr::CompoundIdentifier(p) => Some(Err(ungrouped(
+                &p.last().map(expr::name_of).unwrap_or_default(),
+            ))),
+            _ => None,
+        }
+    }
+}
+
+fn ungrouped(name: &str) -> SqlError {
+    SqlError::new(
+        SqlState::GROUPING_ERROR,
+        format!(
+            "column \"{name}\" must appear in the GROUP BY clause or be used in an aggregate function"
+        ),
+    )
+}
+
+impl GroupScope<'_> {
+    fn aggregate(&self, e: &ast::Expr, f: &ast::Function, name: &str) -> SqlResult<Expr> {
+        let base = self.group_by.len();
+        if let Some(i) = self.aggs.borrow().iter().position(|(x, _)| x == e) {
+            return Ok(Expr::Column(base + i));
+        }
+        let star = matches!(&f.args, ast::FunctionArguments::List(l)
+            if matches!(l.args.as_slice(), [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Wildcard)]));
+        if let ast::FunctionArguments::List(l) = &f.args
+            && l.duplicate_treatment == Some(ast::DuplicateTreatment::Distinct)
+        {
+            return Err(SqlError::unsupported(format!("{name}(DISTINCT ...)")));
+        }
+        let (func, arg) = if star {
+            if name != "count" {
+                return Err(SqlError::new(
+                    SqlState::SYNTAX_ERROR,
+                    format!("{name}(*) is not a function; only count(*) is"),
+                ));
+            }
+            (AggFn::CountStar, None)
+        } else {
+            let args = expr::function_args(f)?;
+            let [a] = args.as_slice() else {
+                return Err(SqlError::new(
+                    SqlState::UNDEFINED_FUNCTION,
+                    format!("function {name} takes one argument"),
+                ));
+            };
+            // The argument is over the table's row, not the grouped one.
+            let a = expr::bind(a, self.table)?;
+            let func = match name {
+                "count" => AggFn::Count,
+                "sum" => AggFn::Sum,
+                "min" => AggFn::Min,
+                "max" => AggFn::Max,
+                _ => AggFn::Avg,
+            };
+            (func, Some(a))
+        };
+        let arg_ty = arg
+            .as_ref()
+            .map_or(ColumnType::Int64, |a| type_of(a, &self.col_types));
+        let ty = match func {
+            AggFn::CountStar | AggFn::Count => ColumnType::Int64,
+            AggFn::Avg => ColumnType::Float64,
+            AggFn::Sum => match arg_ty {
+                ColumnType::Int32 => ColumnType::Int64,
+                t => t,
+            },
+            AggFn::Min | AggFn::Max => arg_ty,
+        };
+        let mut aggs = self.aggs.borrow_mut();
+        aggs.push((e.clone(), Agg { func, arg, ty }));
+        Ok(Expr::Column(base + aggs.len() - 1))
+    }
+}
+
+/// A WHERE's scope: the table's columns, and uncorrelated subqueries run
+/// (in the statement's transaction) and replaced by their values.
+pub struct WhereScope<'a, 'b> {
+    /// The table.
+    pub table: TableScope<'a>,
+    /// The database the subqueries read.
+    pub db: &'a Db,
+    /// The transaction they read in; `None` while describing (a
+    /// subquery then binds to an empty list).
+    pub tx: RefCell<Option<&'b mut OwnedTxn>>,
+}
+
+impl Scope for WhereScope<'_, '_> {
+    fn column(&self, name: &str) -> Option<usize> {
+        self.table.column(name)
+    }
+    fn ctx(&self) -> Ctx<'_> {
+        self.table.ctx()
+    }
+    fn intercept(&self, e: &ast::Expr) -> Option<SqlResult<Expr>> {
+        match e {
+            ast::Expr::In {
+                expr: left,
+                target: ast::InTarget::Subquery(subquery),
+                negated,
+                ..
+            } => Some((|| {
+                let left = expr::bind(left, self)?;
+                let values = self.subquery(subquery)?;
+                Ok(Expr::InList(
+                    Box::new(left),
+                    values.into_iter().map(Expr::Const).collect(),
+                    *negated,
+                ))
+            })()),
+            ast::Expr::Subquery(q) => Some((|| {
+                let mut values = self.subquery(q)?;
+                if values.len() > 1 {
+                    return Err(SqlError::new(
+                        SqlState::CARDINALITY_VIOLATION,
+                        "more than one row returned by a subquery used as an expression",
+                    ));
+                }
+                Ok(Expr::Const(values.pop().unwrap_or(Value::Null)))
+            })()),
+            _ => None,
+        }
+    }
+}
+
+impl WhereScope<'_, '_> {
+    /// The values of a one-column subquery.
+    fn subquery(&self, q: &ast::Query) -> SqlResult<Vec<Value>> {
+        let mut tx = self.tx.borrow_mut();
+        let Some(tx) = tx.as_deref_mut() else {
+            return Ok(Vec::new());
+        };
+        let out = query(self.db, tx, q, self.table.ctx())?;
+        if out.columns.len() != 1 {
+            return Err(SqlError::new(
+                SqlState::SYNTAX_ERROR,
+                "subquery has too many columns",
+            ));
+        }
+        Ok(out
+            .rows
+            .into_iter()
+            .filter_map(|mut r| r.pop())
+            .collect())
+    }
+}
+
+/// Where a plan's rows come from.
+enum Source {
+    /// No FROM: one empty row.
+    Nothing,
+    /// A table, through an access path.
+    Table {
+        t: Table,
+        schema: std::sync::Arc<TableSchema>,
+        path: Path,
+        filter: Option<Expr>,
+    },
+}
+
+/// A planned query.
+pub struct Plan {
+    source: Source,
+    /// GROUP BY expressions and aggregates (over the table's row), when
+    /// the query groups.
+    grouping: Option<(Vec<Expr>, Vec<Agg>)>,
+    having: Option<Expr>,
+    outputs: Vec<Expr>,
+    /// The result's columns.
+    pub columns: Vec<ColumnDesc>,
+    distinct: bool,
+    sort: Vec<(Expr, bool)>,
+    /// Rows come in the order ORDER BY asks for (primary-key order).
+    in_order: bool,
+    limit: Option<usize>,
+    offset: usize,
+}
+
+/// The output name of a select item without an alias.
+fn output_name(e: &ast::Expr) -> String {
+    match e {
+        ast::Expr::Identifier(i) => expr::name_of(i),
+        ast::Expr::CompoundIdentifier(p) => p.last().map(expr::name_of).unwrap_or_default(),
+        ast::Expr::Function(f) => expr::function_name(f),
+        ast::Expr::Cast { expr, .. } | ast::Expr::Nested(expr) => output_name(expr),
+        _ => "?column?".to_string(),
+    }
+}
+
+/// Plan `q`; `tx` runs its subqueries (`None` while describing).
+pub fn plan(db: &Db, q: &ast::Query, ctx: Ctx<'_>, tx: Option<&mut OwnedTxn>) -> SqlResult<Plan> {
     if q.with.is_some() {
         return Err(SqlError::unsupported("WITH"));
     }
@@ -57,67 +402,132 @@ pub fn query(db: &Db, tx: &mut OwnedTxn, q: &ast::Query) -> SqlResult<Output> {
     let (limit, offset) = match &q.limit_clause {
         None => (None, 0),
         Some(ast::LimitClause::LimitOffset { limit, offset, .. }) => (
-            limit.as_ref().map(count).transpose()?,
+            limit.as_ref().map(|l| count(l, ctx)).transpose()?.flatten(),
             offset
                 .as_ref()
-                .map(|o| count(&o.value))
+                .map(|o| count(&o.value, ctx))
                 .transpose()?
+                .flatten()
                 .unwrap_or(0),
         ),
         Some(ast::LimitClause::OffsetCommaLimit { offset, limit }) => {
-            (Some(count(limit)?), count(offset)?)
+            (count(limit, ctx)?, count(offset, ctx)?.unwrap_or(0))
         }
     };
-    if sel.having.is_some() || sel.distinct.is_some() {
-        return Err(SqlError::unsupported("DISTINCT and HAVING"));
-    }
-    if !matches!(&sel.group_by, ast::GroupByExpr::Expressions(g, _) if g.is_empty()) {
-        return Err(SqlError::unsupported("GROUP BY"));
-    }
-    let [from] = sel.from.as_slice() else {
-        if sel.from.is_empty() {
-            return constant_select(sel);
+    let distinct = match &sel.distinct {
+        None => false,
+        Some(ast::Distinct::Distinct) => true,
+        Some(other) => return Err(SqlError::unsupported(other.to_string())),
+    };
+    let group_by: &[ast::Expr] = match &sel.group_by {
+        ast::GroupByExpr::Expressions(g, m) if m.is_empty() => g,
+        _ => return Err(SqlError::unsupported("GROUP BY ALL or modifiers")),
+    };
+    let source = match sel.from.as_slice() {
+        [] => Source::Nothing,
+        [from] => {
+            if !from.joins.is_empty() {
+                return Err(SqlError::unsupported("JOIN"));
+            }
+            let ast::TableFactor::Table { name, .. } = &from.relation else {
+                return Err(SqlError::unsupported(format!("FROM {}", from.relation)));
+            };
+            let (t, schema) = access::open(db, &table_name(name)?)?;
+            Source::Table {
+                t,
+                schema,
+                path: Path::Full,
+                filter: None,
+            }
         }
-        return Err(SqlError::unsupported("a query over more than one table"));
+        _ => return Err(SqlError::unsupported("a query over more than one table")),
     };
-    if !from.joins.is_empty() {
-        return Err(SqlError::unsupported("JOIN"));
+    plan_over(db, q, sel, ctx, tx, source, group_by, distinct, limit, offset)
+}
+
+/// A schema with no columns: the scope of a query without FROM.
+fn no_columns() -> TableSchema {
+    TableSchema {
+        version: 0,
+        id: 0,
+        def: quill::catalog::schema::TableDef {
+            name: String::new(),
+            columns: Vec::new(),
+            primary_key: Vec::new(),
+            indexes: Vec::new(),
+        },
+        clustered_root: 0,
+        index_roots: Vec::new(),
     }
-    let ast::TableFactor::Table { name, .. } = &from.relation else {
-        return Err(SqlError::unsupported(format!("FROM {}", from.relation)));
+}
+
+#[allow(clippy::too_many_arguments)]
+fn plan_over(
+    db: &Db,
+    q: &ast::Query,
+    sel: &ast::Select,
+    ctx: Ctx<'_>,
+    tx: Option<&mut OwnedTxn>,
+    mut source: Source,
+    group_by: &[ast::Expr],
+    distinct: bool,
+    limit: Option<usize>,
+    offset: usize,
+) -> SqlResult<Plan> {
+    let schema_arc = match &source {
+        Source::Nothing => std::sync::Arc::new(no_columns()),
+        Source::Table { schema, .. } => std::sync::Arc::clone(schema),
     };
-    let (t, schema) = access::open(db, &table_name(name)?)?;
-    let scope = TableScope(&schema);
-    let filter = sel
-        .selection
-        .as_ref()
-        .map(|e| expr::bind(e, &scope))
-        .transpose()?;
+    let schema: &TableSchema = &schema_arc;
+    let table = TableScope(schema, ctx);
+    let col_types: Vec<ColumnType> = schema.def.columns.iter().map(|c| c.ty).collect();
+    if let (Source::Table { path, filter, .. }, Some(w)) = (&mut source, &sel.selection) {
+        let scope = WhereScope {
+            table: TableScope(schema, ctx),
+            db,
+            tx: RefCell::new(tx),
+        };
+        let f = expr::bind(w, &scope)?;
+        *path = access::choose(schema, Some(&f));
+        *filter = Some(f);
+    } else if sel.selection.is_some() {
+        return Err(SqlError::unsupported("WHERE without FROM"));
+    }
+    let grouped = !group_by.is_empty()
+        || sel.having.is_some()
+        || sel.projection.iter().any(|i| match i {
+            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
+                has_aggregate(e)
+            }
+            _ => false,
+        });
+    let gscope = GroupScope {
+        table: &table,
+        group_by,
+        aggs: RefCell::new(Vec::new()),
+        col_types: col_types.clone(),
+    };
+    let scope: &dyn Scope = if grouped { &gscope } else { &table };
     let mut outputs: Vec<(String, Expr)> = Vec::new();
     for item in &sel.projection {
         match item {
-            SelectItem::Wildcard(_) => {
+            SelectItem::Wildcard(_) if !grouped => {
                 for (i, c) in schema.def.columns.iter().enumerate() {
                     outputs.push((c.name.clone(), Expr::Column(i)));
                 }
             }
-            SelectItem::UnnamedExpr(e) => {
-                let name = match e {
-                    ast::Expr::Identifier(i) => expr::name_of(i),
-                    ast::Expr::CompoundIdentifier(p) => {
-                        p.last().map(expr::name_of).unwrap_or_default()
-                    }
-                    _ => "?column?".to_string(),
-                };
-                outputs.push((name, expr::bind(e, &scope)?));
-            }
+            SelectItem::UnnamedExpr(e) => outputs.push((output_name(e), expr::bind(e, scope)?)),
             SelectItem::ExprWithAlias { expr: e, alias } => {
-                outputs.push((expr::name_of(alias), expr::bind(e, &scope)?));
+                outputs.push((expr::name_of(alias), expr::bind(e, scope)?));
             }
             other => return Err(SqlError::unsupported(format!("the select item {other}"))),
         }
     }
-    // ORDER BY: the primary key order rows come in, or a sort.
+    let having = sel
+        .having
+        .as_ref()
+        .map(|h| expr::bind(h, scope))
+        .transpose()?;
     let mut sort: Vec<(Expr, bool)> = Vec::new();
     if let Some(ob) = &q.order_by {
         let ast::OrderByKind::Expressions(list) = &ob.kind else {
@@ -125,25 +535,46 @@ pub fn query(db: &Db, tx: &mut OwnedTxn, q: &ast::Query) -> SqlResult<Output> {
         };
         for o in list {
             let e = match &o.expr {
-                ast::Expr::Value(v) => match expr::literal(&v.value)? {
-                    Value::Int64(n) if n >= 1 && (n as usize) <= outputs.len() => outputs
-                        .get(n as usize - 1)
-                        .map(|(_, e)| e.clone())
-                        .ok_or_else(|| {
-                            SqlError::new(
+                ast::Expr::Value(v) if matches!(v.value, ast::Value::Number(..)) => {
+                    match expr::literal(&v.value)? {
+                        Value::Int64(n) if n >= 1 && (n as usize) <= outputs.len() => outputs
+                            .get(n as usize - 1)
+                            .map(|(_, e)| e.clone())
+                            .ok_or_else(|| {
+                                SqlError::new(
+                                    SqlState::INVALID_COLUMN_REFERENCE,
+                                    "bad ORDER BY position",
+                                )
+                            })?,
+                        _ => {
+                            return Err(SqlError::new(
                                 SqlState::INVALID_COLUMN_REFERENCE,
-                                "bad ORDER BY position",
-                            )
-                        })?,
-                    _ => {
-                        return Err(SqlError::new(
-                            SqlState::INVALID_COLUMN_REFERENCE,
-                            format!("ORDER BY position {} is not in select list", v.value),
-                        ));
+                                format!("ORDER BY position {} is not in select list", v.value),
+                            ));
+                        }
                     }
-                },
-                e => expr::bind(e, &scope)?,
+                }
+                // An output's alias.
+                ast::Expr::Identifier(i)
+                    if !grouped
+                        && table.column(&expr::name_of(i)).is_none()
+                        && outputs.iter().any(|(n, _)| *n == expr::name_of(i)) =>
+                {
+                    let n = expr::name_of(i);
+                    outputs
+                        .iter()
+                        .find(|(name, _)| *name == n)
+                        .map(|(_, e)| e.clone())
+                        .ok_or_else(|| SqlError::new(SqlState::UNDEFINED_COLUMN, n.clone()))?
+                }
+                e => expr::bind(e, scope)?,
             };
+            if distinct && !outputs.iter().any(|(_, x)| *x == e) {
+                return Err(SqlError::new(
+                    SqlState::INVALID_COLUMN_REFERENCE,
+                    "for SELECT DISTINCT, ORDER BY expressions must appear in select list",
+                ));
+            }
             match o.options.sort {
                 None | Some(ast::OrderBySort::Asc) => sort.push((e, true)),
                 Some(ast::OrderBySort::Desc) => sort.push((e, false)),
@@ -151,38 +582,186 @@ pub fn query(db: &Db, tx: &mut OwnedTxn, q: &ast::Query) -> SqlResult<Output> {
             }
         }
     }
-    let pk_order = sort.is_empty()
-        || (sort.iter().all(|(_, asc)| *asc)
-            && sort.len() <= schema.def.primary_key.len()
-            && sort
-                .iter()
-                .zip(&schema.def.primary_key)
-                .all(|((e, _), &k)| *e == Expr::Column(k)));
-    let path = access::choose(&schema, filter.as_ref());
-    let mut rows: Vec<Vec<Value>> = Vec::new();
-    let stop_at = if pk_order {
-        limit.map(|l| l.saturating_add(offset))
+    let aggs: Vec<Agg> = gscope.aggs.into_inner().into_iter().map(|(_, a)| a).collect();
+    let grouping = if grouped {
+        let groups = group_by
+            .iter()
+            .map(|g| expr::bind(g, &table))
+            .collect::<SqlResult<Vec<_>>>()?;
+        Some((groups, aggs))
     } else {
         None
     };
-    access::for_each(tx, &t, &path, filter.as_ref(), |row| {
-        rows.push(row);
-        Ok(stop_at.is_none_or(|n| rows.len() < n))
-    })?;
-    if !pk_order {
-        let mut keyed: Vec<(Vec<Value>, Vec<Value>)> = rows
-            .into_iter()
-            .map(|r| {
-                let k = sort
+    // The types of the row outputs are evaluated over.
+    let row_types: Vec<ColumnType> = match &grouping {
+        None => col_types,
+        Some((groups, aggs)) => groups
+            .iter()
+            .map(|g| type_of(g, &col_types))
+            .chain(aggs.iter().map(|a| a.ty))
+            .collect(),
+    };
+    let in_order = grouping.is_none()
+        && (sort.is_empty()
+            || (sort.iter().all(|(_, asc)| *asc)
+                && sort.len() <= schema.def.primary_key.len()
+                && sort
                     .iter()
-                    .map(|(e, _)| e.eval(&r))
-                    .collect::<SqlResult<Vec<_>>>()?;
-                Ok((k, r))
-            })
-            .collect::<SqlResult<_>>()?;
+                    .zip(&schema.def.primary_key)
+                    .all(|((e, _), &k)| *e == Expr::Column(k))));
+    let columns = outputs
+        .iter()
+        .map(|(n, e)| ColumnDesc {
+            name: n.clone(),
+            ty: type_of(e, &row_types),
+        })
+        .collect();
+    Ok(Plan {
+        source,
+        grouping,
+        having,
+        outputs: outputs.into_iter().map(|(_, e)| e).collect(),
+        columns,
+        distinct,
+        sort,
+        in_order,
+        limit,
+        offset,
+    })
+}
+
+/// Whether `e` calls an aggregate (outside a subquery).
+fn has_aggregate(e: &ast::Expr) -> bool {
+    use ast::Expr as E;
+    match e {
+        E::Function(f) => {
+            expr::AGGREGATES.contains(&expr::function_name(f).as_str())
+                || expr::function_args(f).is_ok_and(|a| a.into_iter().any(has_aggregate))
+        }
+        E::BinaryOp { left, right, .. } => has_aggregate(left) || has_aggregate(right),
+        E::UnaryOp { expr, .. } | E::Nested(expr) | E::Cast { expr, .. } => has_aggregate(expr),
+        _ => false,
+    }
+}
+
+fn too_many_rows() -> SqlError {
+    SqlError::new(
+        SqlState::PROGRAM_LIMIT_EXCEEDED,
+        format!("the query would sort or group more than {MAX_SORT_ROWS} rows in memory"),
+    )
+}
+
+/// Run a plan.
+pub fn run(plan: &Plan, tx: &mut OwnedTxn, cancel: &dyn Fn() -> SqlResult<()>) -> SqlResult<Output> {
+    // Rows over which outputs and sort keys are evaluated.
+    let mut rows: Vec<Vec<Value>> = Vec::new();
+    let stop_at = if plan.in_order && !plan.distinct {
+        plan.limit.map(|l| l.saturating_add(plan.offset))
+    } else {
+        None
+    };
+    match &plan.source {
+        Source::Nothing => rows.push(Vec::new()),
+        Source::Table {
+            t, path, filter, ..
+        } => match &plan.grouping {
+            None => access::for_each(tx, t, path, filter.as_ref(), |row| {
+                cancel()?;
+                if rows.len() >= MAX_SORT_ROWS && stop_at.is_none() {
+                    return Err(too_many_rows());
+                }
+                rows.push(row);
+                Ok(stop_at.is_none_or(|n| rows.len() < n))
+            })?,
+            Some((groups, aggs)) => {
+                let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+                let mut keys: Vec<Vec<Value>> = Vec::new();
+                let mut accs: Vec<Vec<Acc>> = Vec::new();
+                let mut kbuf = Vec::new();
+                access::for_each(tx, t, path, filter.as_ref(), |row| {
+                    cancel()?;
+                    let key = groups
+                        .iter()
+                        .map(|g| g.eval(&row))
+                        .collect::<SqlResult<Vec<_>>>()?;
+                    kbuf.clear();
+                    quill::catalog::encode_key(&key, &mut kbuf);
+                    let at = match index.get(&kbuf) {
+                        Some(&i) => i,
+                        None => {
+                            if keys.len() >= MAX_SORT_ROWS {
+                                return Err(too_many_rows());
+                            }
+                            index.insert(kbuf.clone(), keys.len());
+                            keys.push(key);
+                            accs.push(aggs.iter().map(|a| Acc::new(a.func)).collect());
+                            keys.len() - 1
+                        }
+                    };
+                    let slot = accs.get_mut(at).ok_or_else(|| {
+                        SqlError::new(SqlState::INTERNAL_ERROR, "lost a group")
+                    })?;
+                    for (acc, a) in slot.iter_mut().zip(aggs) {
+                        let v = a.arg.as_ref().map(|e| e.eval(&row)).transpose()?;
+                        acc.add(a.func, v)?;
+                    }
+                    Ok(true)
+                })?;
+                // No GROUP BY: one row even over no rows.
+                if groups.is_empty() && keys.is_empty() {
+                    keys.push(Vec::new());
+                    accs.push(aggs.iter().map(|a| Acc::new(a.func)).collect());
+                }
+                for (mut k, a) in keys.into_iter().zip(accs) {
+                    k.extend(a.into_iter().map(Acc::finish));
+                    rows.push(k);
+                }
+            }
+        },
+    }
+    if let Some(h) = &plan.having {
+        let mut kept = Vec::with_capacity(rows.len());
+        for r in rows {
+            if h.selects(&r)? {
+                kept.push(r);
+            }
+        }
+        rows = kept;
+    }
+    // Outputs with their sort keys.
+    let mut out: Vec<(Vec<Value>, Vec<Value>)> = rows
+        .iter()
+        .map(|r| {
+            let o = plan
+                .outputs
+                .iter()
+                .map(|e| e.eval(r))
+                .collect::<SqlResult<Vec<_>>>()?;
+            let k = if plan.in_order {
+                Vec::new()
+            } else {
+                plan.sort
+                    .iter()
+                    .map(|(e, _)| e.eval(r))
+                    .collect::<SqlResult<Vec<_>>>()?
+            };
+            Ok((k, o))
+        })
+        .collect::<SqlResult<_>>()?;
+    drop(rows);
+    if plan.distinct {
+        let mut seen = std::collections::HashSet::new();
+        let mut buf = Vec::new();
+        out.retain(|(_, o)| {
+            buf.clear();
+            quill::catalog::encode_key(o, &mut buf);
+            seen.insert(buf.clone())
+        });
+    }
+    if !plan.in_order && !plan.sort.is_empty() {
         let mut err = None;
-        keyed.sort_by(|(a, _), (b, _)| {
-            for ((x, y), (_, asc)) in a.iter().zip(b).zip(&sort) {
+        out.sort_by(|(a, _), (b, _)| {
+            for ((x, y), (_, asc)) in a.iter().zip(b).zip(&plan.sort) {
                 // NULLs sort last ascending, first descending (PostgreSQL).
                 let o = match (x.is_null(), y.is_null()) {
                     (true, true) => std::cmp::Ordering::Equal,
@@ -203,48 +782,27 @@ pub fn query(db: &Db, tx: &mut OwnedTxn, q: &ast::Query) -> SqlResult<Output> {
         if let Some(e) = err {
             return Err(e);
         }
-        rows = keyed.into_iter().map(|(_, r)| r).collect();
     }
-    let rows: Vec<Vec<Value>> = rows
+    let rows: Vec<Vec<Value>> = out
         .into_iter()
-        .skip(offset)
-        .take(limit.unwrap_or(usize::MAX))
-        .map(|r| outputs.iter().map(|(_, e)| e.eval(&r)).collect())
-        .collect::<SqlResult<_>>()?;
-    let columns = outputs
-        .iter()
-        .map(|(n, e)| ColumnDesc {
-            name: n.clone(),
-            ty: type_of(e, &schema.def.columns),
-        })
+        .skip(plan.offset)
+        .take(plan.limit.unwrap_or(usize::MAX))
+        .map(|(_, o)| o)
         .collect();
     Ok(Output {
         tag: format!("SELECT {}", rows.len()),
-        columns,
+        columns: plan.columns.clone(),
         rows,
     })
 }
 
-/// SELECT without FROM: one row of constant expressions.
-fn constant_select(sel: &ast::Select) -> SqlResult<Output> {
-    let mut columns = Vec::new();
-    let mut row = Vec::new();
-    for item in &sel.projection {
-        let (name, e) = match item {
-            SelectItem::UnnamedExpr(e) => ("?column?".to_string(), e),
-            SelectItem::ExprWithAlias { expr: e, alias } => (expr::name_of(alias), e),
-            other => return Err(SqlError::unsupported(format!("the select item {other}"))),
-        };
-        let b = expr::bind(e, &expr::NoColumns)?;
-        columns.push(ColumnDesc {
-            name,
-            ty: type_of(&b, &[]),
-        });
-        row.push(b.eval(&[])?);
-    }
-    Ok(Output {
-        tag: "SELECT 1".into(),
-        columns,
-        rows: vec![row],
-    })
+/// Run a query.
+pub fn query(db: &Db, tx: &mut OwnedTxn, q: &ast::Query, ctx: Ctx<'_>) -> SqlResult<Output> {
+    let p = plan(db, q, ctx, Some(tx))?;
+    run(&p, tx, &|| Ok(()))
+}
+
+/// The columns `q` returns, without running it.
+pub fn describe(db: &Db, q: &ast::Query, ctx: Ctx<'_>) -> SqlResult<Vec<ColumnDesc>> {
+    Ok(plan(db, q, ctx, None)?.columns)
 }

@@ -18,8 +18,10 @@ use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::Parser;
 
 use crate::error::{SqlError, SqlResult, SqlState};
+use crate::expr::{self, Ctx};
 use crate::prepared::Prepared;
-use crate::{ddl, dml, select};
+use crate::settings::{self, Settings};
+use crate::{ddl, dml, infer, select, status, types};
 
 /// A result column: its name and type.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -111,6 +113,10 @@ pub struct Session {
     failed: bool,
     isolation: Isolation,
     info: SessionInfo,
+    settings: Settings,
+    /// Whether the open block has run a statement (SET TRANSACTION must
+    /// come first).
+    block_ran: bool,
     /// Set by [`CancelHandle::cancel`]; the running statement stops
     /// with 57014 at its next check.
     cancel: Arc<std::sync::atomic::AtomicBool>,
@@ -156,6 +162,8 @@ impl Session {
             failed: false,
             isolation: Isolation::ReadCommitted,
             info,
+            settings: Settings::default(),
+            block_ran: false,
             cancel: Arc::default(),
             prepared: std::collections::HashMap::new(),
         }
@@ -184,13 +192,13 @@ impl Session {
     /// output; the first error ends the list (the statements after it do
     /// not run), as in PostgreSQL's simple query protocol.
     pub fn execute(&mut self, sql: &str) -> Vec<SqlResult<Output>> {
-        let stmts = match parse(sql) {
+        let stmts = match parse_statements(sql) {
             Ok(s) => s,
             Err(e) => return vec![Err(e)],
         };
         let mut out = Vec::with_capacity(stmts.len());
         for s in &stmts {
-            let r = self.run(s);
+            let r = self.run_stmt(s, &[]);
             let stop = r.is_err();
             out.push(r);
             if stop {
@@ -202,9 +210,12 @@ impl Session {
 
     /// Parse `sql` (one statement, or none) for running many times:
     /// `given` holds the client's type for each parameter (`None` where
-    /// it left the type to the server, as OID 0 does).
+    /// it left the type to the server, as OID 0 does). Parameter types
+    /// the client left open are inferred from where the parameter stands
+    /// (compared with or stored into a column: that column's type; LIMIT:
+    /// bigint; elsewhere: text).
     pub fn prepare(&mut self, sql: &str, given: &[Option<ColumnType>]) -> SqlResult<Prepared> {
-        let mut stmts = parse(sql)?;
+        let mut stmts = parse_statements(sql)?;
         if stmts.len() > 1 {
             return Err(SqlError::new(
                 SqlState::SYNTAX_ERROR,
@@ -212,16 +223,53 @@ impl Session {
             ));
         }
         let stmt = stmts.pop();
-        let param_types = given
-            .iter()
-            .map(|t| t.unwrap_or(ColumnType::Text { max_len: crate::types::MAX_VARLEN }))
-            .collect();
+        let (param_types, columns) = match &stmt {
+            Some(Stmt::Sql(s)) => {
+                let n = infer::param_count(sql).max(given.len());
+                let inferred = infer::param_types(&self.db, s, n);
+                let types: Vec<ColumnType> = (0..n)
+                    .map(|i| {
+                        given
+                            .get(i)
+                            .copied()
+                            .flatten()
+                            .or(inferred.get(i).copied().flatten())
+                            .unwrap_or(ColumnType::Text {
+                                max_len: crate::types::MAX_VARLEN,
+                            })
+                    })
+                    .collect();
+                let columns = self.describe(s)?;
+                (types, columns)
+            }
+            _ => (Vec::new(), None),
+        };
         Ok(Prepared {
             sql: sql.to_string(),
             tag: stmt.as_ref().map_or("", command_of),
             stmt,
             param_types,
-            columns: None,
+            columns,
+        })
+    }
+
+    /// The result columns `s` returns (`None`: it returns no rows).
+    fn describe(&self, s: &Statement) -> SqlResult<Option<Vec<ColumnDesc>>> {
+        let ctx = Ctx {
+            params: None,
+            info: &self.info,
+        };
+        Ok(match s {
+            Statement::Query(q) => Some(select::describe(&self.db, q, ctx)?),
+            Statement::ShowVariable { variable } => Some(vec![ColumnDesc {
+                name: show_column(variable),
+                ty: TEXT,
+            }]),
+            Statement::Execute { name: Some(n), .. } => {
+                let n = n.to_string().to_lowercase();
+                self.prepared.get(&n).and_then(|p| p.columns.clone())
+            }
+            _ => None,
         })
     }
 
@@ -240,12 +288,26 @@ impl Session {
         }
         match &p.stmt {
             None => Ok(Output::tag("")),
-            Some(s) => self.run(s),
+            Some(s) => self.run_stmt(s, params),
         }
     }
 
-    /// Run one parsed statement.
+    /// Run one parsed statement (without parameters).
     pub fn run(&mut self, stmt: &Statement) -> SqlResult<Output> {
+        self.run_stmt(&Stmt::Sql(stmt.clone()), &[])
+    }
+
+    fn run_stmt(&mut self, stmt: &Stmt, params: &[Value]) -> SqlResult<Output> {
+        self.cancel.store(false, std::sync::atomic::Ordering::Release);
+        let stmt = match stmt {
+            Stmt::Utility(u) => {
+                if self.failed {
+                    return Err(aborted());
+                }
+                return self.utility(u);
+            }
+            Stmt::Sql(s) => s,
+        };
         match stmt {
             Statement::StartTransaction { modes, .. } => return self.begin(modes),
             Statement::Commit { .. } => return self.commit(),
@@ -255,11 +317,21 @@ impl Session {
             _ => {}
         }
         if self.failed {
-            return Err(SqlError::new(
-                SqlState::IN_FAILED_SQL_TRANSACTION,
-                "current transaction is aborted, commands ignored until end of transaction block",
-            ));
+            return Err(aborted());
         }
+        let r = self.run_sql(stmt, params);
+        if r.is_err() && self.txn.is_some() {
+            self.failed = true;
+        }
+        r
+    }
+
+    fn run_sql(&mut self, stmt: &Statement, params: &[Value]) -> SqlResult<Output> {
+        let info = self.info.clone();
+        let ctx = Ctx {
+            params: Some(params),
+            info: &info,
+        };
         match stmt {
             Statement::CreateTable(c) => ddl::create_table(&self.db, c),
             Statement::Drop {
@@ -269,10 +341,115 @@ impl Session {
                 ..
             } => ddl::drop_tables(&self.db, names, *if_exists),
             Statement::CreateIndex(c) => ddl::create_index(&self.db, c),
-            Statement::Insert(i) => self.in_txn(|db, tx| dml::insert(db, tx, i)),
-            Statement::Update(u) => self.in_txn(|db, tx| dml::update(db, tx, u)),
-            Statement::Delete(d) => self.in_txn(|db, tx| dml::delete(db, tx, d)),
-            Statement::Query(q) => self.in_txn(|db, tx| select::query(db, tx, q)),
+            Statement::Insert(i) => self.in_txn(|db, tx| dml::insert(db, tx, i, ctx)),
+            Statement::Update(u) => self.in_txn(|db, tx| dml::update(db, tx, u, ctx)),
+            Statement::Delete(d) => self.in_txn(|db, tx| dml::delete(db, tx, d, ctx)),
+            Statement::Query(q) => {
+                let cancel = Arc::clone(&self.cancel);
+                self.in_txn(|db, tx| {
+                    let plan = select::plan(db, q, ctx, Some(&mut *tx))?;
+                    select::run(&plan, tx, &|| check_cancel(&cancel))
+                })
+            }
+            Statement::Set(set) => self.set(set, ctx),
+            Statement::ShowVariable { variable } => self.show(variable),
+            Statement::Reset(r) => {
+                match &r.reset {
+                    ast::Reset::ALL => self.settings.reset_all(),
+                    ast::Reset::ConfigurationParameter(n) => {
+                        self.settings.reset(&n.to_string())?;
+                    }
+                    ast::Reset::SessionAuthorization => {}
+                }
+                Ok(Output::tag("RESET"))
+            }
+            Statement::Discard { .. } => {
+                if self.txn.is_some() {
+                    return Err(SqlError::new(
+                        SqlState::ACTIVE_SQL_TRANSACTION,
+                        "DISCARD ALL cannot run inside a transaction block",
+                    ));
+                }
+                self.settings.reset_all();
+                self.prepared.clear();
+                Ok(Output::tag("DISCARD ALL"))
+            }
+            Statement::Prepare {
+                name,
+                data_types,
+                statement,
+            } => {
+                let key = expr::name_of(name);
+                if self.prepared.contains_key(&key) {
+                    return Err(SqlError::new(
+                        SqlState::DUPLICATE_PREPARED_STATEMENT,
+                        format!("prepared statement \"{key}\" already exists"),
+                    ));
+                }
+                let given = data_types
+                    .iter()
+                    .map(|t| types::column_type(t).map(|t| Some(t.stored)))
+                    .collect::<SqlResult<Vec<_>>>()?;
+                let mut p = self.prepare(&statement.to_string(), &given)?;
+                p.sql = stmt.to_string();
+                self.prepared.insert(key, p);
+                Ok(Output::tag("PREPARE"))
+            }
+            Statement::Execute {
+                name: Some(name),
+                parameters,
+                ..
+            } => {
+                let key = name.to_string().to_lowercase();
+                let p = self.prepared.get(&key).cloned().ok_or_else(|| {
+                    SqlError::new(
+                        SqlState::INVALID_SQL_STATEMENT_NAME,
+                        format!("prepared statement \"{key}\" does not exist"),
+                    )
+                })?;
+                let values = parameters
+                    .iter()
+                    .zip(p.param_types.iter().chain(std::iter::repeat(&TEXT)))
+                    .map(|(e, ty)| {
+                        let v = expr::bind(e, &expr::NoColumns(ctx))?.eval(&[])?;
+                        types::coerce(v, *ty)
+                    })
+                    .collect::<SqlResult<Vec<_>>>()?;
+                match &p.stmt {
+                    None => Ok(Output::tag("")),
+                    Some(Stmt::Sql(s)) => {
+                        if values.len() != p.param_types.len() {
+                            return Err(SqlError::new(
+                                SqlState::SYNTAX_ERROR,
+                                format!(
+                                    "wrong number of parameters for prepared statement \"{key}\": expected {}, got {}",
+                                    p.param_types.len(),
+                                    values.len()
+                                ),
+                            ));
+                        }
+                        self.run_sql(s, &values)
+                    }
+                    Some(u @ Stmt::Utility(_)) => self.run_stmt(u, &[]),
+                }
+            }
+            Statement::Deallocate { name, .. } => {
+                let key = expr::name_of(name);
+                if key == "all" {
+                    self.prepared.clear();
+                    return Ok(Output::tag("DEALLOCATE ALL"));
+                }
+                if self.prepared.remove(&key).is_none() {
+                    return Err(SqlError::new(
+                        SqlState::INVALID_SQL_STATEMENT_NAME,
+                        format!("prepared statement \"{key}\" does not exist"),
+                    ));
+                }
+                Ok(Output::tag("DEALLOCATE"))
+            }
+            Statement::Analyze(_) => Ok(Output::tag("ANALYZE")),
+            Statement::Vacuum(_) => self.utility(&Utility::Vacuum),
+            Statement::CreateDatabase { .. } => Ok(Output::tag("CREATE DATABASE")),
             other => Err(SqlError::unsupported(format!(
                 "the statement {}",
                 first_words(&other.to_string())
@@ -280,34 +457,163 @@ impl Session {
         }
     }
 
+    /// A statement sqlparser does not parse, recognised by its words.
+    fn utility(&mut self, u: &Utility) -> SqlResult<Output> {
+        match u {
+            Utility::Checkpoint => {
+                self.db.store().checkpoint()?;
+                Ok(Output::tag("CHECKPOINT"))
+            }
+            Utility::Vacuum => {
+                if self.txn.is_some() {
+                    return Err(SqlError::new(
+                        SqlState::ACTIVE_SQL_TRANSACTION,
+                        "VACUUM cannot run inside a transaction block",
+                    ));
+                }
+                self.db.purge_now()?;
+                Ok(Output::tag("VACUUM"))
+            }
+            Utility::AlterSequence => Ok(Output::tag("ALTER SEQUENCE")),
+        }
+    }
+
+    fn set(&mut self, set: &ast::Set, ctx: Ctx<'_>) -> SqlResult<Output> {
+        match set {
+            ast::Set::SingleAssignment {
+                variable, values, ..
+            } => {
+                let name = variable.to_string();
+                let value = values
+                    .iter()
+                    .map(|v| setting_text(v, ctx))
+                    .collect::<SqlResult<Vec<_>>>()?
+                    .join(", ");
+                if name.eq_ignore_ascii_case("transaction_isolation") {
+                    self.set_isolation(settings::parse_isolation(&value)?)?;
+                } else if value.eq_ignore_ascii_case("default") {
+                    self.settings.reset(&name)?;
+                } else {
+                    self.settings.set(&name, &value)?;
+                }
+            }
+            ast::Set::SetTimeZone { value, .. } => {
+                let v = setting_text(value, ctx)?;
+                self.settings.set("timezone", &v)?;
+            }
+            ast::Set::SetNames { charset_name, .. } => {
+                self.settings
+                    .set("client_encoding", &expr::name_of(charset_name))?;
+            }
+            ast::Set::SetTransaction {
+                modes, session, ..
+            } => {
+                for m in modes {
+                    if let ast::TransactionMode::IsolationLevel(l) = m {
+                        let i = isolation_of(l)?;
+                        if *session {
+                            self.settings.set(
+                                "default_transaction_isolation",
+                                settings::isolation_name(i),
+                            )?;
+                        } else {
+                            self.set_isolation(i)?;
+                        }
+                    }
+                }
+            }
+            other => return Err(SqlError::unsupported(format!("{other}"))),
+        }
+        Ok(Output::tag("SET"))
+    }
+
+    /// `SET TRANSACTION ISOLATION LEVEL`: for the open block, which has
+    /// run nothing yet (its transaction is begun again at that level).
+    fn set_isolation(&mut self, i: Isolation) -> SqlResult<()> {
+        if self.txn.is_none() {
+            // PostgreSQL warns that it has no effect outside a block.
+            return Ok(());
+        }
+        if self.block_ran {
+            return Err(SqlError::new(
+                SqlState::ACTIVE_SQL_TRANSACTION,
+                "SET TRANSACTION ISOLATION LEVEL must be called before any query",
+            ));
+        }
+        if let Some(tx) = self.txn.take() {
+            tx.rollback()?;
+        }
+        self.isolation = i;
+        self.txn = Some(self.db.begin_owned_with(self.txn_options(i))?);
+        Ok(())
+    }
+
+    fn show(&self, variable: &[ast::Ident]) -> SqlResult<Output> {
+        let words: Vec<String> = variable.iter().map(|i| i.value.to_lowercase()).collect();
+        let name = words.join(" ");
+        let column = show_column(variable);
+        let text = |v: String| Output {
+            tag: "SHOW".into(),
+            columns: vec![ColumnDesc {
+                name: column.clone(),
+                ty: TEXT,
+            }],
+            rows: vec![vec![Value::Text(v)]],
+        };
+        match name.as_str() {
+            "transaction isolation level" | "transaction_isolation" => {
+                let i = if self.txn.is_some() {
+                    self.isolation
+                } else {
+                    self.settings.default_isolation()
+                };
+                Ok(text(settings::isolation_name(i).into()))
+            }
+            "quill.status" => Ok(status::show(&self.db)),
+            "all" => Ok(Output {
+                tag: "SHOW".into(),
+                columns: vec![
+                    ColumnDesc {
+                        name: "name".into(),
+                        ty: TEXT,
+                    },
+                    ColumnDesc {
+                        name: "setting".into(),
+                        ty: TEXT,
+                    },
+                ],
+                rows: self
+                    .settings
+                    .all()
+                    .map(|(k, v)| vec![Value::Text(k.into()), Value::Text(v.into())])
+                    .collect(),
+            }),
+            _ => Ok(text(self.settings.get(&name)?.to_string())),
+        }
+    }
+
+    fn txn_options(&self, isolation: Isolation) -> TxnOptions {
+        TxnOptions {
+            isolation,
+            durability: self.settings.durability(),
+        }
+    }
+
     fn begin(&mut self, modes: &[ast::TransactionMode]) -> SqlResult<Output> {
-        let mut isolation = self.isolation;
+        let mut isolation = self.settings.default_isolation();
         for m in modes {
             match m {
-                ast::TransactionMode::IsolationLevel(
-                    ast::TransactionIsolationLevel::ReadCommitted,
-                ) => {
-                    isolation = Isolation::ReadCommitted;
-                }
-                ast::TransactionMode::IsolationLevel(
-                    ast::TransactionIsolationLevel::RepeatableRead,
-                ) => isolation = Isolation::RepeatableRead,
+                ast::TransactionMode::IsolationLevel(l) => isolation = isolation_of(l)?,
                 ast::TransactionMode::AccessMode(_) => {}
-                other => {
-                    return Err(SqlError::unsupported(format!(
-                        "the transaction mode {other}"
-                    )));
-                }
             }
         }
         if self.txn.is_some() || self.failed {
             // PostgreSQL warns and carries on.
             return Ok(Output::tag("BEGIN"));
         }
-        self.txn = Some(self.db.begin_owned_with(TxnOptions {
-            isolation,
-            ..TxnOptions::default()
-        })?);
+        self.isolation = isolation;
+        self.block_ran = false;
+        self.txn = Some(self.db.begin_owned_with(self.txn_options(isolation))?);
         Ok(Output::tag("BEGIN"))
     }
 
@@ -340,19 +646,13 @@ impl Session {
         &mut self,
         f: impl FnOnce(&Db, &mut OwnedTxn) -> SqlResult<Output>,
     ) -> SqlResult<Output> {
+        self.block_ran = true;
         match self.txn.as_mut() {
-            Some(tx) => {
-                let r = f(&self.db, tx);
-                if r.is_err() {
-                    self.failed = true;
-                }
-                r
-            }
+            Some(tx) => f(&self.db, tx),
             None => {
-                let mut tx = self.db.begin_owned_with(TxnOptions {
-                    isolation: self.isolation,
-                    ..TxnOptions::default()
-                })?;
+                let mut tx = self
+                    .db
+                    .begin_owned_with(self.txn_options(self.settings.default_isolation()))?;
                 match f(&self.db, &mut tx) {
                     Ok(out) => {
                         tx.commit()?;
@@ -370,8 +670,111 @@ impl Session {
     }
 }
 
+/// The text type of SHOW's column.
+const TEXT: ColumnType = ColumnType::Text {
+    max_len: crate::types::MAX_VARLEN,
+};
+
+fn aborted() -> SqlError {
+    SqlError::new(
+        SqlState::IN_FAILED_SQL_TRANSACTION,
+        "current transaction is aborted, commands ignored until end of transaction block",
+    )
+}
+
+fn check_cancel(flag: &std::sync::atomic::AtomicBool) -> SqlResult<()> {
+    if flag.load(std::sync::atomic::Ordering::Acquire) {
+        return Err(SqlError::new(
+            SqlState::QUERY_CANCELED,
+            "canceling statement due to user request",
+        ));
+    }
+    Ok(())
+}
+
+fn isolation_of(l: &ast::TransactionIsolationLevel) -> SqlResult<Isolation> {
+    match l {
+        ast::TransactionIsolationLevel::ReadCommitted
+        | ast::TransactionIsolationLevel::ReadUncommitted => Ok(Isolation::ReadCommitted),
+        ast::TransactionIsolationLevel::RepeatableRead
+        | ast::TransactionIsolationLevel::Serializable => Ok(Isolation::RepeatableRead),
+        other => Err(SqlError::unsupported(format!("isolation level {other}"))),
+    }
+}
+
+/// The column name SHOW gives its value.
+fn show_column(variable: &[ast::Ident]) -> String {
+    let words: Vec<String> = variable.iter().map(|i| i.value.to_lowercase()).collect();
+    match words.join(" ").as_str() {
+        "transaction isolation level" => "transaction_isolation".into(),
+        other => other.to_string(),
+    }
+}
+
+/// A SET value as text (`'x'`, `x`, `1`, `DEFAULT`).
+fn setting_text(e: &ast::Expr, ctx: Ctx<'_>) -> SqlResult<String> {
+    match e {
+        ast::Expr::Identifier(i) => Ok(i.value.clone()),
+        ast::Expr::CompoundIdentifier(p) => Ok(p
+            .iter()
+            .map(|i| i.value.as_str())
+            .collect::<Vec<_>>()
+            .join(".")),
+        e => {
+            let v = expr::bind(e, &expr::NoColumns(ctx))?.eval(&[])?;
+            Ok(types::to_text(&v).unwrap_or_default())
+        }
+    }
+}
+
+/// A statement: SQL sqlparser parsed, or a utility command it does not
+/// parse.
+#[derive(Clone, Debug)]
+pub(crate) enum Stmt {
+    Sql(Statement),
+    Utility(Utility),
+}
+
+/// Commands recognised by their first words: `CHECKPOINT`, `VACUUM
+/// (options) t` (PostgreSQL's parenthesised form), `ALTER SEQUENCE`
+/// (accepted; Quill's automatic keys have no cache to size).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Utility {
+    Checkpoint,
+    Vacuum,
+    AlterSequence,
+}
+
+/// Parse `sql` into statements, recognising the utility commands.
+fn parse_statements(sql: &str) -> SqlResult<Vec<Stmt>> {
+    let words: Vec<String> = sql
+        .split_whitespace()
+        .take(2)
+        .map(|w| w.trim_end_matches(';').to_ascii_lowercase())
+        .collect();
+    let single = sql.trim().trim_end_matches(';').find(';').is_none();
+    let utility = match words.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["checkpoint"] => Some(Utility::Checkpoint),
+        ["vacuum", ..] => Some(Utility::Vacuum),
+        ["alter", "sequence"] => Some(Utility::AlterSequence),
+        _ => None,
+    };
+    if let Some(u) = utility
+        && single
+    {
+        return Ok(vec![Stmt::Utility(u)]);
+    }
+    Ok(parse(sql)?.into_iter().map(Stmt::Sql).collect())
+}
+
 /// The command tag's first word for a statement.
-fn command_of(s: &Statement) -> &'static str {
+fn command_of(s: &Stmt) -> &'static str {
+    let s = match s {
+        Stmt::Utility(Utility::Checkpoint) => return "CHECKPOINT",
+        Stmt::Utility(Utility::Vacuum) => return "VACUUM",
+        Stmt::Utility(Utility::AlterSequence) => return "ALTER SEQUENCE",
+        Stmt::Sql(s) => s,
+    };
     match s {
         Statement::Query(_) => "SELECT",
         Statement::Insert(_) => "INSERT",
@@ -383,6 +786,10 @@ fn command_of(s: &Statement) -> &'static str {
         Statement::CreateTable(_) => "CREATE TABLE",
         Statement::CreateIndex(_) => "CREATE INDEX",
         Statement::Drop { .. } => "DROP",
+        Statement::Set(_) => "SET",
+        Statement::ShowVariable { .. } => "SHOW",
+        Statement::Prepare { .. } => "PREPARE",
+        Statement::Execute { .. } => "EXECUTE",
         _ => "",
     }
 }

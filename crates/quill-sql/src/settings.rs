@@ -1,0 +1,211 @@
+//! Session settings: what `SET`, `SHOW` and `RESET` read and write.
+//! The variables clients set or read at connect (`application_name`,
+//! `DateStyle`, `extra_float_digits`, ...) are kept and echoed back, as
+//! PostgreSQL does; the ones that change Quill's behaviour are checked:
+//! `quill.durability` (how a commit waits for the log) and
+//! `transaction_isolation` / `default_transaction_isolation`.
+
+use std::collections::BTreeMap;
+
+use quill::{Durability, Isolation};
+
+use crate::error::{SqlError, SqlResult, SqlState};
+
+/// The settings PostgreSQL 15 reports, with the values Quill has (the
+/// read-only ones cannot be SET).
+const DEFAULTS: [(&str, &str, bool); 16] = [
+    ("application_name", "", false),
+    ("client_encoding", "UTF8", false),
+    ("datestyle", "ISO, MDY", false),
+    ("default_transaction_isolation", "read committed", false),
+    ("extra_float_digits", "1", false),
+    ("integer_datetimes", "on", true),
+    ("intervalstyle", "postgres", false),
+    ("is_superuser", "on", true),
+    ("quill.durability", "sync", false),
+    ("search_path", "\"$user\", public", false),
+    ("server_encoding", "UTF8", true),
+    ("server_version", "15.18", true),
+    ("server_version_num", "150018", true),
+    ("standard_conforming_strings", "on", false),
+    ("statement_timeout", "0", false),
+    ("timezone", "Etc/UTC", false),
+];
+
+/// A session's settings.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    values: BTreeMap<String, String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            values: DEFAULTS
+                .iter()
+                .map(|(k, v, _)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+}
+
+fn default_of(name: &str) -> Option<(&'static str, bool)> {
+    DEFAULTS
+        .iter()
+        .find(|(k, _, _)| *k == name)
+        .map(|(_, v, ro)| (*v, *ro))
+}
+
+/// The isolation level a setting's text names.
+pub fn parse_isolation(v: &str) -> SqlResult<Isolation> {
+    match v.to_ascii_lowercase().as_str() {
+        "read committed" | "read uncommitted" => Ok(Isolation::ReadCommitted),
+        "repeatable read" | "serializable" => Ok(Isolation::RepeatableRead),
+        other => Err(SqlError::new(
+            SqlState::INVALID_PARAMETER_VALUE,
+            format!("invalid value for parameter \"transaction_isolation\": \"{other}\""),
+        )),
+    }
+}
+
+/// The text of an isolation level.
+pub fn isolation_name(i: Isolation) -> &'static str {
+    match i {
+        Isolation::ReadCommitted => "read committed",
+        Isolation::RepeatableRead => "repeatable read",
+    }
+}
+
+/// The durability a `quill.durability` value names.
+pub fn parse_durability(v: &str) -> SqlResult<Durability> {
+    match v.to_ascii_lowercase().as_str() {
+        "sync" => Ok(Durability::Sync),
+        "write" => Ok(Durability::Write),
+        "lazy" => Ok(Durability::Lazy),
+        other => Err(SqlError::new(
+            SqlState::INVALID_PARAMETER_VALUE,
+            format!(
+                "invalid value for parameter \"quill.durability\": \"{other}\" (sync, write or lazy)"
+            ),
+        )),
+    }
+}
+
+impl Settings {
+    /// Set `name` (folded to lower case) to `value`.
+    pub fn set(&mut self, name: &str, value: &str) -> SqlResult<()> {
+        let name = name.to_ascii_lowercase();
+        match default_of(&name) {
+            Some((_, true)) => {
+                return Err(SqlError::new(
+                    SqlState::CANT_CHANGE_RUNTIME_PARAM,
+                    format!("parameter \"{name}\" cannot be changed"),
+                ));
+            }
+            Some(_) => {}
+            // Unknown names are kept if they are qualified (custom
+            // options, as PostgreSQL allows `a.b`), refused otherwise.
+            None if name.contains('.') && !name.starts_with("quill.") => {}
+            None => {
+                return Err(SqlError::new(
+                    SqlState::UNDEFINED_OBJECT,
+                    format!("unrecognized configuration parameter \"{name}\""),
+                ));
+            }
+        }
+        match name.as_str() {
+            "quill.durability" => {
+                parse_durability(value)?;
+            }
+            "default_transaction_isolation" => {
+                parse_isolation(value)?;
+            }
+            "client_encoding" if !value.eq_ignore_ascii_case("utf8") => {
+                return Err(SqlError::unsupported(format!(
+                    "client_encoding {value} (Quill speaks UTF8)"
+                )));
+            }
+            _ => {}
+        }
+        self.values.insert(name, value.to_string());
+        Ok(())
+    }
+
+    /// The value of `name`.
+    pub fn get(&self, name: &str) -> SqlResult<&str> {
+        let name = name.to_ascii_lowercase();
+        self.values.get(&name).map(String::as_str).ok_or_else(|| {
+            SqlError::new(
+                SqlState::UNDEFINED_OBJECT,
+                format!("unrecognized configuration parameter \"{name}\""),
+            )
+        })
+    }
+
+    /// Back to the default (or forget a custom option).
+    pub fn reset(&mut self, name: &str) -> SqlResult<()> {
+        let name = name.to_ascii_lowercase();
+        match default_of(&name) {
+            Some((v, _)) => {
+                self.values.insert(name, v.to_string());
+            }
+            None => {
+                self.values.remove(&name);
+            }
+        }
+        Ok(())
+    }
+
+    /// Every setting back to its default.
+    pub fn reset_all(&mut self) {
+        *self = Settings::default();
+    }
+
+    /// Every setting, by name.
+    pub fn all(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.values.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// The durability commits in this session use.
+    pub fn durability(&self) -> Durability {
+        self.values
+            .get("quill.durability")
+            .and_then(|v| parse_durability(v).ok())
+            .unwrap_or(Durability::Sync)
+    }
+
+    /// The isolation level a `BEGIN` without one uses.
+    pub fn default_isolation(&self) -> Isolation {
+        self.values
+            .get("default_transaction_isolation")
+            .and_then(|v| parse_isolation(v).ok())
+            .unwrap_or(Isolation::ReadCommitted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_checks_values_and_read_only_names() {
+        let mut s = Settings::default();
+        s.set("application_name", "psql").unwrap();
+        assert_eq!(s.get("APPLICATION_NAME").unwrap(), "psql");
+        assert_eq!(
+            s.set("server_version", "16").unwrap_err().state,
+            SqlState::CANT_CHANGE_RUNTIME_PARAM
+        );
+        assert_eq!(
+            s.set("no_such", "1").unwrap_err().state,
+            SqlState::UNDEFINED_OBJECT
+        );
+        s.set("myapp.flag", "x").unwrap();
+        assert!(s.set("quill.durability", "maybe").is_err());
+        s.set("quill.durability", "lazy").unwrap();
+        assert_eq!(s.durability(), Durability::Lazy);
+        s.reset_all();
+        assert_eq!(s.durability(), Durability::Sync);
+        assert!(s.get("myapp.flag").is_err());
+    }
+}
