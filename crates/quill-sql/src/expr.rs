@@ -261,12 +261,14 @@ pub fn column_name(name: &ast::ObjectName) -> SqlResult<String> {
     }
 }
 
-/// A literal's value: integers that fit are `Int64`, other numbers
-/// `Float64`, strings `Text`.
+/// A literal's value: integers are `Int32` or `Int64` (the narrowest
+/// that holds them), other numbers `Float64`, strings `Text`.
 pub fn literal(v: &ast::Value) -> SqlResult<Value> {
     Ok(match v {
+        // As in PostgreSQL: an integer literal is an int4 if it fits,
+        // else an int8, else a number with a fraction (a double here).
         ast::Value::Number(s, _) => match s.parse::<i64>() {
-            Ok(i) => Value::Int64(i),
+            Ok(i) => i32::try_from(i).map_or(Value::Int64(i), Value::Int32),
             Err(_) => Value::Float64(s.parse().map_err(|_| {
                 SqlError::new(
                     SqlState::INVALID_TEXT_REPRESENTATION,
@@ -363,6 +365,10 @@ pub fn bind(e: &ast::Expr, scope: &dyn Scope) -> SqlResult<Expr> {
         E::UnaryOp { op, expr } => match op {
             UnaryOperator::Not => Expr::Not(b(expr)?),
             UnaryOperator::Minus => match bind(expr, scope)? {
+                Expr::Const(Value::Int32(i)) => Expr::Const(Value::Int32(-i)),
+                Expr::Const(Value::Int64(i)) if i == i64::from(i32::MAX) + 1 => {
+                    Expr::Const(Value::Int32(i32::MIN))
+                }
                 Expr::Const(Value::Int64(i)) => Expr::Const(Value::Int64(-i)),
                 Expr::Const(Value::Float64(f)) => Expr::Const(Value::Float64(-f)),
                 x => Expr::Neg(Box::new(x)),

@@ -537,7 +537,7 @@ fn plan_over(
             let e = match &o.expr {
                 ast::Expr::Value(v) if matches!(v.value, ast::Value::Number(..)) => {
                     match expr::literal(&v.value)? {
-                        Value::Int64(n) if n >= 1 && (n as usize) <= outputs.len() => outputs
+                        Value::Int32(n) if n >= 1 && (n as usize) <= outputs.len() => outputs
                             .get(n as usize - 1)
                             .map(|(_, e)| e.clone())
                             .ok_or_else(|| {

@@ -549,9 +549,8 @@ impl Session {
     }
 
     fn show(&self, variable: &[ast::Ident]) -> SqlResult<Output> {
-        let words: Vec<String> = variable.iter().map(|i| i.value.to_lowercase()).collect();
-        let name = words.join(" ");
         let column = show_column(variable);
+        let name = column.as_str();
         let text = |v: String| Output {
             tag: "SHOW".into(),
             columns: vec![ColumnDesc {
@@ -560,8 +559,8 @@ impl Session {
             }],
             rows: vec![vec![Value::Text(v)]],
         };
-        match name.as_str() {
-            "transaction isolation level" | "transaction_isolation" => {
+        match name {
+            "transaction_isolation" => {
                 let i = if self.txn.is_some() {
                     self.isolation
                 } else {
@@ -588,7 +587,7 @@ impl Session {
                     .map(|(k, v)| vec![Value::Text(k.into()), Value::Text(v.into())])
                     .collect(),
             }),
-            _ => Ok(text(self.settings.get(&name)?.to_string())),
+            _ => Ok(text(self.settings.get(name)?.to_string())),
         }
     }
 
@@ -702,12 +701,16 @@ fn isolation_of(l: &ast::TransactionIsolationLevel) -> SqlResult<Isolation> {
     }
 }
 
-/// The column name SHOW gives its value.
+/// The setting SHOW names, which is also its column's name: the words
+/// of a dotted name (`quill.status`) come apart in the parse, and join
+/// again with dots; `TRANSACTION ISOLATION LEVEL` and `TIME ZONE` are
+/// the multi-word forms.
 fn show_column(variable: &[ast::Ident]) -> String {
     let words: Vec<String> = variable.iter().map(|i| i.value.to_lowercase()).collect();
     match words.join(" ").as_str() {
         "transaction isolation level" => "transaction_isolation".into(),
-        other => other.to_string(),
+        "time zone" => "timezone".into(),
+        _ => words.join("."),
     }
 }
 

@@ -1,0 +1,198 @@
+//! Prepared statements through the API the wire protocol uses: parameter
+//! types given or inferred, result descriptions before running, values
+//! bound per execution.
+
+use std::sync::Arc;
+
+use quill::catalog::{ColumnType, Value};
+use quill::{Db, Options};
+use quill_sql::{Session, SqlState, TxnStatus};
+
+fn session() -> (tempfile::TempDir, Session) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), Options::default()).unwrap());
+    let mut s = Session::new(db);
+    for r in s.execute(
+        "CREATE TABLE sbtest1(id SERIAL, k INTEGER DEFAULT '0' NOT NULL, \
+         c CHAR(120) DEFAULT '' NOT NULL, pad CHAR(60) DEFAULT '' NOT NULL, PRIMARY KEY (id)); \
+         INSERT INTO sbtest1(k, c, pad) VALUES (10, 'c1', 'p1'), (20, 'c2', 'p2'), (30, 'c3', 'p3')",
+    ) {
+        r.unwrap();
+    }
+    (dir, s)
+}
+
+const TEXT: ColumnType = ColumnType::Text { max_len: 65_535 };
+
+#[test]
+fn sysbench_statements_with_client_types() {
+    let (_d, mut s) = session();
+    let p = s
+        .prepare("SELECT c FROM sbtest1 WHERE id=$1", &[Some(ColumnType::Int64)])
+        .unwrap();
+    assert_eq!(p.param_types(), &[ColumnType::Int64]);
+    let cols = p.columns().unwrap();
+    assert_eq!(cols.len(), 1);
+    assert_eq!(cols[0].name, "c");
+    let out = s.execute_prepared(&p, &[Value::Int64(2)]).unwrap();
+    assert_eq!(out.rows, vec![vec![Value::Text("c2".into())]]);
+    assert_eq!(out.tag, "SELECT 1");
+
+    let sum = s
+        .prepare(
+            "SELECT SUM(k) FROM sbtest1 WHERE id BETWEEN $1 AND $2",
+            &[Some(ColumnType::Int64), Some(ColumnType::Int64)],
+        )
+        .unwrap();
+    assert_eq!(sum.columns().unwrap()[0].ty, ColumnType::Int64);
+    let out = s
+        .execute_prepared(&sum, &[Value::Int64(1), Value::Int64(2)])
+        .unwrap();
+    assert_eq!(out.rows, vec![vec![Value::Int64(30)]]);
+
+    let begin = s.prepare("BEGIN", &[]).unwrap();
+    assert!(begin.columns().is_none());
+    let upd = s
+        .prepare(
+            "UPDATE sbtest1 SET c=$1 WHERE id=$2",
+            &[Some(TEXT), Some(ColumnType::Int64)],
+        )
+        .unwrap();
+    assert!(upd.columns().is_none());
+    let commit = s.prepare("COMMIT", &[]).unwrap();
+    s.execute_prepared(&begin, &[]).unwrap();
+    assert_eq!(s.status(), TxnStatus::InBlock);
+    let out = s
+        .execute_prepared(&upd, &[Value::Text("new".into()), Value::Int64(3)])
+        .unwrap();
+    assert_eq!(out.tag, "UPDATE 1");
+    s.execute_prepared(&commit, &[]).unwrap();
+    assert_eq!(s.status(), TxnStatus::Idle);
+    let out = s.execute_prepared(&p, &[Value::Int64(3)]).unwrap();
+    assert_eq!(out.rows, vec![vec![Value::Text("new".into())]]);
+
+    let err = s.execute_prepared(&p, &[]).unwrap_err();
+    assert_eq!(err.state, SqlState::PROTOCOL_VIOLATION);
+}
+
+#[test]
+fn parameter_types_are_inferred_when_the_client_leaves_them_open() {
+    let (_d, mut s) = session();
+    let ins = s
+        .prepare(
+            "INSERT INTO sbtest1 (id, k, c, pad) VALUES ($1, $2, $3, $4)",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(
+        ins.param_types(),
+        &[
+            ColumnType::Int64,
+            ColumnType::Int32,
+            ColumnType::Text { max_len: 480 },
+            ColumnType::Text { max_len: 240 },
+        ]
+    );
+    s.execute_prepared(
+        &ins,
+        &[
+            Value::Int64(7),
+            Value::Int32(70),
+            Value::Text("c7".into()),
+            Value::Null,
+        ],
+    )
+    .unwrap_err(); // pad is NOT NULL
+    s.execute_prepared(
+        &ins,
+        &[
+            Value::Int64(7),
+            Value::Int32(70),
+            Value::Text("c7".into()),
+            Value::Text("p7".into()),
+        ],
+    )
+    .unwrap();
+
+    let q = s
+        .prepare(
+            "SELECT id, k + 1 AS k1 FROM sbtest1 WHERE k > $1 ORDER BY id LIMIT $2",
+            &[None, None],
+        )
+        .unwrap();
+    assert_eq!(q.param_types(), &[ColumnType::Int32, ColumnType::Int64]);
+    let cols = q.columns().unwrap();
+    assert_eq!(
+        cols.iter().map(|c| (c.name.as_str(), c.ty)).collect::<Vec<_>>(),
+        vec![("id", ColumnType::Int64), ("k1", ColumnType::Int32)]
+    );
+    let out = s
+        .execute_prepared(&q, &[Value::Int32(15), Value::Int64(2)])
+        .unwrap();
+    assert_eq!(
+        out.rows,
+        vec![
+            vec![Value::Int64(2), Value::Int32(21)],
+            vec![Value::Int64(3), Value::Int32(31)]
+        ]
+    );
+
+    let upd = s
+        .prepare("UPDATE sbtest1 SET k=k+$1 WHERE id=$2", &[])
+        .unwrap();
+    assert_eq!(upd.param_types(), &[ColumnType::Int32, ColumnType::Int64]);
+
+    let del = s
+        .prepare(
+            "DELETE FROM sbtest1 WHERE id IN (SELECT id FROM sbtest1 WHERE id >= $1 ORDER BY id LIMIT $2)",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(del.param_types(), &[ColumnType::Int64, ColumnType::Int64]);
+    let out = s
+        .execute_prepared(&del, &[Value::Int64(2), Value::Int64(2)])
+        .unwrap();
+    assert_eq!(out.tag, "DELETE 2");
+
+    // A parameter nothing constrains is text.
+    let p = s.prepare("SELECT $1", &[]).unwrap();
+    assert_eq!(p.param_types(), &[TEXT]);
+    let out = s.execute_prepared(&p, &[Value::Text("hi".into())]).unwrap();
+    assert_eq!(out.rows, vec![vec![Value::Text("hi".into())]]);
+
+    // Empty and several statements.
+    assert!(s.prepare("", &[]).unwrap().is_empty());
+    assert_eq!(
+        s.prepare("SELECT 1; SELECT 2", &[]).unwrap_err().state,
+        SqlState::SYNTAX_ERROR
+    );
+    // A prepared statement over a table that is gone fails cleanly.
+    s.execute("DROP TABLE sbtest1").pop().unwrap().unwrap();
+    let q2 = s.prepare("SELECT 1", &[]).unwrap();
+    s.execute_prepared(&q2, &[]).unwrap();
+    assert_eq!(
+        s.execute_prepared(&q, &[Value::Int32(1), Value::Int64(1)])
+            .unwrap_err()
+            .state,
+        SqlState::UNDEFINED_TABLE
+    );
+}
+
+#[test]
+fn show_quill_status_reports_the_engine_live() {
+    let (_d, mut s) = session();
+    let out = s.execute("SHOW quill.status").pop().unwrap().unwrap();
+    assert_eq!(out.columns.len(), 2);
+    let get = |name: &str| {
+        out.rows
+            .iter()
+            .find(|r| r[0] == Value::Text(name.into()))
+            .map(|r| r[1].clone())
+    };
+    assert!(get("log.syncs_per_commit").is_some());
+    match get("store.log.commits_sync") {
+        Some(Value::Text(n)) => assert!(n.parse::<u64>().unwrap() >= 1, "{n}"),
+        other => panic!("no commit count: {other:?}"),
+    }
+    assert!(get("txn.active_transactions").is_some());
+}
