@@ -1,8 +1,9 @@
-//! Access paths: how a statement's WHERE reaches its rows through the
-//! primary key. Equality on every primary key column (or an IN list on a
-//! one-column key) is a point lookup per key; equality on a prefix, or a
-//! range on the first column after it, is a range scan; anything else
-//! scans the table. The whole WHERE is still checked on every row found,
+//! Access paths: how a statement's WHERE reaches its rows. Equality on
+//! every primary key column (or an IN list on a one-column key) is a
+//! point lookup per key; equality on a prefix, or a range on the first
+//! column after it, is a range scan; the same on a secondary index's
+//! columns is a scan of that index; an ORDER BY that an index's order
+//! gives reads that index; anything else scans the table. The whole WHERE is still checked on every row found,
 //! so the path only has to find a superset of the rows.
 
 use std::ops::Bound;
@@ -36,8 +37,32 @@ pub enum Path {
     Points(Vec<Vec<Value>>),
     /// A scan of primary keys between these bounds (prefixes).
     Range(Bound<Vec<Value>>, Bound<Vec<Value>>),
+    /// A scan of secondary index `name` between these bounds (prefixes
+    /// of its key); rows come in index key order, ties by primary key.
+    Index {
+        /// The index's name.
+        name: String,
+        /// Its columns, by position in the table.
+        columns: Vec<usize>,
+        /// Lower bound.
+        lo: Bound<Vec<Value>>,
+        /// Upper bound.
+        hi: Bound<Vec<Value>>,
+    },
     /// Every row.
     Full,
+}
+
+impl Path {
+    /// The columns rows come ordered by (ascending): the index's for an
+    /// index scan, else the primary key's (points are looked up in key
+    /// order).
+    pub fn order<'a>(&'a self, schema: &'a TableSchema) -> &'a [usize] {
+        match self {
+            Path::Index { columns, .. } => columns,
+            _ => &schema.def.primary_key,
+        }
+    }
 }
 
 /// `Some((op, value))` when `e` compares column `col` with a constant
@@ -58,49 +83,19 @@ fn bound_of(e: &Expr, col: usize, schema: &TableSchema) -> Option<(Cmp, Value)> 
     coerce(v.clone(), ty).ok().map(|v| (op, v))
 }
 
-/// Choose the path for `filter` over `schema`'s primary key.
-pub fn choose(schema: &TableSchema, filter: Option<&Expr>) -> Path {
-    let pk = &schema.def.primary_key;
-    let Some(filter) = filter else {
-        return Path::Full;
-    };
-    if pk.is_empty() {
-        return Path::Full;
-    }
-    let conj = filter.conjuncts();
-    // IN list on a one-column key.
-    if let [col] = pk.as_slice() {
-        for c in &conj {
-            if let Expr::InList(a, list, false) = c
-                && matches!(a.as_ref(), Expr::Column(x) if x == col)
-                && let Some(ty) = schema.def.columns.get(*col).map(|c| c.ty)
-            {
-                let keys: Option<Vec<Vec<Value>>> = list
-                    .iter()
-                    .map(|x| match x {
-                        Expr::Const(v) if !v.is_null() => {
-                            coerce(v.clone(), ty).ok().map(|v| vec![v])
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                if let Some(mut keys) = keys {
-                    // In key order, as a scan would return them: by the
-                    // key encoding, whose byte order is the key order
-                    // (keycode KC1).
-                    keys.sort_by_cached_key(|k| {
-                        let mut b = Vec::new();
-                        quill::catalog::encode_key(k, &mut b);
-                        b
-                    });
-                    keys.dedup();
-                    return Path::Points(keys);
-                }
-            }
-        }
-    }
+/// What the conjuncts say about a key over `cols`: values for an
+/// equality prefix, then bounds on the next column.
+struct KeyRange {
+    prefix: Vec<Value>,
+    lo: Bound<Vec<Value>>,
+    hi: Bound<Vec<Value>>,
+    /// Whether the next column has a bound.
+    ranged: bool,
+}
+
+fn key_range(cols: &[usize], conj: &[&Expr], schema: &TableSchema) -> KeyRange {
     let mut prefix = Vec::new();
-    for &col in pk {
+    for &col in cols {
         match conj
             .iter()
             .find_map(|c| bound_of(c, col, schema).filter(|(op, _)| *op == Cmp::Eq))
@@ -109,14 +104,11 @@ pub fn choose(schema: &TableSchema, filter: Option<&Expr>) -> Path {
             None => break,
         }
     }
-    if prefix.len() == pk.len() {
-        return Path::Points(vec![prefix]);
-    }
-    // A range on the next key column.
     let mut lo = Bound::Included(prefix.clone());
     let mut hi = Bound::Included(prefix.clone());
-    if let Some(&col) = pk.get(prefix.len()) {
-        for c in &conj {
+    let mut ranged = false;
+    if let Some(&col) = cols.get(prefix.len()) {
+        for c in conj {
             let bounds: Vec<(Cmp, Value)> = match c {
                 Expr::Between(a, l, h, false) if matches!(a.as_ref(), Expr::Column(x) if *x == col) =>
                 {
@@ -132,6 +124,7 @@ pub fn choose(schema: &TableSchema, filter: Option<&Expr>) -> Path {
             for (op, v) in bounds {
                 let mut key = prefix.clone();
                 key.push(v);
+                ranged = true;
                 match op {
                     Cmp::Gt => lo = Bound::Excluded(key),
                     Cmp::Ge => lo = Bound::Included(key),
@@ -142,10 +135,94 @@ pub fn choose(schema: &TableSchema, filter: Option<&Expr>) -> Path {
             }
         }
     }
-    if prefix.is_empty() && lo == Bound::Included(vec![]) && hi == Bound::Included(vec![]) {
-        return Path::Full;
+    KeyRange {
+        prefix,
+        lo: fix_empty(lo),
+        hi: fix_empty(hi),
+        ranged,
     }
-    Path::Range(fix_empty(lo), fix_empty(hi))
+}
+
+/// Choose the path for `filter` over `schema`: the primary key when the
+/// filter pins or bounds it, else the secondary index whose key the
+/// filter pins longest (a bound on the next column counting half a
+/// column), else, when the query wants rows ordered by a prefix of some
+/// index's columns (`order`), that index, else a full scan.
+pub fn choose(schema: &TableSchema, filter: Option<&Expr>, order: &[usize]) -> Path {
+    let pk = &schema.def.primary_key;
+    let conj = filter.map(Expr::conjuncts).unwrap_or_default();
+    if !pk.is_empty() && !conj.is_empty() {
+        // IN list on a one-column key.
+        if let [col] = pk.as_slice() {
+            for c in &conj {
+                if let Expr::InList(a, list, false) = c
+                    && matches!(a.as_ref(), Expr::Column(x) if x == col)
+                    && let Some(ty) = schema.def.columns.get(*col).map(|c| c.ty)
+                {
+                    let keys: Option<Vec<Vec<Value>>> = list
+                        .iter()
+                        .map(|x| match x {
+                            Expr::Const(v) if !v.is_null() => {
+                                coerce(v.clone(), ty).ok().map(|v| vec![v])
+                            }
+                            _ => None,
+                        })
+                        .collect();
+                    if let Some(mut keys) = keys {
+                        // In key order, as a scan would return them: by
+                        // the key encoding, whose byte order is the key
+                        // order (keycode KC1).
+                        keys.sort_by_cached_key(|k| {
+                            let mut b = Vec::new();
+                            quill::catalog::encode_key(k, &mut b);
+                            b
+                        });
+                        keys.dedup();
+                        return Path::Points(keys);
+                    }
+                }
+            }
+        }
+        let r = key_range(pk, &conj, schema);
+        if r.prefix.len() == pk.len() {
+            return Path::Points(vec![r.prefix]);
+        }
+        if !r.prefix.is_empty() || r.ranged {
+            return Path::Range(r.lo, r.hi);
+        }
+    }
+    let mut best: Option<(usize, Path)> = None;
+    for ix in &schema.def.indexes {
+        let r = key_range(&ix.columns, &conj, schema);
+        let score = 2 * r.prefix.len() + usize::from(r.ranged);
+        if score > 0 && best.as_ref().is_none_or(|(s, _)| score > *s) {
+            best = Some((
+                score,
+                Path::Index {
+                    name: ix.name.clone(),
+                    columns: ix.columns.clone(),
+                    lo: r.lo,
+                    hi: r.hi,
+                },
+            ));
+        }
+    }
+    if let Some((_, p)) = best {
+        return p;
+    }
+    if !order.is_empty() && !pk.starts_with(order) {
+        for ix in &schema.def.indexes {
+            if ix.columns.starts_with(order) {
+                return Path::Index {
+                    name: ix.name.clone(),
+                    columns: ix.columns.clone(),
+                    lo: Bound::Unbounded,
+                    hi: Bound::Unbounded,
+                };
+            }
+        }
+    }
+    Path::Full
 }
 
 fn fix_empty(b: Bound<Vec<Value>>) -> Bound<Vec<Value>> {
@@ -191,6 +268,14 @@ pub fn for_each(
         }
         Path::Range(lo, hi) => {
             for row in tx.scan(t, as_ref(lo), as_ref(hi), Direction::Forward)? {
+                let row = row?;
+                if keep(&row)? && !f(row)? {
+                    return Ok(());
+                }
+            }
+        }
+        Path::Index { name, lo, hi, .. } => {
+            for row in tx.index_scan(t, name, as_ref(lo), as_ref(hi), Direction::Forward)? {
                 let row = row?;
                 if keep(&row)? && !f(row)? {
                     return Ok(());

@@ -155,7 +155,7 @@ fn for_each_locked(
     filter: Option<&Expr>,
     mut f: impl FnMut(&mut OwnedTxn, &[Value], &[Value]) -> SqlResult<bool>,
 ) -> SqlResult<u64> {
-    let path = access::choose(schema, filter);
+    let path = access::choose(schema, filter, &[]);
     let mut keys: Vec<Vec<Value>> = Vec::new();
     access::for_each(tx, t, &path, filter, |row| {
         keys.push(

@@ -481,15 +481,13 @@ fn plan_over(
     let schema: &TableSchema = &schema_arc;
     let table = TableScope(schema, ctx);
     let col_types: Vec<ColumnType> = schema.def.columns.iter().map(|c| c.ty).collect();
-    if let (Source::Table { path, filter, .. }, Some(w)) = (&mut source, &sel.selection) {
+    if let (Source::Table { filter, .. }, Some(w)) = (&mut source, &sel.selection) {
         let scope = WhereScope {
             table: TableScope(schema, ctx),
             db,
             tx: RefCell::new(tx),
         };
-        let f = expr::bind(w, &scope)?;
-        *path = access::choose(schema, Some(&f));
-        *filter = Some(f);
+        *filter = Some(expr::bind(w, &scope)?);
     } else if sel.selection.is_some() {
         return Err(SqlError::unsupported("WHERE without FROM"));
     }
@@ -601,14 +599,34 @@ fn plan_over(
             .chain(aggs.iter().map(|a| a.ty))
             .collect(),
     };
+    // The columns an ascending ORDER BY of plain columns names: an index
+    // with them first can give the rows in order (and a LIMIT can stop
+    // the scan early).
+    let order_cols: Vec<usize> = if grouping.is_none() && sort.iter().all(|(_, asc)| *asc) {
+        sort.iter()
+            .map_while(|(e, _)| match e {
+                Expr::Column(c) => Some(*c),
+                _ => None,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if let Source::Table { path, filter, .. } = &mut source {
+        let order = if order_cols.len() == sort.len() {
+            order_cols.as_slice()
+        } else {
+            &[]
+        };
+        *path = access::choose(schema, filter.as_ref(), order);
+    }
+    let path_order: &[usize] = match &source {
+        Source::Table { path, .. } => path.order(schema),
+        Source::Nothing => &[],
+    };
     let in_order = grouping.is_none()
         && (sort.is_empty()
-            || (sort.iter().all(|(_, asc)| *asc)
-                && sort.len() <= schema.def.primary_key.len()
-                && sort
-                    .iter()
-                    .zip(&schema.def.primary_key)
-                    .all(|((e, _), &k)| *e == Expr::Column(k))));
+            || (order_cols.len() == sort.len() && path_order.starts_with(&order_cols)));
     let columns = outputs
         .iter()
         .map(|(n, e)| ColumnDesc {
@@ -794,6 +812,43 @@ pub fn run(plan: &Plan, tx: &mut OwnedTxn, cancel: &dyn Fn() -> SqlResult<()>) -
         columns: plan.columns.clone(),
         rows,
     })
+}
+
+/// What a plan does, one step per line, outermost first (EXPLAIN).
+pub fn explain(plan: &Plan) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(l) = plan.limit {
+        out.push(format!("Limit {l}"));
+    }
+    if plan.offset > 0 {
+        out.push(format!("Offset {}", plan.offset));
+    }
+    if !plan.in_order && !plan.sort.is_empty() {
+        out.push(format!("Sort ({} keys)", plan.sort.len()));
+    }
+    if plan.distinct {
+        out.push("Distinct".into());
+    }
+    if let Some((groups, aggs)) = &plan.grouping {
+        out.push(format!(
+            "Aggregate ({} groups keys, {} aggregates)",
+            groups.len(),
+            aggs.len()
+        ));
+    }
+    out.push(match &plan.source {
+        Source::Nothing => "Result".into(),
+        Source::Table { path, schema, .. } => {
+            let t = &schema.def.name;
+            match path {
+                Path::Points(k) => format!("Primary Key Lookup on {t} ({} keys)", k.len()),
+                Path::Range(..) => format!("Primary Key Range Scan on {t}"),
+                Path::Index { name, .. } => format!("Index Scan using {name} on {t}"),
+                Path::Full => format!("Seq Scan on {t}"),
+            }
+        }
+    });
+    out
 }
 
 /// Run a query.

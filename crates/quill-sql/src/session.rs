@@ -261,6 +261,10 @@ impl Session {
         };
         Ok(match s {
             Statement::Query(q) => Some(select::describe(&self.db, q, ctx)?),
+            Statement::Explain { .. } => Some(vec![ColumnDesc {
+                name: "QUERY PLAN".into(),
+                ty: TEXT,
+            }]),
             Statement::ShowVariable { variable } => Some(vec![ColumnDesc {
                 name: show_column(variable),
                 ty: TEXT,
@@ -349,6 +353,24 @@ impl Session {
                 self.in_txn(|db, tx| {
                     let plan = select::plan(db, q, ctx, Some(&mut *tx))?;
                     select::run(&plan, tx, &|| check_cancel(&cancel))
+                })
+            }
+            Statement::Explain { statement, .. } => {
+                let Statement::Query(q) = statement.as_ref() else {
+                    return Err(SqlError::unsupported("EXPLAIN of a statement other than SELECT"));
+                };
+                let plan = select::plan(&self.db, q, ctx, None)?;
+                let rows: Vec<Vec<Value>> = select::explain(&plan)
+                    .into_iter()
+                    .map(|l| vec![Value::Text(l)])
+                    .collect();
+                Ok(Output {
+                    tag: format!("EXPLAIN {}", rows.len()),
+                    columns: vec![ColumnDesc {
+                        name: "QUERY PLAN".into(),
+                        ty: TEXT,
+                    }],
+                    rows,
                 })
             }
             Statement::Set(set) => self.set(set, ctx),
