@@ -186,6 +186,7 @@ fn default_value(column: &str, e: &ast::Expr, ty: ColumnType) -> SqlResult<Value
     let ctx = Ctx {
         params: Some(&[]),
         info: &info,
+        cancel: &crate::expr::NEVER_CANCELED,
     };
     let v = bind(e, &NoColumns(ctx))?.eval(&[])?;
     coerce(v, ty)

@@ -16,7 +16,8 @@ use crate::ddl::table_name;
 use crate::error::{SqlError, SqlResult, SqlState};
 use crate::expr::{self, Ctx, Expr};
 use crate::select::WhereScope;
-use crate::session::Output;
+use crate::select;
+use crate::session::{ColumnDesc, Output};
 use crate::types::coerce;
 
 /// A column position beyond the row: the engine returns one value per
@@ -50,14 +51,107 @@ fn column_of(schema: &TableSchema, name: &ast::ObjectName) -> SqlResult<(usize, 
         })
 }
 
+/// A RETURNING list, bound to the table's row.
+pub struct Returning {
+    outputs: Vec<Expr>,
+    /// The columns it returns.
+    pub columns: Vec<ColumnDesc>,
+}
+
+impl Returning {
+    fn row(&self, row: &[Value]) -> SqlResult<Vec<Value>> {
+        self.outputs.iter().map(|e| e.eval(row)).collect()
+    }
+
+    fn output(ret: Option<Returning>, tag: String, rows: Vec<Vec<Value>>) -> Output {
+        match ret {
+            None => Output::tag(tag),
+            Some(r) => Output {
+                tag,
+                columns: r.columns,
+                rows,
+            },
+        }
+    }
+}
+
+/// Bind a RETURNING list (`None` without one).
+pub fn returning(
+    schema: &TableSchema,
+    items: Option<&[ast::SelectItem]>,
+    ctx: Ctx<'_>,
+) -> SqlResult<Option<Returning>> {
+    let Some(items) = items else {
+        return Ok(None);
+    };
+    let scope = TableScope(schema, ctx);
+    let types: Vec<ColumnType> = schema.def.columns.iter().map(|c| c.ty).collect();
+    let mut outputs = Vec::new();
+    let mut columns = Vec::new();
+    for item in items {
+        let (name, e) = match item {
+            ast::SelectItem::Wildcard(_) => {
+                for (i, c) in schema.def.columns.iter().enumerate() {
+                    outputs.push(Expr::Column(i));
+                    columns.push(ColumnDesc {
+                        name: c.name.clone(),
+                        ty: c.ty,
+                    });
+                }
+                continue;
+            }
+            ast::SelectItem::UnnamedExpr(e) => (select::output_name(e), e),
+            ast::SelectItem::ExprWithAlias { expr, alias } => (expr::name_of(alias), expr),
+            other => return Err(SqlError::unsupported(format!("RETURNING {other}"))),
+        };
+        let b = expr::bind(e, &scope)?;
+        columns.push(ColumnDesc {
+            name,
+            ty: select::type_of(&b, &types),
+        });
+        outputs.push(b);
+    }
+    Ok(Some(Returning { outputs, columns }))
+}
+
+/// The table an INSERT, UPDATE or DELETE writes, and its RETURNING
+/// columns (`None` without RETURNING), for Describe.
+pub fn describe(db: &Db, stmt: &ast::Statement, ctx: Ctx<'_>) -> SqlResult<Option<Vec<ColumnDesc>>> {
+    let (name, items) = match stmt {
+        ast::Statement::Insert(i) => match &i.table {
+            ast::TableObject::TableName(n) => (n, i.returning.as_deref()),
+            _ => return Ok(None),
+        },
+        ast::Statement::Update(u) => match &u.table.relation {
+            ast::TableFactor::Table { name, .. } => (name, u.returning.as_deref()),
+            _ => return Ok(None),
+        },
+        ast::Statement::Delete(d) => {
+            let from = match &d.from {
+                ast::FromTable::WithFromKeyword(f) | ast::FromTable::WithoutKeyword(f) => f,
+            };
+            match from.as_slice() {
+                [ast::TableWithJoins {
+                    relation: ast::TableFactor::Table { name, .. },
+                    ..
+                }] => (name, d.returning.as_deref()),
+                _ => return Ok(None),
+            }
+        }
+        _ => return Ok(None),
+    };
+    if items.is_none() {
+        return Ok(None);
+    }
+    let (_, schema) = access::open(db, &table_name(name)?)?;
+    Ok(returning(&schema, items, ctx)?.map(|r| r.columns))
+}
+
 /// INSERT INTO t [(cols)] VALUES (...), ...
 pub fn insert(db: &Db, tx: &mut OwnedTxn, i: &ast::Insert, ctx: Ctx<'_>) -> SqlResult<Output> {
     let ast::TableObject::TableName(name) = &i.table else {
         return Err(SqlError::unsupported("INSERT into a table function"));
     };
-    if i.returning.is_some() {
-        return Err(SqlError::unsupported("RETURNING"));
-    }
     if i.on.is_some() {
         return Err(SqlError::unsupported("ON CONFLICT"));
     }
@@ -90,6 +184,8 @@ pub fn insert(db: &Db, tx: &mut OwnedTxn, i: &ast::Insert, ctx: Ctx<'_>) -> SqlR
     let SetExpr::Values(values) = source.body.as_ref() else {
         return Err(SqlError::unsupported("INSERT ... SELECT"));
     };
+    let ret = returning(&schema, i.returning.as_deref(), ctx)?;
+    let mut out = Vec::new();
     let mut n = 0u64;
     for row in &values.rows {
         if row.len() > targets.len() {
@@ -112,10 +208,20 @@ pub fn insert(db: &Db, tx: &mut OwnedTxn, i: &ast::Insert, ctx: Ctx<'_>) -> SqlR
             let slot = full.get_mut(col).ok_or_else(|| out_of_row(col))?;
             *slot = coerce(v, ty)?;
         }
-        tx.insert(&t, &full)?;
+        ctx.check_cancel()?;
+        let key = tx.insert(&t, &full)?;
         n += 1;
+        if let Some(ret) = &ret {
+            // The key as stored (an automatic one filled in).
+            for (&k, v) in schema.def.primary_key.iter().zip(key) {
+                if let Some(slot) = full.get_mut(k) {
+                    *slot = v;
+                }
+            }
+            out.push(ret.row(&full)?);
+        }
     }
-    Ok(Output::tag(format!("INSERT 0 {n}")))
+    Ok(Returning::output(ret, format!("INSERT 0 {n}"), out))
 }
 
 /// The table and WHERE of an UPDATE or DELETE.
@@ -149,6 +255,7 @@ fn target(
 /// `filter` again, and its primary key; returns how many calls said the
 /// row changed.
 fn for_each_locked(
+    ctx: Ctx<'_>,
     tx: &mut OwnedTxn,
     t: &quill::Table,
     schema: &TableSchema,
@@ -158,6 +265,7 @@ fn for_each_locked(
     let path = access::choose(schema, filter, &[]);
     let mut keys: Vec<Vec<Value>> = Vec::new();
     access::for_each(tx, t, &path, filter, |row| {
+        ctx.check_cancel()?;
         keys.push(
             schema
                 .def
@@ -170,6 +278,7 @@ fn for_each_locked(
     })?;
     let mut n = 0;
     for key in keys {
+        ctx.check_cancel()?;
         let Some(row) = tx.get_for_update(t, &key)? else {
             continue;
         };
@@ -187,8 +296,8 @@ fn for_each_locked(
 
 /// UPDATE t SET c = expr, ... [WHERE ...]
 pub fn update(db: &Db, tx: &mut OwnedTxn, u: &ast::Update, ctx: Ctx<'_>) -> SqlResult<Output> {
-    if u.returning.is_some() || u.from.is_some() {
-        return Err(SqlError::unsupported("UPDATE ... FROM or RETURNING"));
+    if u.from.is_some() {
+        return Err(SqlError::unsupported("UPDATE ... FROM"));
     }
     if !u.table.joins.is_empty() {
         return Err(SqlError::unsupported("UPDATE with JOIN"));
@@ -206,20 +315,32 @@ pub fn update(db: &Db, tx: &mut OwnedTxn, u: &ast::Update, ctx: Ctx<'_>) -> SqlR
         }
         sets.push((col, ty, expr::bind(&a.value, &scope)?));
     }
-    let n = for_each_locked(tx, &t, &schema, filter.as_ref(), |tx, key, row| {
+    let ret = returning(&schema, u.returning.as_deref(), ctx)?;
+    let mut out = Vec::new();
+    let n = for_each_locked(ctx, tx, &t, &schema, filter.as_ref(), |tx, key, row| {
         let changes = sets
             .iter()
             .map(|(col, ty, e)| Ok((*col, coerce(e.eval(row)?, *ty)?)))
             .collect::<SqlResult<Vec<_>>>()?;
-        Ok(tx.update(&t, key, &changes)?)
+        let changed = tx.update(&t, key, &changes)?;
+        if changed && let Some(ret) = &ret {
+            let mut new = row.to_vec();
+            for (col, v) in changes {
+                if let Some(slot) = new.get_mut(col) {
+                    *slot = v;
+                }
+            }
+            out.push(ret.row(&new)?);
+        }
+        Ok(changed)
     })?;
-    Ok(Output::tag(format!("UPDATE {n}")))
+    Ok(Returning::output(ret, format!("UPDATE {n}"), out))
 }
 
 /// DELETE FROM t [WHERE ...]
 pub fn delete(db: &Db, tx: &mut OwnedTxn, d: &ast::Delete, ctx: Ctx<'_>) -> SqlResult<Output> {
-    if d.returning.is_some() || d.using.is_some() {
-        return Err(SqlError::unsupported("DELETE ... USING or RETURNING"));
+    if d.using.is_some() {
+        return Err(SqlError::unsupported("DELETE ... USING"));
     }
     let from = match &d.from {
         ast::FromTable::WithFromKeyword(f) | ast::FromTable::WithoutKeyword(f) => f,
@@ -228,8 +349,14 @@ pub fn delete(db: &Db, tx: &mut OwnedTxn, d: &ast::Delete, ctx: Ctx<'_>) -> SqlR
         return Err(SqlError::unsupported("DELETE from several tables"));
     };
     let (t, schema, filter) = target(db, tx, &from.relation, d.selection.as_ref(), ctx)?;
-    let n = for_each_locked(tx, &t, &schema, filter.as_ref(), |tx, key, _| {
-        Ok(tx.delete(&t, key)?)
+    let ret = returning(&schema, d.returning.as_deref(), ctx)?;
+    let mut out = Vec::new();
+    let n = for_each_locked(ctx, tx, &t, &schema, filter.as_ref(), |tx, key, row| {
+        let gone = tx.delete(&t, key)?;
+        if gone && let Some(ret) = &ret {
+            out.push(ret.row(row)?);
+        }
+        Ok(gone)
     })?;
-    Ok(Output::tag(format!("DELETE {n}")))
+    Ok(Returning::output(ret, format!("DELETE {n}"), out))
 }

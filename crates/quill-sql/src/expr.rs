@@ -4,6 +4,7 @@
 //! is NULL does not select the row).
 
 use std::cmp::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 
 use quill::catalog::{ColumnType, Value};
 use sqlparser::ast::{self, BinaryOperator, UnaryOperator};
@@ -112,6 +113,25 @@ pub struct Ctx<'a> {
     pub params: Option<&'a [Value]>,
     /// The session, for `current_database()` and the like.
     pub info: &'a SessionInfo,
+    /// Set when the client asked to cancel the running statement.
+    pub cancel: &'a AtomicBool,
+}
+
+/// A cancel flag that is never set (for constant folding at DDL time).
+pub static NEVER_CANCELED: AtomicBool = AtomicBool::new(false);
+
+impl Ctx<'_> {
+    /// 57014 if the client asked to cancel the running statement; long
+    /// loops call this once per row.
+    pub fn check_cancel(&self) -> SqlResult<()> {
+        if self.cancel.load(AtomicOrdering::Acquire) {
+            return Err(SqlError::new(
+                SqlState::QUERY_CANCELED,
+                "canceling statement due to user request",
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// What names resolve to while binding: the columns of one table.

@@ -381,7 +381,7 @@ pub struct Plan {
 }
 
 /// The output name of a select item without an alias.
-fn output_name(e: &ast::Expr) -> String {
+pub fn output_name(e: &ast::Expr) -> String {
     match e {
         ast::Expr::Identifier(i) => expr::name_of(i),
         ast::Expr::CompoundIdentifier(p) => p.last().map(expr::name_of).unwrap_or_default(),
@@ -670,7 +670,7 @@ fn too_many_rows() -> SqlError {
 }
 
 /// Run a plan.
-pub fn run(plan: &Plan, tx: &mut OwnedTxn, cancel: &dyn Fn() -> SqlResult<()>) -> SqlResult<Output> {
+pub fn run(plan: &Plan, tx: &mut OwnedTxn, ctx: Ctx<'_>) -> SqlResult<Output> {
     // Rows over which outputs and sort keys are evaluated.
     let mut rows: Vec<Vec<Value>> = Vec::new();
     let stop_at = if plan.in_order && !plan.distinct {
@@ -684,7 +684,7 @@ pub fn run(plan: &Plan, tx: &mut OwnedTxn, cancel: &dyn Fn() -> SqlResult<()>) -
             t, path, filter, ..
         } => match &plan.grouping {
             None => access::for_each(tx, t, path, filter.as_ref(), |row| {
-                cancel()?;
+                ctx.check_cancel()?;
                 if rows.len() >= MAX_SORT_ROWS && stop_at.is_none() {
                     return Err(too_many_rows());
                 }
@@ -697,7 +697,7 @@ pub fn run(plan: &Plan, tx: &mut OwnedTxn, cancel: &dyn Fn() -> SqlResult<()>) -
                 let mut accs: Vec<Vec<Acc>> = Vec::new();
                 let mut kbuf = Vec::new();
                 access::for_each(tx, t, path, filter.as_ref(), |row| {
-                    cancel()?;
+                    ctx.check_cancel()?;
                     let key = groups
                         .iter()
                         .map(|g| g.eval(&row))
@@ -854,7 +854,7 @@ pub fn explain(plan: &Plan) -> Vec<String> {
 /// Run a query.
 pub fn query(db: &Db, tx: &mut OwnedTxn, q: &ast::Query, ctx: Ctx<'_>) -> SqlResult<Output> {
     let p = plan(db, q, ctx, Some(tx))?;
-    run(&p, tx, &|| Ok(()))
+    run(&p, tx, ctx)
 }
 
 /// The columns `q` returns, without running it.

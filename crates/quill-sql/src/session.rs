@@ -258,6 +258,7 @@ impl Session {
         let ctx = Ctx {
             params: None,
             info: &self.info,
+            cancel: &self.cancel,
         };
         Ok(match s {
             Statement::Query(q) => Some(select::describe(&self.db, q, ctx)?),
@@ -269,6 +270,9 @@ impl Session {
                 name: show_column(variable),
                 ty: TEXT,
             }]),
+            Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => {
+                dml::describe(&self.db, s, ctx)?
+            }
             Statement::Execute { name: Some(n), .. } => {
                 let n = n.to_string().to_lowercase();
                 self.prepared.get(&n).and_then(|p| p.columns.clone())
@@ -332,9 +336,11 @@ impl Session {
 
     fn run_sql(&mut self, stmt: &Statement, params: &[Value]) -> SqlResult<Output> {
         let info = self.info.clone();
+        let cancel = Arc::clone(&self.cancel);
         let ctx = Ctx {
             params: Some(params),
             info: &info,
+            cancel: &cancel,
         };
         match stmt {
             Statement::CreateTable(c) => ddl::create_table(&self.db, c),
@@ -348,13 +354,10 @@ impl Session {
             Statement::Insert(i) => self.in_txn(|db, tx| dml::insert(db, tx, i, ctx)),
             Statement::Update(u) => self.in_txn(|db, tx| dml::update(db, tx, u, ctx)),
             Statement::Delete(d) => self.in_txn(|db, tx| dml::delete(db, tx, d, ctx)),
-            Statement::Query(q) => {
-                let cancel = Arc::clone(&self.cancel);
-                self.in_txn(|db, tx| {
-                    let plan = select::plan(db, q, ctx, Some(&mut *tx))?;
-                    select::run(&plan, tx, &|| check_cancel(&cancel))
-                })
-            }
+            Statement::Query(q) => self.in_txn(|db, tx| {
+                let plan = select::plan(db, q, ctx, Some(&mut *tx))?;
+                select::run(&plan, tx, ctx)
+            }),
             Statement::Explain { statement, .. } => {
                 let Statement::Query(q) = statement.as_ref() else {
                     return Err(SqlError::unsupported("EXPLAIN of a statement other than SELECT"));
@@ -701,16 +704,6 @@ fn aborted() -> SqlError {
         SqlState::IN_FAILED_SQL_TRANSACTION,
         "current transaction is aborted, commands ignored until end of transaction block",
     )
-}
-
-fn check_cancel(flag: &std::sync::atomic::AtomicBool) -> SqlResult<()> {
-    if flag.load(std::sync::atomic::Ordering::Acquire) {
-        return Err(SqlError::new(
-            SqlState::QUERY_CANCELED,
-            "canceling statement due to user request",
-        ));
-    }
-    Ok(())
 }
 
 fn isolation_of(l: &ast::TransactionIsolationLevel) -> SqlResult<Isolation> {
