@@ -52,6 +52,10 @@ impl SqlState {
     pub const CARDINALITY_VIOLATION: SqlState = SqlState("21000");
     /// 55P02: a setting that cannot change while the server runs.
     pub const CANT_CHANGE_RUNTIME_PARAM: SqlState = SqlState("55P02");
+    /// 2201B: an invalid regular expression.
+    pub const INVALID_REGULAR_EXPRESSION: SqlState = SqlState("2201B");
+    /// 42702: a column name more than one relation has.
+    pub const AMBIGUOUS_COLUMN: SqlState = SqlState("42702");
     /// 42601: a syntax error.
     pub const SYNTAX_ERROR: SqlState = SqlState("42601");
     /// 42P01: no such table.

@@ -94,6 +94,18 @@ pub enum Expr {
     InList(Box<Expr>, Vec<Expr>, bool),
     /// `e [NOT] BETWEEN lo AND hi` (true: `NOT BETWEEN`).
     Between(Box<Expr>, Box<Expr>, Box<Expr>, bool),
+    /// A column of the enclosing query's row (in a correlated subquery,
+    /// replaced by its value before the subquery runs).
+    Outer(usize),
+    /// `CASE [operand] WHEN .. THEN .. [ELSE ..] END`.
+    Case(Option<Box<Expr>>, Vec<(Expr, Expr)>, Option<Box<Expr>>),
+    /// `text ~ pattern` (true: `!~`), the pattern compiled once.
+    Regex(Box<Expr>, RegexRef, bool),
+    /// A value looked up by key in a table built at bind time (OID to
+    /// name for `::regclass`, index OID to definition, ...).
+    Lookup(Box<Expr>, LookupRef),
+    /// A scalar subquery evaluated per row (correlated, over catalogs).
+    Subquery(SubqueryRef),
     /// A scalar function over its arguments (`lower`, `upper`,
     /// `length`, `coalesce`).
     Func(String, Vec<Expr>),
@@ -102,6 +114,124 @@ pub enum Expr {
     Param(usize),
     /// `e::type`: the value coerced to a stored type.
     Cast(Box<Expr>, ColumnType),
+}
+
+/// A compiled regular expression (compared by pattern).
+#[derive(Clone, Debug)]
+pub struct RegexRef(pub std::sync::Arc<regex::Regex>);
+
+impl PartialEq for RegexRef {
+    fn eq(&self, o: &Self) -> bool {
+        self.0.as_str() == o.0.as_str()
+    }
+}
+
+/// A lookup table for [`Expr::Lookup`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct LookupRef(pub std::sync::Arc<std::collections::HashMap<i64, Value>>);
+
+/// A scalar subquery's evaluation over the enclosing row.
+#[derive(Clone)]
+pub struct SubqueryRef(pub std::rc::Rc<dyn Fn(&[Value]) -> SqlResult<Value>>);
+
+impl std::fmt::Debug for SubqueryRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SubqueryRef")
+    }
+}
+
+impl PartialEq for SubqueryRef {
+    fn eq(&self, o: &Self) -> bool {
+        std::rc::Rc::ptr_eq(&self.0, &o.0)
+    }
+}
+
+/// The catalog type a cast names (`regclass`, `regtype`, `oid`, ...),
+/// if it is one.
+fn catalog_cast(dt: &ast::DataType) -> Option<&'static str> {
+    let name = match dt {
+        ast::DataType::Custom(n, m) if m.is_empty() => match n.0.last() {
+            Some(ast::ObjectNamePart::Identifier(i)) => i.value.to_lowercase(),
+            _ => return None,
+        },
+        ast::DataType::Text => return Some("text"),
+        ast::DataType::Regclass => return Some("regclass"),
+        _ => return None,
+    };
+    ["regclass", "regtype", "regnamespace", "regproc", "oid", "name", "text", "int2[]"]
+        .into_iter()
+        .find(|x| *x == name)
+}
+
+/// A cast to a catalog type: `oid::regclass` names the relation, text
+/// `'t'::regclass` finds its OID, `::regtype` names a type, `::text` and
+/// `::name` make text.
+fn cast_catalog(e: Expr, to: &str, scope: &dyn Scope) -> SqlResult<Expr> {
+    Ok(match to {
+        "text" | "name" => Expr::Func("text".into(), vec![e]),
+        "oid" => Expr::Cast(Box::new(e), ColumnType::Int64),
+        "regclass" => {
+            let Some(db) = scope.db() else {
+                return Err(SqlError::unsupported("regclass outside catalog queries"));
+            };
+            let names = crate::pg_catalog::relation_names(db);
+            if let Expr::Const(Value::Text(s)) = &e {
+                let s = s.trim_start_matches("public.");
+                let oid = names
+                    .iter()
+                    .find(|(_, n)| n.as_str() == s)
+                    .map(|(o, _)| *o)
+                    .ok_or_else(|| {
+                        SqlError::new(
+                            SqlState::UNDEFINED_TABLE,
+                            format!("relation \"{s}\" does not exist"),
+                        )
+                    })?;
+                return Ok(Expr::Const(Value::Int64(oid)));
+            }
+            let map = names.into_iter().map(|(k, v)| (k, Value::Text(v))).collect();
+            Expr::Lookup(Box::new(e), LookupRef(std::sync::Arc::new(map)))
+        }
+        "regtype" => {
+            let map = crate::pg_catalog::TYPES
+                .iter()
+                .filter_map(|(oid, _, _)| {
+                    crate::pg_catalog::format_type(*oid, -1).map(|n| (*oid, Value::Text(n)))
+                })
+                .collect();
+            Expr::Lookup(Box::new(e), LookupRef(std::sync::Arc::new(map)))
+        }
+        "regnamespace" => {
+            let map = [
+                (crate::pg_catalog::PG_CATALOG_NS, "pg_catalog"),
+                (crate::pg_catalog::PUBLIC_NS, "public"),
+                (crate::pg_catalog::INFORMATION_SCHEMA_NS, "information_schema"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k, Value::Text(v.into())))
+            .collect();
+            Expr::Lookup(Box::new(e), LookupRef(std::sync::Arc::new(map)))
+        }
+        other => return Err(SqlError::unsupported(format!("a cast to {other}"))),
+    })
+}
+
+/// `l ~ r` with a constant pattern.
+fn regex(l: Expr, r: Expr, negated: bool, insensitive: bool) -> SqlResult<Expr> {
+    let Expr::Const(Value::Text(p)) = r else {
+        return Err(SqlError::unsupported("a regular expression that is not a constant"));
+    };
+    let re = regex::RegexBuilder::new(&p)
+        .case_insensitive(insensitive)
+        .size_limit(1 << 20)
+        .build()
+        .map_err(|e| {
+            SqlError::new(
+                SqlState::INVALID_REGULAR_EXPRESSION,
+                format!("invalid regular expression: {e}"),
+            )
+        })?;
+    Ok(Expr::Regex(Box::new(l), RegexRef(std::sync::Arc::new(re)), negated))
 }
 
 /// What binding needs besides the columns: the statement's parameter
@@ -143,6 +273,21 @@ pub trait Scope {
     /// A binding for `e` that replaces the ordinary one (aggregates and
     /// grouped columns bind to positions of the grouped row), or `None`.
     fn intercept(&self, _e: &ast::Expr) -> Option<SqlResult<Expr>> {
+        None
+    }
+    /// The position of column `name` of the relation `qualifier` names
+    /// (`t.c`); a one-table scope ignores the qualifier.
+    fn qualified(&self, _qualifier: &str, name: &str) -> Option<usize> {
+        self.column(name)
+    }
+    /// The position, in the enclosing query's row, of a column this
+    /// scope does not have (a correlated subquery's outer reference).
+    fn outer(&self, _qualifier: Option<&str>, _name: &str) -> Option<usize> {
+        None
+    }
+    /// The database, where the scope reads catalogs (for functions such
+    /// as `pg_get_indexdef` and casts to `regclass`).
+    fn db(&self) -> Option<&quill::Db> {
         None
     }
 }
@@ -245,6 +390,44 @@ fn function(f: &ast::Function, scope: &dyn Scope) -> SqlResult<Expr> {
             let a = Box::new(bind(a, scope)?);
             return Ok(Expr::Func(name, vec![*a]));
         }
+        ("pg_get_userbyid", [_]) => Value::Text(ctx.info.user.clone()),
+        ("pg_table_is_visible" | "pg_relation_is_publishable", [_]) => Value::Bool(true),
+        ("pg_encoding_to_char", [_]) => Value::Text("UTF8".into()),
+        ("obj_description" | "col_description" | "shobj_description", _) => Value::Null,
+        ("array_to_string", [a, _]) => {
+            // Quill's catalogs have no arrays: every ACL is NULL.
+            let _ = bind(a, scope)?;
+            Value::Null
+        }
+        ("pg_get_expr", [a, ..]) => return bind(a, scope),
+        ("format_type", [t, m]) => {
+            return Ok(Expr::Func(
+                "format_type".into(),
+                vec![bind(t, scope)?, bind(m, scope)?],
+            ));
+        }
+        ("pg_get_indexdef" | "pg_get_constraintdef", [a, ..]) => {
+            let Some(db) = scope.db() else {
+                return Err(SqlError::unsupported(format!("{name} outside catalog queries")));
+            };
+            let defs = if name == "pg_get_indexdef" {
+                crate::pg_catalog::index_defs(db)
+            } else {
+                crate::pg_catalog::constraint_defs(db)
+            };
+            let map = defs.into_iter().map(|(k, v)| (k, Value::Text(v))).collect();
+            return Ok(Expr::Lookup(
+                Box::new(bind(a, scope)?),
+                LookupRef(std::sync::Arc::new(map)),
+            ));
+        }
+        ("concat", args) => {
+            let args = args
+                .iter()
+                .map(|a| bind(a, scope))
+                .collect::<SqlResult<_>>()?;
+            return Ok(Expr::Func(name, args));
+        }
         ("coalesce", args) if !args.is_empty() => {
             let args = args
                 .iter()
@@ -325,13 +508,23 @@ pub fn name_of(i: &ast::Ident) -> String {
     ident_name(i)
 }
 
-fn column_ref(scope: &dyn Scope, name: &str) -> SqlResult<Expr> {
-    scope.column(name).map(Expr::Column).ok_or_else(|| {
-        SqlError::new(
-            SqlState::UNDEFINED_COLUMN,
-            format!("column \"{name}\" does not exist"),
-        )
-    })
+fn column_ref(scope: &dyn Scope, qualifier: Option<&str>, name: &str) -> SqlResult<Expr> {
+    let local = match qualifier {
+        None => scope.column(name),
+        Some(q) => scope.qualified(q, name),
+    };
+    local
+        .map(Expr::Column)
+        .or_else(|| scope.outer(qualifier, name).map(Expr::Outer))
+        .ok_or_else(|| {
+            SqlError::new(
+                SqlState::UNDEFINED_COLUMN,
+                match qualifier {
+                    None => format!("column \"{name}\" does not exist"),
+                    Some(q) => format!("column {q}.{name} does not exist"),
+                },
+            )
+        })
 }
 
 /// Bind `e` to the columns of `scope`.
@@ -342,17 +535,46 @@ pub fn bind(e: &ast::Expr, scope: &dyn Scope) -> SqlResult<Expr> {
     }
     let b = |x: &ast::Expr| bind(x, scope).map(Box::new);
     Ok(match e {
-        E::Identifier(i) => column_ref(scope, &ident_name(i))?,
-        E::CompoundIdentifier(parts) => match parts.last() {
-            Some(i) => column_ref(scope, &ident_name(i))?,
-            None => return Err(SqlError::new(SqlState::SYNTAX_ERROR, "empty name")),
+        E::Identifier(i) => column_ref(scope, None, &ident_name(i))?,
+        E::CompoundIdentifier(parts) => match parts.as_slice() {
+            [.., q, i] => column_ref(scope, Some(&ident_name(q)), &ident_name(i))?,
+            [i] => column_ref(scope, None, &ident_name(i))?,
+            [] => return Err(SqlError::new(SqlState::SYNTAX_ERROR, "empty name")),
         },
+        E::Case {
+            operand,
+            conditions,
+            else_result,
+            ..
+        } => Expr::Case(
+            operand.as_deref().map(|o| bind(o, scope)).transpose()?.map(Box::new),
+            conditions
+                .iter()
+                .map(|w| Ok((bind(&w.condition, scope)?, bind(&w.result, scope)?)))
+                .collect::<SqlResult<_>>()?,
+            else_result
+                .as_deref()
+                .map(|e| bind(e, scope))
+                .transpose()?
+                .map(Box::new),
+        ),
+        E::Collate { expr, .. } => bind(expr, scope)?,
+        E::TypedString(ts) => {
+            let ty = types::column_type(&ts.data_type)?.stored;
+            Expr::Const(types::coerce(literal(&ts.value.value)?, ty)?)
+        }
         E::Value(ast::ValueWithSpan {
             value: ast::Value::Placeholder(p),
             ..
         }) => param(p, scope.ctx())?,
         E::Value(v) => Expr::Const(literal(&v.value)?),
         E::Function(f) => function(f, scope)?,
+        E::Cast {
+            expr, data_type, ..
+        } if catalog_cast(data_type).is_some() => {
+            let inner = bind(expr, scope)?;
+            cast_catalog(inner, catalog_cast(data_type).unwrap_or_default(), scope)?
+        }
         E::Cast {
             expr, data_type, ..
         } => {
@@ -378,6 +600,16 @@ pub fn bind(e: &ast::Expr, scope: &dyn Scope) -> SqlResult<Expr> {
                 BinaryOperator::Divide => Expr::Arith(Arith::Div, l, r),
                 BinaryOperator::Modulo => Expr::Arith(Arith::Mod, l, r),
                 BinaryOperator::And => Expr::And(l, r),
+                BinaryOperator::PGRegexMatch => regex(*l, *r, false, false)?,
+                BinaryOperator::PGRegexIMatch => regex(*l, *r, false, true)?,
+                BinaryOperator::PGRegexNotMatch => regex(*l, *r, true, false)?,
+                BinaryOperator::PGRegexNotIMatch => regex(*l, *r, true, true)?,
+                BinaryOperator::PGCustomBinaryOperator(parts)
+                    if matches!(parts.last().map(String::as_str), Some("~" | "!~")) =>
+                {
+                    regex(*l, *r, parts.last().is_some_and(|p| p == "!~"), false)?
+                }
+                BinaryOperator::StringConcat => Expr::Func("concat".into(), vec![*l, *r]),
                 BinaryOperator::Or => Expr::Or(l, r),
                 other => return Err(SqlError::unsupported(format!("the operator {other}"))),
             }
@@ -480,8 +712,30 @@ fn text_peer(v: &Value) -> ColumnType {
 
 /// A scalar function's value.
 fn scalar(name: &str, mut args: Vec<Value>) -> SqlResult<Value> {
-    if name == "coalesce" {
-        return Ok(args.into_iter().find(|v| !v.is_null()).unwrap_or(Value::Null));
+    match name {
+        "coalesce" => return Ok(args.into_iter().find(|v| !v.is_null()).unwrap_or(Value::Null)),
+        // `||`: NULL if either side is.
+        "concat" => {
+            if args.iter().any(Value::is_null) {
+                return Ok(Value::Null);
+            }
+            return Ok(Value::Text(
+                args.iter().filter_map(types::to_text).collect::<String>(),
+            ));
+        }
+        "format_type" => {
+            let n = |v: Option<&Value>| match v {
+                Some(Value::Int64(x)) => Some(*x),
+                Some(Value::Int32(x)) => Some(i64::from(*x)),
+                _ => None,
+            };
+            return Ok(match n(args.first()) {
+                None => Value::Null,
+                Some(oid) => crate::pg_catalog::format_type(oid, n(args.get(1)).unwrap_or(-1))
+                    .map_or(Value::Null, Value::Text),
+            });
+        }
+        _ => {}
     }
     let Some(a) = args.pop() else {
         return Err(SqlError::new(
@@ -491,6 +745,7 @@ fn scalar(name: &str, mut args: Vec<Value>) -> SqlResult<Value> {
     };
     Ok(match (name, a) {
         (_, Value::Null) => Value::Null,
+        ("text", v) => Value::Text(types::to_text(&v).unwrap_or_default()),
         ("lower", Value::Text(s)) => Value::Text(s.to_lowercase()),
         ("upper", Value::Text(s)) => Value::Text(s.to_uppercase()),
         ("length", Value::Text(s)) => Value::Int32(i32::try_from(s.chars().count()).unwrap_or(i32::MAX)),
@@ -685,6 +940,58 @@ impl Expr {
                 ));
             }
             Expr::Cast(a, ty) => types::coerce(a.eval(row)?, *ty)?,
+            Expr::Outer(i) => {
+                return Err(SqlError::new(
+                    SqlState::INTERNAL_ERROR,
+                    format!("outer column {i} was not replaced by its value"),
+                ));
+            }
+            Expr::Case(operand, whens, otherwise) => {
+                let op = operand.as_ref().map(|o| o.eval(row)).transpose()?;
+                for (cond, result) in whens {
+                    let hit = match &op {
+                        Some(v) => {
+                            let c = cond.eval(row)?;
+                            !v.is_null() && !c.is_null() && compare(v, &c)? == Ordering::Equal
+                        }
+                        None => truth(&cond.eval(row)?)? == Some(true),
+                    };
+                    if hit {
+                        return result.eval(row);
+                    }
+                }
+                match otherwise {
+                    Some(e) => e.eval(row)?,
+                    None => Value::Null,
+                }
+            }
+            Expr::Regex(a, re, negated) => match a.eval(row)? {
+                Value::Null => Value::Null,
+                Value::Text(s) => Value::Bool(re.0.is_match(&s) != *negated),
+                other => {
+                    return Err(SqlError::new(
+                        SqlState::UNDEFINED_FUNCTION,
+                        format!("operator does not exist: {} ~ text", other.type_name()),
+                    ));
+                }
+            },
+            Expr::Lookup(a, map) => match a.eval(row)? {
+                Value::Null => Value::Null,
+                v => {
+                    let k = match v {
+                        Value::Int32(x) => i64::from(x),
+                        Value::Int64(x) => x,
+                        other => types::to_text(&other)
+                            .and_then(|s| s.parse().ok())
+                            .unwrap_or(-1),
+                    };
+                    map.0
+                        .get(&k)
+                        .cloned()
+                        .unwrap_or_else(|| Value::Text(k.to_string()))
+                }
+            },
+            Expr::Subquery(f) => (f.0)(row)?,
             Expr::Func(name, args) => {
                 let vals = args
                     .iter()
@@ -704,6 +1011,42 @@ impl Expr {
                 }
             }
         })
+    }
+
+    /// This expression with `outer`'s values in place of
+    /// [`Expr::Outer`] references.
+    pub fn with_outer(&self, outer: &[Value]) -> Expr {
+        let b = |e: &Expr| Box::new(e.with_outer(outer));
+        match self {
+            Expr::Outer(i) => Expr::Const(outer.get(*i).cloned().unwrap_or(Value::Null)),
+            Expr::Column(_) | Expr::Const(_) | Expr::Param(_) | Expr::Subquery(_) => self.clone(),
+            Expr::Cmp(op, x, y) => Expr::Cmp(*op, b(x), b(y)),
+            Expr::Arith(op, x, y) => Expr::Arith(*op, b(x), b(y)),
+            Expr::Neg(x) => Expr::Neg(b(x)),
+            Expr::And(x, y) => Expr::And(b(x), b(y)),
+            Expr::Or(x, y) => Expr::Or(b(x), b(y)),
+            Expr::Not(x) => Expr::Not(b(x)),
+            Expr::IsNull(x, n) => Expr::IsNull(b(x), *n),
+            Expr::InList(x, l, n) => {
+                Expr::InList(b(x), l.iter().map(|e| e.with_outer(outer)).collect(), *n)
+            }
+            Expr::Between(x, lo, hi, n) => Expr::Between(b(x), b(lo), b(hi), *n),
+            Expr::Cast(x, t) => Expr::Cast(b(x), *t),
+            Expr::Func(name, args) => Expr::Func(
+                name.clone(),
+                args.iter().map(|e| e.with_outer(outer)).collect(),
+            ),
+            Expr::Case(op, whens, other) => Expr::Case(
+                op.as_deref().map(b),
+                whens
+                    .iter()
+                    .map(|(c, r)| (c.with_outer(outer), r.with_outer(outer)))
+                    .collect(),
+                other.as_deref().map(b),
+            ),
+            Expr::Regex(x, re, n) => Expr::Regex(b(x), re.clone(), *n),
+            Expr::Lookup(x, m) => Expr::Lookup(b(x), m.clone()),
+        }
     }
 
     /// Whether the row satisfies this condition (NULL does not).

@@ -8,9 +8,11 @@
 //! * [`ddl`]: CREATE TABLE, DROP TABLE, CREATE INDEX.
 //! * [`dml`]: INSERT, UPDATE, DELETE.
 //! * [`select`]: queries over one table.
+//! * [`relations`]: joins and queries over the catalogs.
 //! * [`access`]: how a WHERE reaches rows through the primary key.
 //! * [`prepared`]: statements parsed once and run with parameters.
 //! * [`infer`]: parameter types the client left to the server.
+//! * [`pg_catalog`]: the system catalogs, generated from Quill's.
 //! * [`settings`]: SET, SHOW and RESET.
 //! * [`status`]: `SHOW quill.status`.
 //! * [`expr`]: bound scalar expressions and three-valued evaluation.
@@ -26,7 +28,9 @@ pub mod dml;
 pub mod error;
 pub mod expr;
 pub mod infer;
+pub mod pg_catalog;
 pub mod prepared;
+pub mod relations;
 pub mod select;
 pub mod session;
 pub mod settings;

@@ -19,6 +19,7 @@ use crate::access::{self, Path, TableScope};
 use crate::ddl::table_name;
 use crate::error::{SqlError, SqlResult, SqlState};
 use crate::expr::{self, Ctx, Expr, Scope};
+use crate::relations::{self, JoinKind, Rel, RelData, RelScope};
 use crate::session::{ColumnDesc, Output};
 
 /// Rows a sort or a grouping may hold in memory; a query over more is
@@ -49,7 +50,7 @@ pub fn type_of(e: &Expr, cols: &[ColumnType]) -> ColumnType {
         Expr::Column(i) => cols.get(*i).copied().unwrap_or(ColumnType::Int64),
         Expr::Const(Value::Int32(_)) => ColumnType::Int32,
         Expr::Const(Value::Float64(_)) => ColumnType::Float64,
-        Expr::Const(Value::Text(_)) | Expr::Param(_) => ColumnType::Text { max_len: u32::MAX },
+        Expr::Const(Value::Text(_)) | Expr::Param(_) | Expr::Const(Value::Null) => TEXT,
         Expr::Const(Value::Bytes(_)) => ColumnType::Bytes { max_len: u32::MAX },
         Expr::Const(Value::Timestamp(_)) => ColumnType::Timestamp,
         Expr::Const(Value::Bool(_)) => ColumnType::Bool,
@@ -61,6 +62,12 @@ pub fn type_of(e: &Expr, cols: &[ColumnType]) -> ColumnType {
         },
         Expr::Neg(a) => type_of(a, cols),
         Expr::Cast(_, t) => *t,
+        Expr::Case(_, whens, other) => whens
+            .first()
+            .map(|(_, r)| r)
+            .or(other.as_deref())
+            .map_or(TEXT, |e| type_of(e, cols)),
+        Expr::Lookup(..) | Expr::Subquery(_) | Expr::Outer(_) => TEXT,
         Expr::Func(name, args) => match name.as_str() {
             "length" => ColumnType::Int32,
             "coalesce" => args
@@ -176,7 +183,7 @@ impl Acc {
 /// expressions first, then one position per aggregate (registered as
 /// binding meets them).
 struct GroupScope<'a> {
-    table: &'a TableScope<'a>,
+    table: &'a dyn Scope,
     group_by: &'a [ast::Expr],
     aggs: RefCell<Vec<(ast::Expr, Agg)>>,
     col_types: Vec<ColumnType>,
@@ -350,9 +357,12 @@ impl WhereScope<'_, '_> {
 }
 
 /// Where a plan's rows come from.
+#[derive(Clone)]
 enum Source {
     /// No FROM: one empty row.
     Nothing,
+    /// No rows (an inner join with an empty catalog).
+    Empty,
     /// A table, through an access path.
     Table {
         t: Table,
@@ -360,9 +370,15 @@ enum Source {
         path: Path,
         filter: Option<Expr>,
     },
+    /// Several relations or catalogs, joined.
+    Relations {
+        rels: Vec<Rel>,
+        filter: Option<Expr>,
+    },
 }
 
 /// A planned query.
+#[derive(Clone)]
 pub struct Plan {
     source: Source,
     /// GROUP BY expressions and aggregates (over the table's row), when
@@ -393,6 +409,18 @@ pub fn output_name(e: &ast::Expr) -> String {
 
 /// Plan `q`; `tx` runs its subqueries (`None` while describing).
 pub fn plan(db: &Db, q: &ast::Query, ctx: Ctx<'_>, tx: Option<&mut OwnedTxn>) -> SqlResult<Plan> {
+    plan_in(db, q, ctx, tx, None)
+}
+
+/// Plan `q` inside an enclosing query whose columns it may name
+/// (`outer`), as a correlated subquery does.
+pub fn plan_in(
+    db: &Db,
+    q: &ast::Query,
+    ctx: Ctx<'_>,
+    tx: Option<&mut OwnedTxn>,
+    outer: Option<&dyn Scope>,
+) -> SqlResult<Plan> {
     if q.with.is_some() {
         return Err(SqlError::unsupported("WITH"));
     }
@@ -423,27 +451,177 @@ pub fn plan(db: &Db, q: &ast::Query, ctx: Ctx<'_>, tx: Option<&mut OwnedTxn>) ->
         ast::GroupByExpr::Expressions(g, m) if m.is_empty() => g,
         _ => return Err(SqlError::unsupported("GROUP BY ALL or modifiers")),
     };
-    let source = match sel.from.as_slice() {
-        [] => Source::Nothing,
-        [from] => {
-            if !from.joins.is_empty() {
-                return Err(SqlError::unsupported("JOIN"));
-            }
-            let ast::TableFactor::Table { name, .. } = &from.relation else {
-                return Err(SqlError::unsupported(format!("FROM {}", from.relation)));
+    // One user table: the OLTP path, through an access path.
+    if let [from] = sel.from.as_slice()
+        && from.joins.is_empty()
+        && outer.is_none()
+        && let ast::TableFactor::Table { name, .. } = &from.relation
+        && let Ok(tname) = table_name(name)
+        && let Ok((t, schema)) = access::open(db, &tname)
+    {
+        let source = Source::Table {
+            t,
+            schema,
+            path: Path::Full,
+            filter: None,
+        };
+        return plan_over(
+            db, q, sel, ctx, tx, source, None, group_by, distinct, limit, offset,
+        );
+    }
+    if sel.from.is_empty() {
+        return plan_over(
+            db,
+            q,
+            sel,
+            ctx,
+            tx,
+            Source::Nothing,
+            outer,
+            group_by,
+            distinct,
+            limit,
+            offset,
+        );
+    }
+    // Relations: resolve every FROM item and join.
+    let mut infos = Vec::new();
+    let mut data = Vec::new();
+    let mut joins: Vec<JoinKind> = Vec::new();
+    let mut width = 0;
+    for twj in &sel.from {
+        let mut add = |factor: &ast::TableFactor, kind: JoinKind| -> SqlResult<()> {
+            let (info, d) = relations::resolve(db, ctx.info, factor, width)?;
+            width += info.columns.len();
+            infos.push(info);
+            data.push(d);
+            joins.push(kind);
+            Ok(())
+        };
+        add(&twj.relation, JoinKind::Inner)?;
+        for j in &twj.joins {
+            let (kind, constraint) = match &j.join_operator {
+                ast::JoinOperator::Join(c) | ast::JoinOperator::Inner(c) => (JoinKind::Inner, c),
+                ast::JoinOperator::Left(c) | ast::JoinOperator::LeftOuter(c) => {
+                    (JoinKind::Left, c)
+                }
+                ast::JoinOperator::CrossJoin(c) => (JoinKind::Inner, c),
+                other => return Err(SqlError::unsupported(format!("the join {other:?}"))),
             };
-            let (t, schema) = access::open(db, &table_name(name)?)?;
-            Source::Table {
-                t,
-                schema,
-                path: Path::Full,
-                filter: None,
+            if !matches!(constraint, ast::JoinConstraint::On(_) | ast::JoinConstraint::None) {
+                return Err(SqlError::unsupported("JOIN ... USING or NATURAL"));
+            }
+            add(&j.relation, kind)?;
+        }
+    }
+    let scope = RelScope {
+        rels: infos,
+        ctx,
+        db,
+        outer,
+    };
+    let mut rels = Vec::with_capacity(data.len());
+    for ((d, kind), info) in data.into_iter().zip(joins).zip(&scope.rels) {
+        rels.push(Rel {
+            data: d,
+            kind,
+            on: None,
+            width: info.columns.len(),
+        });
+    }
+    let grouped_syntax = has_aggregates(sel) || !group_by.is_empty();
+    // An inner join with an empty catalog has no rows: its columns are
+    // named, not bound (so catalogs Quill keeps empty, such as
+    // `pg_policy`, answer whatever their queries compute).
+    if rels.iter().any(Rel::empties_join) && !grouped_syntax {
+        let names = scope.names();
+        let mut columns = Vec::new();
+        for item in &sel.projection {
+            match item {
+                SelectItem::Wildcard(_) => columns.extend(names.iter().map(|n| ColumnDesc {
+                    name: n.clone(),
+                    ty: TEXT,
+                })),
+                SelectItem::UnnamedExpr(e) => columns.push(ColumnDesc {
+                    name: output_name(e),
+                    ty: TEXT,
+                }),
+                SelectItem::ExprWithAlias { alias, .. } => columns.push(ColumnDesc {
+                    name: expr::name_of(alias),
+                    ty: TEXT,
+                }),
+                _ => {}
             }
         }
-        _ => return Err(SqlError::unsupported("a query over more than one table")),
-    };
-    plan_over(db, q, sel, ctx, tx, source, group_by, distinct, limit, offset)
+        return Ok(Plan {
+            source: Source::Empty,
+            grouping: None,
+            having: None,
+            outputs: Vec::new(),
+            columns,
+            distinct: false,
+            sort: Vec::new(),
+            in_order: true,
+            limit,
+            offset,
+        });
+    }
+    let mut ons = Vec::new();
+    for twj in &sel.from {
+        ons.push(None);
+        for j in &twj.joins {
+            let c = match &j.join_operator {
+                ast::JoinOperator::Join(c)
+                | ast::JoinOperator::Inner(c)
+                | ast::JoinOperator::Left(c)
+                | ast::JoinOperator::LeftOuter(c)
+                | ast::JoinOperator::CrossJoin(c) => c,
+                _ => continue,
+            };
+            ons.push(match c {
+                ast::JoinConstraint::On(e) => Some(expr::bind(e, &scope)?),
+                _ => None,
+            });
+        }
+    }
+    for (r, on) in rels.iter_mut().zip(ons) {
+        r.on = on;
+    }
+    let filter = sel
+        .selection
+        .as_ref()
+        .map(|w| expr::bind(w, &scope))
+        .transpose()?;
+    let source = Source::Relations { rels, filter };
+    plan_with_scope(
+        q,
+        sel,
+        source,
+        &scope,
+        scope.types(),
+        scope.names(),
+        None,
+        group_by,
+        distinct,
+        limit,
+        offset,
+    )
 }
+
+/// Whether the select list or HAVING calls an aggregate.
+fn has_aggregates(sel: &ast::Select) -> bool {
+    sel.having.is_some()
+        || sel.projection.iter().any(|i| match i {
+            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
+                has_aggregate(e)
+            }
+            _ => false,
+        })
+}
+
+const TEXT: ColumnType = ColumnType::Text {
+    max_len: crate::types::MAX_VARLEN,
+};
 
 /// A schema with no columns: the scope of a query without FROM.
 fn no_columns() -> TableSchema {
@@ -469,14 +647,15 @@ fn plan_over(
     ctx: Ctx<'_>,
     tx: Option<&mut OwnedTxn>,
     mut source: Source,
+    outer: Option<&dyn Scope>,
     group_by: &[ast::Expr],
     distinct: bool,
     limit: Option<usize>,
     offset: usize,
 ) -> SqlResult<Plan> {
     let schema_arc = match &source {
-        Source::Nothing => std::sync::Arc::new(no_columns()),
         Source::Table { schema, .. } => std::sync::Arc::clone(schema),
+        _ => std::sync::Arc::new(no_columns()),
     };
     let schema: &TableSchema = &schema_arc;
     let table = TableScope(schema, ctx);
@@ -491,6 +670,73 @@ fn plan_over(
     } else if sel.selection.is_some() {
         return Err(SqlError::unsupported("WHERE without FROM"));
     }
+    let names = schema.def.columns.iter().map(|c| c.name.clone()).collect();
+    // A query without FROM inside a catalog query may name the outer
+    // query's columns.
+    let nothing = NothingScope { ctx, outer, db };
+    let base: &dyn Scope = if matches!(source, Source::Nothing) {
+        &nothing
+    } else {
+        &table
+    };
+    plan_with_scope(
+        q,
+        sel,
+        source,
+        base,
+        col_types,
+        names,
+        Some(schema),
+        group_by,
+        distinct,
+        limit,
+        offset,
+    )
+}
+
+/// The scope of a query without FROM: no columns of its own; inside a
+/// catalog query, the enclosing query's.
+struct NothingScope<'a> {
+    ctx: Ctx<'a>,
+    outer: Option<&'a dyn Scope>,
+    db: &'a Db,
+}
+
+impl Scope for NothingScope<'_> {
+    fn column(&self, _: &str) -> Option<usize> {
+        None
+    }
+    fn ctx(&self) -> Ctx<'_> {
+        self.ctx
+    }
+    fn outer(&self, qualifier: Option<&str>, name: &str) -> Option<usize> {
+        let o = self.outer?;
+        match qualifier {
+            None => o.column(name),
+            Some(q) => o.qualified(q, name),
+        }
+    }
+    fn db(&self) -> Option<&Db> {
+        Some(self.db)
+    }
+}
+
+/// Bind the select list, HAVING and ORDER BY over `base` and choose the
+/// access path (for a table source, whose `schema` is given).
+#[allow(clippy::too_many_arguments)]
+fn plan_with_scope(
+    q: &ast::Query,
+    sel: &ast::Select,
+    mut source: Source,
+    base: &dyn Scope,
+    col_types: Vec<ColumnType>,
+    names: Vec<String>,
+    schema: Option<&TableSchema>,
+    group_by: &[ast::Expr],
+    distinct: bool,
+    limit: Option<usize>,
+    offset: usize,
+) -> SqlResult<Plan> {
     let grouped = !group_by.is_empty()
         || sel.having.is_some()
         || sel.projection.iter().any(|i| match i {
@@ -500,18 +746,18 @@ fn plan_over(
             _ => false,
         });
     let gscope = GroupScope {
-        table: &table,
+        table: base,
         group_by,
         aggs: RefCell::new(Vec::new()),
         col_types: col_types.clone(),
     };
-    let scope: &dyn Scope = if grouped { &gscope } else { &table };
+    let scope: &dyn Scope = if grouped { &gscope } else { base };
     let mut outputs: Vec<(String, Expr)> = Vec::new();
     for item in &sel.projection {
         match item {
             SelectItem::Wildcard(_) if !grouped => {
-                for (i, c) in schema.def.columns.iter().enumerate() {
-                    outputs.push((c.name.clone(), Expr::Column(i)));
+                for (i, n) in names.iter().enumerate() {
+                    outputs.push((n.clone(), Expr::Column(i)));
                 }
             }
             SelectItem::UnnamedExpr(e) => outputs.push((output_name(e), expr::bind(e, scope)?)),
@@ -555,7 +801,7 @@ fn plan_over(
                 // An output's alias.
                 ast::Expr::Identifier(i)
                     if !grouped
-                        && table.column(&expr::name_of(i)).is_none()
+                        && base.column(&expr::name_of(i)).is_none()
                         && outputs.iter().any(|(n, _)| *n == expr::name_of(i)) =>
                 {
                     let n = expr::name_of(i);
@@ -584,7 +830,7 @@ fn plan_over(
     let grouping = if grouped {
         let groups = group_by
             .iter()
-            .map(|g| expr::bind(g, &table))
+            .map(|g| expr::bind(g, base))
             .collect::<SqlResult<Vec<_>>>()?;
         Some((groups, aggs))
     } else {
@@ -612,7 +858,7 @@ fn plan_over(
     } else {
         Vec::new()
     };
-    if let Source::Table { path, filter, .. } = &mut source {
+    if let (Source::Table { path, filter, .. }, Some(schema)) = (&mut source, schema) {
         let order = if order_cols.len() == sort.len() {
             order_cols.as_slice()
         } else {
@@ -620,9 +866,9 @@ fn plan_over(
         };
         *path = access::choose(schema, filter.as_ref(), order);
     }
-    let path_order: &[usize] = match &source {
-        Source::Table { path, .. } => path.order(schema),
-        Source::Nothing => &[],
+    let path_order: &[usize] = match (&source, schema) {
+        (Source::Table { path, .. }, Some(schema)) => path.order(schema),
+        _ => &[],
     };
     let in_order = grouping.is_none()
         && (sort.is_empty()
@@ -669,8 +915,46 @@ fn too_many_rows() -> SqlError {
     )
 }
 
-/// Run a plan.
-pub fn run(plan: &Plan, tx: &mut OwnedTxn, ctx: Ctx<'_>) -> SqlResult<Output> {
+/// Call `f` with each input row of the plan's source (before grouping),
+/// until it returns false.
+fn for_each_input(
+    plan: &Plan,
+    tx: Option<&mut OwnedTxn>,
+    ctx: Ctx<'_>,
+    mut f: impl FnMut(Vec<Value>) -> SqlResult<bool>,
+) -> SqlResult<()> {
+    match &plan.source {
+        Source::Nothing => {
+            f(Vec::new())?;
+        }
+        Source::Empty => {}
+        Source::Table {
+            t, path, filter, ..
+        } => {
+            let Some(tx) = tx else {
+                return Err(SqlError::new(
+                    SqlState::INTERNAL_ERROR,
+                    "a table read without a transaction",
+                ));
+            };
+            access::for_each(tx, t, path, filter.as_ref(), |row| {
+                ctx.check_cancel()?;
+                f(row)
+            })?;
+        }
+        Source::Relations { rels, filter } => {
+            for row in relations::join(rels, filter.as_ref(), tx, ctx)? {
+                if !f(row)? {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Run a plan (`tx` may be `None` only for a plan over catalogs).
+pub fn run(plan: &Plan, tx: Option<&mut OwnedTxn>, ctx: Ctx<'_>) -> SqlResult<Output> {
     // Rows over which outputs and sort keys are evaluated.
     let mut rows: Vec<Vec<Value>> = Vec::new();
     let stop_at = if plan.in_order && !plan.distinct {
@@ -678,64 +962,57 @@ pub fn run(plan: &Plan, tx: &mut OwnedTxn, ctx: Ctx<'_>) -> SqlResult<Output> {
     } else {
         None
     };
-    match &plan.source {
-        Source::Nothing => rows.push(Vec::new()),
-        Source::Table {
-            t, path, filter, ..
-        } => match &plan.grouping {
-            None => access::for_each(tx, t, path, filter.as_ref(), |row| {
-                ctx.check_cancel()?;
-                if rows.len() >= MAX_SORT_ROWS && stop_at.is_none() {
-                    return Err(too_many_rows());
-                }
-                rows.push(row);
-                Ok(stop_at.is_none_or(|n| rows.len() < n))
-            })?,
-            Some((groups, aggs)) => {
-                let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
-                let mut keys: Vec<Vec<Value>> = Vec::new();
-                let mut accs: Vec<Vec<Acc>> = Vec::new();
-                let mut kbuf = Vec::new();
-                access::for_each(tx, t, path, filter.as_ref(), |row| {
-                    ctx.check_cancel()?;
-                    let key = groups
-                        .iter()
-                        .map(|g| g.eval(&row))
-                        .collect::<SqlResult<Vec<_>>>()?;
-                    kbuf.clear();
-                    quill::catalog::encode_key(&key, &mut kbuf);
-                    let at = match index.get(&kbuf) {
-                        Some(&i) => i,
-                        None => {
-                            if keys.len() >= MAX_SORT_ROWS {
-                                return Err(too_many_rows());
-                            }
-                            index.insert(kbuf.clone(), keys.len());
-                            keys.push(key);
-                            accs.push(aggs.iter().map(|a| Acc::new(a.func)).collect());
-                            keys.len() - 1
-                        }
-                    };
-                    let slot = accs.get_mut(at).ok_or_else(|| {
-                        SqlError::new(SqlState::INTERNAL_ERROR, "lost a group")
-                    })?;
-                    for (acc, a) in slot.iter_mut().zip(aggs) {
-                        let v = a.arg.as_ref().map(|e| e.eval(&row)).transpose()?;
-                        acc.add(a.func, v)?;
-                    }
-                    Ok(true)
-                })?;
-                // No GROUP BY: one row even over no rows.
-                if groups.is_empty() && keys.is_empty() {
-                    keys.push(Vec::new());
-                    accs.push(aggs.iter().map(|a| Acc::new(a.func)).collect());
-                }
-                for (mut k, a) in keys.into_iter().zip(accs) {
-                    k.extend(a.into_iter().map(Acc::finish));
-                    rows.push(k);
-                }
+    match &plan.grouping {
+        None => for_each_input(plan, tx, ctx, |row| {
+            if rows.len() >= MAX_SORT_ROWS && stop_at.is_none() {
+                return Err(too_many_rows());
             }
-        },
+            rows.push(row);
+            Ok(stop_at.is_none_or(|n| rows.len() < n))
+        })?,
+        Some((groups, aggs)) => {
+            let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+            let mut keys: Vec<Vec<Value>> = Vec::new();
+            let mut accs: Vec<Vec<Acc>> = Vec::new();
+            let mut kbuf = Vec::new();
+            for_each_input(plan, tx, ctx, |row| {
+                let key = groups
+                    .iter()
+                    .map(|g| g.eval(&row))
+                    .collect::<SqlResult<Vec<_>>>()?;
+                kbuf.clear();
+                quill::catalog::encode_key(&key, &mut kbuf);
+                let at = match index.get(&kbuf) {
+                    Some(&i) => i,
+                    None => {
+                        if keys.len() >= MAX_SORT_ROWS {
+                            return Err(too_many_rows());
+                        }
+                        index.insert(kbuf.clone(), keys.len());
+                        keys.push(key);
+                        accs.push(aggs.iter().map(|a| Acc::new(a.func)).collect());
+                        keys.len() - 1
+                    }
+                };
+                let slot = accs
+                    .get_mut(at)
+                    .ok_or_else(|| SqlError::new(SqlState::INTERNAL_ERROR, "lost a group"))?;
+                for (acc, a) in slot.iter_mut().zip(aggs) {
+                    let v = a.arg.as_ref().map(|e| e.eval(&row)).transpose()?;
+                    acc.add(a.func, v)?;
+                }
+                Ok(true)
+            })?;
+            // No GROUP BY: one row even over no rows.
+            if groups.is_empty() && keys.is_empty() {
+                keys.push(Vec::new());
+                accs.push(aggs.iter().map(|a| Acc::new(a.func)).collect());
+            }
+            for (mut k, a) in keys.into_iter().zip(accs) {
+                k.extend(a.into_iter().map(Acc::finish));
+                rows.push(k);
+            }
+        }
     }
     if let Some(h) = &plan.having {
         let mut kept = Vec::with_capacity(rows.len());
@@ -814,6 +1091,60 @@ pub fn run(plan: &Plan, tx: &mut OwnedTxn, ctx: Ctx<'_>) -> SqlResult<Output> {
     })
 }
 
+impl Plan {
+    /// Whether the plan reads only generated catalogs (it runs without a
+    /// transaction).
+    pub fn is_generated(&self) -> bool {
+        match &self.source {
+            Source::Nothing | Source::Empty => true,
+            Source::Table { .. } => false,
+            Source::Relations { rels, .. } => rels
+                .iter()
+                .all(|r| matches!(r.data, RelData::Rows(_))),
+        }
+    }
+
+    /// This plan with the enclosing row's values in place of its outer
+    /// references.
+    pub fn with_outer(&self, outer: &[Value]) -> Plan {
+        let m = |e: &Expr| e.with_outer(outer);
+        let mut p = self.clone();
+        match &mut p.source {
+            Source::Table { filter, .. } => *filter = filter.as_ref().map(m),
+            Source::Relations { rels, filter } => {
+                *filter = filter.as_ref().map(m);
+                for r in rels {
+                    r.on = r.on.as_ref().map(m);
+                }
+            }
+            Source::Nothing | Source::Empty => {}
+        }
+        if let Some((groups, aggs)) = &mut p.grouping {
+            for g in groups.iter_mut() {
+                *g = m(g);
+            }
+            for a in aggs.iter_mut() {
+                a.arg = a.arg.as_ref().map(m);
+            }
+        }
+        p.having = p.having.as_ref().map(m);
+        p.outputs = p.outputs.iter().map(m).collect();
+        p.sort = p.sort.iter().map(|(e, asc)| (m(e), *asc)).collect();
+        p
+    }
+}
+
+/// Run a plan over generated catalogs (no transaction).
+pub fn run_generated(plan: &Plan) -> SqlResult<Output> {
+    let info = crate::session::SessionInfo::default();
+    let ctx = Ctx {
+        params: Some(&[]),
+        info: &info,
+        cancel: &expr::NEVER_CANCELED,
+    };
+    run(plan, None, ctx)
+}
+
 /// What a plan does, one step per line, outermost first (EXPLAIN).
 pub fn explain(plan: &Plan) -> Vec<String> {
     let mut out = Vec::new();
@@ -838,6 +1169,8 @@ pub fn explain(plan: &Plan) -> Vec<String> {
     }
     out.push(match &plan.source {
         Source::Nothing => "Result".into(),
+        Source::Empty => "Result (no rows: an inner join with an empty catalog)".into(),
+        Source::Relations { rels, .. } => format!("Nested Loop Join ({} relations)", rels.len()),
         Source::Table { path, schema, .. } => {
             let t = &schema.def.name;
             match path {
@@ -854,7 +1187,7 @@ pub fn explain(plan: &Plan) -> Vec<String> {
 /// Run a query.
 pub fn query(db: &Db, tx: &mut OwnedTxn, q: &ast::Query, ctx: Ctx<'_>) -> SqlResult<Output> {
     let p = plan(db, q, ctx, Some(tx))?;
-    run(&p, tx, ctx)
+    run(&p, Some(tx), ctx)
 }
 
 /// The columns `q` returns, without running it.

@@ -356,7 +356,7 @@ impl Session {
             Statement::Delete(d) => self.in_txn(|db, tx| dml::delete(db, tx, d, ctx)),
             Statement::Query(q) => self.in_txn(|db, tx| {
                 let plan = select::plan(db, q, ctx, Some(&mut *tx))?;
-                select::run(&plan, tx, ctx)
+                select::run(&plan, Some(tx), ctx)
             }),
             Statement::Explain { statement, .. } => {
                 let Statement::Query(q) = statement.as_ref() else {
