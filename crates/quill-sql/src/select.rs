@@ -375,6 +375,9 @@ enum Source {
         rels: Vec<Rel>,
         filter: Option<Expr>,
     },
+    /// The rows of several queries (duplicates removed by the plan's
+    /// DISTINCT unless `all`).
+    Union { parts: Vec<Plan>, all: bool },
 }
 
 /// A planned query.
@@ -424,9 +427,6 @@ pub fn plan_in(
     if q.with.is_some() {
         return Err(SqlError::unsupported("WITH"));
     }
-    let SetExpr::Select(sel) = q.body.as_ref() else {
-        return Err(SqlError::unsupported(format!("the query {}", q.body)));
-    };
     let (limit, offset) = match &q.limit_clause {
         None => (None, 0),
         Some(ast::LimitClause::LimitOffset { limit, offset, .. }) => (
@@ -441,6 +441,46 @@ pub fn plan_in(
         Some(ast::LimitClause::OffsetCommaLimit { offset, limit }) => {
             (count(limit, ctx)?, count(offset, ctx)?.unwrap_or(0))
         }
+    };
+    plan_body(db, &q.body, q.order_by.as_ref(), ctx, tx, outer, limit, offset)
+}
+
+/// Plan a query body (a SELECT, or a UNION of them) with its ORDER BY,
+/// LIMIT and OFFSET.
+#[allow(clippy::too_many_arguments)]
+fn plan_body(
+    db: &Db,
+    body: &SetExpr,
+    order_by: Option<&ast::OrderBy>,
+    ctx: Ctx<'_>,
+    mut tx: Option<&mut OwnedTxn>,
+    outer: Option<&dyn Scope>,
+    limit: Option<usize>,
+    offset: usize,
+) -> SqlResult<Plan> {
+    let sel = match body {
+        SetExpr::Select(sel) => sel,
+        SetExpr::Query(q) if order_by.is_none() && limit.is_none() && offset == 0 => {
+            return plan_in(db, q, ctx, tx, outer);
+        }
+        SetExpr::SetOperation {
+            op: ast::SetOperator::Union,
+            set_quantifier,
+            left,
+            right,
+        } => {
+            let all = matches!(set_quantifier, ast::SetQuantifier::All);
+            let l = plan_body(db, left, None, ctx, tx.as_deref_mut(), outer, None, 0)?;
+            let r = plan_body(db, right, None, ctx, tx, outer, None, 0)?;
+            if l.columns.len() != r.columns.len() {
+                return Err(SqlError::new(
+                    SqlState::SYNTAX_ERROR,
+                    "each UNION query must have the same number of columns",
+                ));
+            }
+            return plan_union(vec![l, r], all, order_by, limit, offset);
+        }
+        other => return Err(SqlError::unsupported(format!("the query {other}"))),
     };
     let distinct = match &sel.distinct {
         None => false,
@@ -466,13 +506,13 @@ pub fn plan_in(
             filter: None,
         };
         return plan_over(
-            db, q, sel, ctx, tx, source, None, group_by, distinct, limit, offset,
+            db, order_by, sel, ctx, tx, source, None, group_by, distinct, limit, offset,
         );
     }
     if sel.from.is_empty() {
         return plan_over(
             db,
-            q,
+            order_by,
             sel,
             ctx,
             tx,
@@ -594,7 +634,7 @@ pub fn plan_in(
         .transpose()?;
     let source = Source::Relations { rels, filter };
     plan_with_scope(
-        q,
+        order_by,
         sel,
         source,
         &scope,
@@ -606,6 +646,67 @@ pub fn plan_in(
         limit,
         offset,
     )
+}
+
+/// A UNION of `parts`' rows (without duplicates unless `all`), ordered
+/// by output positions or names.
+fn plan_union(
+    parts: Vec<Plan>,
+    all: bool,
+    order_by: Option<&ast::OrderBy>,
+    limit: Option<usize>,
+    offset: usize,
+) -> SqlResult<Plan> {
+    let columns = parts.first().map(|p| p.columns.clone()).unwrap_or_default();
+    let mut sort = Vec::new();
+    if let Some(ob) = order_by {
+        let ast::OrderByKind::Expressions(list) = &ob.kind else {
+            return Err(SqlError::unsupported("ORDER BY ALL"));
+        };
+        for o in list {
+            let pos = match &o.expr {
+                ast::Expr::Value(v) => match expr::literal(&v.value)? {
+                    Value::Int32(n) if n >= 1 && (n as usize) <= columns.len() => n as usize - 1,
+                    _ => {
+                        return Err(SqlError::new(
+                            SqlState::INVALID_COLUMN_REFERENCE,
+                            format!("ORDER BY position {} is not in select list", v.value),
+                        ));
+                    }
+                },
+                ast::Expr::Identifier(i) => columns
+                    .iter()
+                    .position(|c| c.name == expr::name_of(i))
+                    .ok_or_else(|| {
+                        SqlError::new(
+                            SqlState::UNDEFINED_COLUMN,
+                            format!("column \"{}\" does not exist", i.value),
+                        )
+                    })?,
+                other => {
+                    return Err(SqlError::unsupported(format!(
+                        "ORDER BY {other} over a UNION (name a result column)"
+                    )));
+                }
+            };
+            sort.push((
+                Expr::Column(pos),
+                !matches!(o.options.sort, Some(ast::OrderBySort::Desc)),
+            ));
+        }
+    }
+    Ok(Plan {
+        outputs: (0..columns.len()).map(Expr::Column).collect(),
+        source: Source::Union { parts, all },
+        grouping: None,
+        having: None,
+        columns,
+        distinct: !all,
+        in_order: sort.is_empty(),
+        sort,
+        limit,
+        offset,
+    })
 }
 
 /// Whether the select list or HAVING calls an aggregate.
@@ -642,7 +743,7 @@ fn no_columns() -> TableSchema {
 #[allow(clippy::too_many_arguments)]
 fn plan_over(
     db: &Db,
-    q: &ast::Query,
+    order_by: Option<&ast::OrderBy>,
     sel: &ast::Select,
     ctx: Ctx<'_>,
     tx: Option<&mut OwnedTxn>,
@@ -680,7 +781,7 @@ fn plan_over(
         &table
     };
     plan_with_scope(
-        q,
+        order_by,
         sel,
         source,
         base,
@@ -725,7 +826,7 @@ impl Scope for NothingScope<'_> {
 /// access path (for a table source, whose `schema` is given).
 #[allow(clippy::too_many_arguments)]
 fn plan_with_scope(
-    q: &ast::Query,
+    order_by: Option<&ast::OrderBy>,
     sel: &ast::Select,
     mut source: Source,
     base: &dyn Scope,
@@ -773,7 +874,7 @@ fn plan_with_scope(
         .map(|h| expr::bind(h, scope))
         .transpose()?;
     let mut sort: Vec<(Expr, bool)> = Vec::new();
-    if let Some(ob) = &q.order_by {
+    if let Some(ob) = order_by {
         let ast::OrderByKind::Expressions(list) = &ob.kind else {
             return Err(SqlError::unsupported("ORDER BY ALL"));
         };
@@ -949,6 +1050,16 @@ fn for_each_input(
                 }
             }
         }
+        Source::Union { parts, .. } => {
+            let mut tx = tx;
+            for p in parts {
+                for row in run(p, tx.as_deref_mut(), ctx)?.rows {
+                    if !f(row)? {
+                        return Ok(());
+                    }
+                }
+            }
+        }
     }
     Ok(())
 }
@@ -1098,6 +1209,7 @@ impl Plan {
         match &self.source {
             Source::Nothing | Source::Empty => true,
             Source::Table { .. } => false,
+            Source::Union { parts, .. } => parts.iter().all(Plan::is_generated),
             Source::Relations { rels, .. } => rels
                 .iter()
                 .all(|r| matches!(r.data, RelData::Rows(_))),
@@ -1115,6 +1227,11 @@ impl Plan {
                 *filter = filter.as_ref().map(m);
                 for r in rels {
                     r.on = r.on.as_ref().map(m);
+                }
+            }
+            Source::Union { parts, .. } => {
+                for part in parts.iter_mut() {
+                    *part = part.with_outer(outer);
                 }
             }
             Source::Nothing | Source::Empty => {}
@@ -1171,6 +1288,11 @@ pub fn explain(plan: &Plan) -> Vec<String> {
         Source::Nothing => "Result".into(),
         Source::Empty => "Result (no rows: an inner join with an empty catalog)".into(),
         Source::Relations { rels, .. } => format!("Nested Loop Join ({} relations)", rels.len()),
+        Source::Union { parts, all } => format!(
+            "Union{} ({} queries)",
+            if *all { " All" } else { "" },
+            parts.len()
+        ),
         Source::Table { path, schema, .. } => {
             let t = &schema.def.name;
             match path {
