@@ -33,6 +33,15 @@ pub enum Error {
         waited_ms: u64,
     },
 
+    /// The statement was canceled (its transaction's cancel flag was set,
+    /// [`crate::OwnedTxn::set_cancel`]) while it waited for a row lock.
+    /// The statement had no effect; the transaction goes on.
+    #[error("canceled: transaction {trx} stopped waiting for a row lock at the client's request")]
+    Canceled {
+        /// The waiting transaction.
+        trx: u64,
+    },
+
     /// Under REPEATABLE READ, a row this transaction writes was changed by
     /// a transaction its snapshot does not see. The transaction was rolled
     /// back; retry it.

@@ -82,6 +82,8 @@ pub(crate) struct TxnState {
     /// `Write`/`Lazy` only: the highest commit LSN of a not yet durable
     /// `Sync` commit this transaction built on (registry R7); 0: none.
     after: u64,
+    /// Set by a client to stop a statement waiting for a row lock.
+    cancel: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// A transaction at work for one call: its database, borrowed from the
@@ -257,6 +259,16 @@ macro_rules! txn_api {
                 self.0.index_scan(t, index, lo, hi, dir)
             }
 
+            /// From now on, a statement of this transaction that waits
+            /// for a row lock stops with [`Error::Canceled`] (and no
+            /// effect) soon after `flag` is set; `None` makes waits
+            /// uncancelable again. A server sets its session's cancel
+            /// flag here, for PostgreSQL's CancelRequest.
+            #[inline]
+            pub fn set_cancel(&mut self, flag: Option<Arc<std::sync::atomic::AtomicBool>>) {
+                self.0.st.cancel = flag;
+            }
+
             /// Undo every change of this transaction.
             #[inline]
             pub fn rollback(self) -> Result<()> {
@@ -353,6 +365,7 @@ impl<H: DbHandle> TxnCore<H> {
                 done: false,
                 ended: "",
                 after: 0,
+                cancel: None,
             },
         })
     }
@@ -558,7 +571,9 @@ impl<'a> Ctx<'a> {
     }
 
     fn lock(&mut self, key: Vec<u8>, mode: LockMode) -> Result<()> {
-        self.db.locks.lock(self.id, &key, mode)?;
+        self.db
+            .locks
+            .lock_cancelable(self.id, &key, mode, self.st.cancel.as_deref())?;
         self.locks.push(key);
         Ok(())
     }

@@ -39,6 +39,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use parking_lot::{Condvar, Mutex};
 
 use super::registry::TrxId;
@@ -122,6 +124,9 @@ pub struct LockStats {
     pub timeouts: u64,
 }
 
+/// How often a cancelable lock wait looks at its cancel flag.
+pub const CANCEL_POLL: Duration = Duration::from_millis(20);
+
 /// The lock table.
 #[derive(Debug)]
 pub struct LockTable {
@@ -174,6 +179,20 @@ impl LockTable {
     /// Lock `key` for `trx` in `mode`, waiting if needed (L2, L4). The
     /// caller remembers its keys and passes them to [`LockTable::release`].
     pub fn lock(&self, trx: TrxId, key: &[u8], mode: LockMode) -> Result<()> {
+        self.lock_cancelable(trx, key, mode, None)
+    }
+
+    /// [`LockTable::lock`], and a wait also ends, with
+    /// [`Error::Canceled`], soon after `cancel` is set (it is looked at
+    /// every [`CANCEL_POLL`]); the request then leaves the queue as a
+    /// timed-out one does.
+    pub fn lock_cancelable(
+        &self,
+        trx: TrxId,
+        key: &[u8],
+        mode: LockMode,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<()> {
         let waiter = {
             let mut shard = self.shard(key).lock();
             let e = shard.entry(key.to_vec()).or_default();
@@ -214,10 +233,19 @@ impl LockTable {
         self.stats.lock().waits += 1;
         let started = Instant::now();
         let deadline = started + self.timeout;
+        let mut canceled = false;
         {
             let mut st = waiter.state.lock();
             while st.is_none() {
-                if waiter.cv.wait_until(&mut st, deadline).timed_out() {
+                if cancel.is_some_and(|c| c.load(Ordering::Acquire)) {
+                    canceled = true;
+                    break;
+                }
+                let until = match cancel {
+                    Some(_) => deadline.min(Instant::now() + CANCEL_POLL),
+                    None => deadline,
+                };
+                if waiter.cv.wait_until(&mut st, until).timed_out() && until == deadline {
                     break;
                 }
             }
@@ -250,6 +278,9 @@ impl LockTable {
             None => panic!("lock L7: trx {trx} timed out waiting on a key with no entry"),
         }
         self.graph.lock().remove(&trx);
+        if canceled {
+            return Err(Error::Canceled { trx });
+        }
         self.stats.lock().timeouts += 1;
         Err(Error::LockTimeout {
             trx,
@@ -375,6 +406,31 @@ mod tests {
         t.release(2, &[b"b".to_vec()]);
         h.join().unwrap().unwrap();
         assert_eq!(t.stats().deadlocks, 1);
+    }
+
+    /// A canceled wait ends soon with `Canceled`, leaves the queue, and
+    /// counts as no timeout; the key is then free for others.
+    #[test]
+    fn a_canceled_wait_leaves_the_queue() {
+        let t = table(10_000);
+        t.lock(1, b"a", LockMode::Exclusive).unwrap();
+        let flag = Arc::new(AtomicBool::new(false));
+        let (t1, f1) = (t.clone(), flag.clone());
+        let h = std::thread::spawn(move || {
+            let started = Instant::now();
+            let r = t1.lock_cancelable(2, b"a", LockMode::Exclusive, Some(&f1));
+            (r, started.elapsed())
+        });
+        while t.stats().waits == 0 {
+            std::thread::yield_now();
+        }
+        flag.store(true, Ordering::Release);
+        let (r, waited) = h.join().unwrap();
+        assert!(matches!(r, Err(Error::Canceled { trx: 2 })), "{r:?}");
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
+        assert_eq!(t.stats().timeouts, 0);
+        t.release(1, &[b"a".to_vec()]);
+        t.lock(3, b"a", LockMode::Exclusive).unwrap();
     }
 
     /// Many threads lock random keys exclusively in random order: every

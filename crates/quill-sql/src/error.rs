@@ -136,6 +136,7 @@ impl From<quill::Error> for SqlError {
         let state = match &e {
             E::Deadlock { .. } => SqlState::DEADLOCK_DETECTED,
             E::LockTimeout { .. } | E::Serialization { .. } => SqlState::SERIALIZATION_FAILURE,
+            E::Canceled { .. } => SqlState::QUERY_CANCELED,
             E::DuplicateKey { .. } => SqlState::UNIQUE_VIOLATION,
             E::NoSuchTable { .. } => SqlState::UNDEFINED_TABLE,
             E::TableExists { .. } => SqlState::DUPLICATE_TABLE,

@@ -569,7 +569,7 @@ impl Session {
             tx.rollback()?;
         }
         self.isolation = i;
-        self.txn = Some(self.db.begin_owned_with(self.txn_options(i))?);
+        self.txn = Some(self.begin_txn(i)?);
         Ok(())
     }
 
@@ -616,6 +616,13 @@ impl Session {
         }
     }
 
+    /// A transaction whose lock waits this session's cancel flag ends.
+    fn begin_txn(&self, isolation: Isolation) -> SqlResult<OwnedTxn> {
+        let mut tx = self.db.begin_owned_with(self.txn_options(isolation))?;
+        tx.set_cancel(Some(Arc::clone(&self.cancel)));
+        Ok(tx)
+    }
+
     fn txn_options(&self, isolation: Isolation) -> TxnOptions {
         TxnOptions {
             isolation,
@@ -637,7 +644,7 @@ impl Session {
         }
         self.isolation = isolation;
         self.block_ran = false;
-        self.txn = Some(self.db.begin_owned_with(self.txn_options(isolation))?);
+        self.txn = Some(self.begin_txn(isolation)?);
         Ok(Output::tag("BEGIN"))
     }
 
@@ -674,9 +681,7 @@ impl Session {
         match self.txn.as_mut() {
             Some(tx) => f(&self.db, tx),
             None => {
-                let mut tx = self
-                    .db
-                    .begin_owned_with(self.txn_options(self.settings.default_isolation()))?;
+                let mut tx = self.begin_txn(self.settings.default_isolation())?;
                 match f(&self.db, &mut tx) {
                     Ok(out) => {
                         tx.commit()?;

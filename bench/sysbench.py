@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""sysbench 1.0 (Debian's, --db-driver=pgsql) against `quill serve`.
+
+Starts a server on a fresh data directory and a free local port, then
+for each test: prepare, one run per thread count, cleanup; stops the
+server and runs `quill check` on the directory. Prints a line per run
+and writes JSON (one record per run: test, threads, tps, p95 latency in
+ms, ignored errors, exit status) for a script to check.
+
+sysbench counts 40001, 40P01 and 23505 as "ignored errors" and retries
+the event; any other error ends the run with a non-zero exit, recorded
+here as `ok: false`.
+
+Example:
+  bench/sysbench.py --quill target/release/quill --threads 1,16,64 --time 10
+"""
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+TESTS = [
+    "oltp_point_select",
+    "oltp_read_only",
+    "oltp_read_write",
+    "oltp_write_only",
+    "oltp_update_index",
+    "oltp_update_non_index",
+    "oltp_insert",
+    "oltp_delete",
+]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def steal_ticks():
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("cpu "):
+                return int(line.split()[8])
+    return 0
+
+
+def wait_for_port(port, proc, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"quill serve exited with {proc.returncode} before listening")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"quill serve did not listen on {port} within {timeout} s")
+
+
+def parse(out):
+    """The figures of one sysbench run's report."""
+    r = {}
+    m = re.search(r"transactions:\s+(\d+)\s+\(([\d.]+) per sec", out)
+    if m:
+        r["transactions"] = int(m.group(1))
+        r["tps"] = float(m.group(2))
+    m = re.search(r"queries:\s+(\d+)\s+\(([\d.]+) per sec", out)
+    if m:
+        r["qps"] = float(m.group(2))
+    m = re.search(r"ignored errors:\s+(\d+)", out)
+    if m:
+        r["ignored_errors"] = int(m.group(1))
+    m = re.search(r"95th percentile:\s+([\d.]+)", out)
+    if m:
+        r["p95_ms"] = float(m.group(1))
+    m = re.search(r"avg:\s+([\d.]+)", out)
+    if m:
+        r["avg_ms"] = float(m.group(1))
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quill", default="target/release/quill", help="the quill binary")
+    ap.add_argument("--tests", default=",".join(TESTS), help="comma-separated sysbench tests")
+    ap.add_argument("--threads", default="1,16,64", help="comma-separated thread counts")
+    ap.add_argument("--time", type=int, default=10, help="seconds per run")
+    ap.add_argument("--table-size", type=int, default=10000, help="rows per table")
+    ap.add_argument("--tables", type=int, default=1)
+    ap.add_argument("--dir", help="data directory (default: a fresh temporary one)")
+    ap.add_argument("--out", help="write the JSON results here")
+    ap.add_argument("--server-log", help="keep the server's output here")
+    args = ap.parse_args()
+
+    if shutil.which("sysbench") is None:
+        raise SystemExit("sysbench not found: apt-get install sysbench")
+    tmp = None
+    data_dir = args.dir
+    if data_dir is None:
+        tmp = tempfile.mkdtemp(prefix="quill-sysbench-")
+        data_dir = os.path.join(tmp, "data")
+    port = free_port()
+    log = open(args.server_log or os.devnull, "w")
+    server = subprocess.Popen(
+        [args.quill, "serve", "--dir", data_dir, "--listen", f"127.0.0.1:{port}"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+    results = []
+    failures = 0
+    steal0, t0 = steal_ticks(), time.time()
+    try:
+        wait_for_port(port, server)
+        common = [
+            "--db-driver=pgsql", "--pgsql-host=127.0.0.1", f"--pgsql-port={port}",
+            "--pgsql-user=sbtest", "--pgsql-db=sbtest",
+            f"--tables={args.tables}", f"--table-size={args.table_size}",
+        ]
+        for test in args.tests.split(","):
+            p = subprocess.run(["sysbench", test, *common, "prepare"], capture_output=True, text=True)
+            if p.returncode != 0:
+                print(f"{test}: prepare failed ({p.returncode}):\n{p.stdout}{p.stderr}", file=sys.stderr)
+                failures += 1
+                results.append({"test": test, "step": "prepare", "ok": False, "output": (p.stdout + p.stderr)[-2000:]})
+                subprocess.run(["sysbench", test, *common, "cleanup"], capture_output=True, text=True)
+                continue
+            for threads in [int(t) for t in args.threads.split(",")]:
+                p = subprocess.run(
+                    ["sysbench", test, *common, f"--threads={threads}", f"--time={args.time}",
+                     "--report-interval=0", "run"],
+                    capture_output=True, text=True,
+                )
+                r = {"test": test, "threads": threads, "seconds": args.time, "ok": p.returncode == 0}
+                r.update(parse(p.stdout))
+                if p.returncode != 0:
+                    failures += 1
+                    r["output"] = (p.stdout + p.stderr)[-2000:]
+                results.append(r)
+                print(
+                    f"{test:24} threads {threads:4}: "
+                    + (f"{r.get('tps', 0):10.1f} tps  p95 {r.get('p95_ms', 0):8.2f} ms  "
+                       f"ignored errors {r.get('ignored_errors', 0)}"
+                       if r["ok"] else "FAILED\n" + r["output"]),
+                    flush=True,
+                )
+            p = subprocess.run(["sysbench", test, *common, "cleanup"], capture_output=True, text=True)
+            if p.returncode != 0:
+                failures += 1
+                print(f"{test}: cleanup failed:\n{p.stdout}{p.stderr}", file=sys.stderr)
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+    check = subprocess.run([args.quill, "check", "--dir", data_dir], capture_output=True, text=True)
+    print(f"quill check: exit {check.returncode}")
+    if check.returncode != 0:
+        print(check.stdout + check.stderr, file=sys.stderr)
+        failures += 1
+    steal = steal_ticks() - steal0
+    report = {
+        "command": " ".join(sys.argv),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "machine": {
+            "nproc": os.cpu_count(),
+            "kernel": platform.release(),
+            "steal_ticks": steal,
+            "seconds": round(time.time() - t0),
+        },
+        "sysbench": subprocess.run(["sysbench", "--version"], capture_output=True, text=True).stdout.strip(),
+        "table_size": args.table_size,
+        "runs": results,
+        "check_ok": check.returncode == 0,
+        "failures": failures,
+    }
+    print(f"host: {steal} ticks of CPU steal over {report['machine']['seconds']} s on {os.cpu_count()} CPUs")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(report, f, indent=1)
+        print(f"wrote {args.out}")
+    if tmp:
+        shutil.rmtree(tmp, ignore_errors=True)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

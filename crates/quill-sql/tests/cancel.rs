@@ -1,0 +1,41 @@
+//! CancelRequest's effect: a statement waiting for a row lock another
+//! session holds stops with 57014 when its session's cancel handle fires,
+//! the statement has no effect, and both sessions go on.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use quill::catalog::Value;
+use quill::{Db, Options};
+use quill_sql::{Session, SqlState, TxnStatus};
+
+#[test]
+fn cancel_stops_a_statement_waiting_for_a_row_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), Options::default()).unwrap());
+    let mut a = Session::new(db.clone());
+    let mut b = Session::new(db.clone());
+    for r in a.execute("CREATE TABLE t (k int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 0)") {
+        r.unwrap();
+    }
+    for r in a.execute("BEGIN; UPDATE t SET v = 1 WHERE k = 1") {
+        r.unwrap();
+    }
+    let cancel = b.cancel_handle();
+    let waiter = std::thread::spawn(move || {
+        let started = Instant::now();
+        let r = b.execute("UPDATE t SET v = 2 WHERE k = 1").pop().unwrap();
+        (b, r, started.elapsed())
+    });
+    // Let it queue on the lock, then cancel.
+    std::thread::sleep(Duration::from_millis(200));
+    cancel.cancel();
+    let (mut b, r, waited) = waiter.join().unwrap();
+    assert_eq!(r.unwrap_err().state, SqlState::QUERY_CANCELED);
+    assert!(waited < Duration::from_secs(5), "{waited:?}");
+    assert_eq!(b.status(), TxnStatus::Idle);
+    a.execute("COMMIT").pop().unwrap().unwrap();
+    // A later statement is not canceled by the old request.
+    let out = b.execute("SELECT v FROM t WHERE k = 1").pop().unwrap().unwrap();
+    assert_eq!(out.rows, vec![vec![Value::Int32(1)]]);
+}
