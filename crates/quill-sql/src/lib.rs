@@ -39,4 +39,4 @@ pub mod types;
 
 pub use error::{SqlError, SqlResult, SqlState};
 pub use prepared::Prepared;
-pub use session::{CancelHandle, ColumnDesc, Output, Session, SessionInfo, TxnStatus};
+pub use session::{CancelHandle, ColumnDesc, Deferred, Output, Session, SessionInfo, TxnStatus};

@@ -54,6 +54,16 @@ impl Output {
     }
 }
 
+/// A statement's output and, when its commit was deferred, the
+/// transaction the caller must commit before reporting the output.
+#[derive(Debug)]
+pub struct Deferred {
+    /// What the statement returned.
+    pub output: Output,
+    /// Commit this first (`None`: nothing to commit).
+    pub commit: Option<OwnedTxn>,
+}
+
 /// Where the session's transaction stands (PostgreSQL's ReadyForQuery
 /// status: idle, in a block, in a failed block).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,6 +127,10 @@ pub struct Session {
     /// Whether the open block has run a statement (SET TRANSACTION must
     /// come first).
     block_ran: bool,
+    /// Whether commits are handed to the caller ([`Session::execute_deferred`]).
+    defer_commit: bool,
+    /// The transaction a deferred execution left to commit.
+    pending_commit: Option<OwnedTxn>,
     /// Set by [`CancelHandle::cancel`]; the running statement stops
     /// with 57014 at its next check.
     cancel: Arc<std::sync::atomic::AtomicBool>,
@@ -164,6 +178,8 @@ impl Session {
             info,
             settings: Settings::default(),
             block_ran: false,
+            defer_commit: false,
+            pending_commit: None,
             cancel: Arc::default(),
             prepared: std::collections::HashMap::new(),
         }
@@ -298,6 +314,56 @@ impl Session {
             None => Ok(Output::tag("")),
             Some(s) => self.run_stmt(s, params),
         }
+    }
+
+    /// [`Session::execute_prepared`], except that a commit the statement
+    /// makes (COMMIT, or the end of a statement outside a block) is not
+    /// waited for: its transaction comes back in [`Deferred::commit`],
+    /// with its changes made and its locks still held, for the caller to
+    /// commit (with [`OwnedTxn::commit_async`], so that a server's thread
+    /// does not wait on the log's sync) before it reports the output. The
+    /// caller must do so before the session runs another statement.
+    pub fn execute_prepared_deferred(
+        &mut self,
+        p: &Prepared,
+        params: &[Value],
+    ) -> SqlResult<Deferred> {
+        self.defer_commit = true;
+        let r = self.execute_prepared(p, params);
+        self.defer_commit = false;
+        let commit = self.pending_commit.take();
+        r.map(|output| Deferred { output, commit })
+    }
+
+    /// [`Session::execute`] for a text of one statement, with its commit
+    /// deferred as [`Session::execute_prepared_deferred`] does; a text of
+    /// several statements runs as `execute` does (each commit waited
+    /// for, so each statement sees the ones before it).
+    pub fn execute_deferred(&mut self, sql: &str) -> Vec<SqlResult<Deferred>> {
+        let stmts = match parse_statements(sql) {
+            Ok(s) => s,
+            Err(e) => return vec![Err(e)],
+        };
+        if let [one] = stmts.as_slice() {
+            self.defer_commit = true;
+            let r = self.run_stmt(one, &[]);
+            self.defer_commit = false;
+            let commit = self.pending_commit.take();
+            return vec![r.map(|output| Deferred { output, commit })];
+        }
+        let mut out = Vec::with_capacity(stmts.len());
+        for s in &stmts {
+            let r = self.run_stmt(s, &[]);
+            let stop = r.is_err();
+            out.push(r.map(|output| Deferred {
+                output,
+                commit: None,
+            }));
+            if stop {
+                break;
+            }
+        }
+        out
     }
 
     /// Run one parsed statement (without parameters).
@@ -657,10 +723,23 @@ impl Session {
                 Ok(Output::tag("ROLLBACK"))
             }
             Some(tx) => {
-                tx.commit()?;
+                self.finish(tx)?;
                 Ok(Output::tag("COMMIT"))
             }
         }
+    }
+
+    /// Commit `tx` now, or hand it to the caller of a deferred execution
+    /// (which commits it, without blocking, before it reports the
+    /// statement's result).
+    fn finish(&mut self, tx: OwnedTxn) -> SqlResult<()> {
+        if self.defer_commit {
+            debug_assert!(self.pending_commit.is_none(), "one commit per statement");
+            self.pending_commit = Some(tx);
+        } else {
+            tx.commit()?;
+        }
+        Ok(())
     }
 
     fn rollback(&mut self) -> SqlResult<Output> {
@@ -684,7 +763,7 @@ impl Session {
                 let mut tx = self.begin_txn(self.settings.default_isolation())?;
                 match f(&self.db, &mut tx) {
                     Ok(out) => {
-                        tx.commit()?;
+                        self.finish(tx)?;
                         Ok(out)
                     }
                     Err(e) => {

@@ -196,3 +196,45 @@ fn show_quill_status_reports_the_engine_live() {
     }
     assert!(get("txn.active_transactions").is_some());
 }
+
+#[test]
+fn deferred_executions_hand_over_their_commit() {
+    let (_d, mut s) = session();
+    let upd = s
+        .prepare(
+            "UPDATE sbtest1 SET k=k+1 WHERE id=$1",
+            &[Some(ColumnType::Int64)],
+        )
+        .unwrap();
+    let d = s.execute_prepared_deferred(&upd, &[Value::Int64(1)]).unwrap();
+    assert_eq!(d.output.tag, "UPDATE 1");
+    assert_eq!(s.status(), TxnStatus::Idle);
+    d.commit.expect("an autocommit statement's commit").commit().unwrap();
+    let sel = s.prepare("SELECT k FROM sbtest1 WHERE id=$1", &[None]).unwrap();
+    let d = s.execute_prepared_deferred(&sel, &[Value::Int64(1)]).unwrap();
+    assert_eq!(d.output.rows, vec![vec![Value::Int32(11)]]);
+    // A read-only statement's transaction commits too (it is cheap: no
+    // changes, no log).
+    d.commit.unwrap().commit().unwrap();
+    // Inside a block, only COMMIT hands one over.
+    let mut out = s.execute_deferred("BEGIN");
+    assert!(out.pop().unwrap().unwrap().commit.is_none());
+    let d = s.execute_prepared_deferred(&upd, &[Value::Int64(2)]).unwrap();
+    assert!(d.commit.is_none());
+    assert_eq!(s.status(), TxnStatus::InBlock);
+    let d = s.execute_deferred("COMMIT").pop().unwrap().unwrap();
+    assert_eq!(d.output.tag, "COMMIT");
+    d.commit.expect("COMMIT's transaction").commit().unwrap();
+    let out = s.execute("SELECT k FROM sbtest1 WHERE id = 2").pop().unwrap().unwrap();
+    assert_eq!(out.rows, vec![vec![Value::Int32(21)]]);
+    // Several statements in one text commit as they go.
+    let outs = s.execute_deferred("UPDATE sbtest1 SET k = 0 WHERE id = 3; SELECT k FROM sbtest1 WHERE id = 3");
+    assert_eq!(outs.len(), 2);
+    for o in &outs {
+        assert!(o.as_ref().unwrap().commit.is_none());
+    }
+    assert_eq!(
+        outs[1].as_ref().unwrap().output.rows,
+        vec![vec![Value::Int32(0)]]
+    );
+}
