@@ -36,7 +36,7 @@ pub fn read_lock(vfs: &dyn Vfs, dir: &Path) -> Option<quill::io::DirLock> {
         Ok(lock) => Some(lock),
         Err(quill::io::IoError::Locked { holder, .. }) => {
             eprintln!(
-                "note: {} is in use by {}; showing its files as they are on disk now (the live database may be ahead of them)",
+                "note: {} is in use by {}; showing its files as they are on disk now (the live database may be ahead of them; for a running `quill serve`, its live counters are `SHOW quill.status` over SQL)",
                 dir.display(),
                 holder.map_or_else(|| "another process".to_string(), |p| format!("process {p}"))
             );
