@@ -28,6 +28,13 @@
 //!   can build a key that does not fit. Tables created by builds before
 //!   this rule keep working: statements also check the keys they build
 //!   before writing anything (`db::txn`).
+//! * C5. A dropped secondary index keeps its position in `def.indexes`
+//!   and `index_roots` for the table's life (undo records name indexes by
+//!   position) and is listed in `dropped_indexes`; nothing reads or
+//!   writes it after the schema that drops it is installed, its name is
+//!   free for a new index, and its root may be freed and reused, so code
+//!   reaches secondary trees only through live positions
+//!   (`TableSchema::live_indexes`, `db::table::secondary`).
 
 use std::collections::BTreeMap;
 use std::ops::Bound::Unbounded;
@@ -90,6 +97,31 @@ pub struct TableSchema {
     pub clustered_root: u64,
     /// Root pages of the secondary indexes, in `def.indexes` order.
     pub index_roots: Vec<u64>,
+    /// Positions in `def.indexes` of indexes that were dropped (C5):
+    /// they keep their place, so that positions recorded in undo records
+    /// keep naming the same index, but nothing reads or writes them, their
+    /// names are free, and their trees are freed (or listed to be) by the
+    /// store's pending drops. Absent from records written before it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped_indexes: Vec<usize>,
+}
+
+impl TableSchema {
+    /// Whether secondary index `i` exists and was not dropped.
+    pub fn index_is_live(&self, i: usize) -> bool {
+        i < self.def.indexes.len() && !self.dropped_indexes.contains(&i)
+    }
+
+    /// The positions of the indexes that were not dropped.
+    pub fn live_indexes(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.def.indexes.len()).filter(|&i| !self.dropped_indexes.contains(&i))
+    }
+
+    /// The position of the live index named `name`.
+    pub fn index_position(&self, name: &str) -> Option<usize> {
+        self.live_indexes()
+            .find(|&i| self.def.indexes.get(i).is_some_and(|ix| ix.name == name))
+    }
 }
 
 fn invalid(reason: String) -> Error {
@@ -102,6 +134,12 @@ fn invalid(reason: String) -> Error {
 impl TableDef {
     /// Check the definition (C1).
     pub fn validate(&self) -> Result<()> {
+        self.validate_except(&[])
+    }
+
+    /// Check the definition (C1), leaving out the indexes at positions
+    /// `dropped` (their names are free, C5).
+    pub fn validate_except(&self, dropped: &[usize]) -> Result<()> {
         if self.name.is_empty() || self.name.len() > 128 {
             return Err(invalid(format!(
                 "table name {:?} must be 1 to 128 bytes",
@@ -156,7 +194,12 @@ impl TableDef {
             )));
         }
         let mut inames = std::collections::HashSet::new();
-        for ix in &self.indexes {
+        for (_, ix) in self
+            .indexes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !dropped.contains(i))
+        {
             if ix.name.is_empty() || !inames.insert(ix.name.as_str()) {
                 return Err(invalid(format!(
                     "index name {:?} is empty or repeated",
@@ -179,6 +222,12 @@ impl TableDef {
     /// Check invariant C4: every key this table can write fits in
     /// `max_key_len` bytes (the B+tree limit of the store's page size).
     pub fn check_key_lengths(&self, max_key_len: usize) -> Result<()> {
+        self.check_key_lengths_except(max_key_len, &[])
+    }
+
+    /// [`TableDef::check_key_lengths`] for the indexes not at positions
+    /// `dropped`.
+    pub fn check_key_lengths_except(&self, max_key_len: usize, dropped: &[usize]) -> Result<()> {
         let limit = max_key_len as u64;
         // The longest encoding of `cols` (of only their fixed-size ones,
         // for the advice on how long a variable one may be).
@@ -223,7 +272,12 @@ impl TableDef {
                 advice(fixed)
             )));
         }
-        for ix in &self.indexes {
+        for (_, ix) in self
+            .indexes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !dropped.contains(i))
+        {
             let len = worst(&ix.columns, false) + pk_len;
             if len > limit {
                 let fixed = worst(&ix.columns, true) + pk_len;
@@ -270,6 +324,26 @@ pub(crate) fn decode_entry(
             file: file.to_path_buf(),
             found: schema.version,
             supported: SCHEMA_VERSION,
+        });
+    }
+    let n = schema.def.indexes.len();
+    let mut dropped = schema.dropped_indexes.clone();
+    dropped.sort_unstable();
+    dropped.dedup();
+    if schema.index_roots.len() != n
+        || dropped.len() != schema.dropped_indexes.len()
+        || dropped.iter().any(|&i| i >= n)
+    {
+        return Err(Error::Corrupt {
+            file: file.to_path_buf(),
+            offset: 0,
+            reason: format!(
+                "catalog entry {:?}: {} indexes, {} index roots, dropped positions {:?}",
+                String::from_utf8_lossy(key),
+                n,
+                schema.index_roots.len(),
+                schema.dropped_indexes
+            ),
         });
     }
     Ok(schema)
@@ -364,6 +438,7 @@ impl Catalog {
             def,
             clustered_root,
             index_roots,
+            dropped_indexes: Vec::new(),
         };
         let schema = Arc::new(schema);
         self.store_entry(store, &schema)?;
@@ -403,6 +478,39 @@ impl Catalog {
         Ok(())
     }
 
+    /// Mark secondary index `i` of table `name` dropped (C5); durable
+    /// when this returns. Returns the new schema.
+    pub fn drop_index(&self, store: &Store, name: &str, i: usize) -> Result<Arc<TableSchema>> {
+        let mut tables = self.tables.lock();
+        let old = tables
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::NoSuchTable {
+                name: name.to_string(),
+            })?;
+        assert!(
+            old.index_is_live(i),
+            "catalog C5: dropping index {i} of {name}, which is not a live index"
+        );
+        let mut schema = (*old).clone();
+        schema.dropped_indexes.push(i);
+        let schema = Arc::new(schema);
+        self.store_entry(store, &schema)?;
+        tables.insert(name.to_string(), schema.clone());
+        Ok(schema)
+    }
+
+    /// Whether `root` is a tree in use (the clustered tree or a live
+    /// index) of the table with id `table`, which is in the catalog.
+    pub fn tree_is_live(&self, table: u64, root: u64) -> bool {
+        self.tables.lock().values().any(|t| {
+            t.id == table
+                && (t.clustered_root == root
+                    || t.live_indexes()
+                        .any(|i| t.index_roots.get(i) == Some(&root)))
+        })
+    }
+
     /// Whether a table with id `id` is in the catalog.
     pub fn has_table_id(&self, id: u64) -> bool {
         self.tables.lock().values().any(|t| t.id == id)
@@ -427,10 +535,11 @@ impl Catalog {
         let mut schema = (*old).clone();
         schema.def.indexes.push(index);
         schema.index_roots.push(root.0);
-        schema.def.validate()?;
-        schema
-            .def
-            .check_key_lengths(Tree::open(store, self.root).max_key_len())?;
+        schema.def.validate_except(&schema.dropped_indexes)?;
+        schema.def.check_key_lengths_except(
+            Tree::open(store, self.root).max_key_len(),
+            &schema.dropped_indexes,
+        )?;
         let schema = Arc::new(schema);
         self.store_entry(store, &schema)?;
         tables.insert(name.to_string(), schema.clone());
@@ -509,5 +618,46 @@ mod tests {
         d.primary_key.clear();
         assert!(d.validate().is_ok());
         assert_eq!(d.key_types(), vec![ColumnType::Int64]);
+    }
+
+    #[test]
+    fn entries_with_inconsistent_index_positions_are_corrupt() {
+        let good = TableSchema {
+            version: SCHEMA_VERSION,
+            id: 7,
+            def: def("t"),
+            clustered_root: 3,
+            index_roots: vec![4],
+            dropped_indexes: vec![],
+        };
+        let path = Path::new("f");
+        let ok = serde_json::to_vec(&good).unwrap();
+        assert_eq!(decode_entry(path, b"t", &ok).unwrap(), good);
+        // Written before dropped indexes existed: the field is absent.
+        assert!(!String::from_utf8_lossy(&ok).contains("dropped_indexes"));
+        let mut dropped = good.clone();
+        dropped.dropped_indexes = vec![0];
+        let bytes = serde_json::to_vec(&dropped).unwrap();
+        assert_eq!(decode_entry(path, b"t", &bytes).unwrap(), dropped);
+        for bad in [
+            TableSchema {
+                index_roots: vec![],
+                ..good.clone()
+            },
+            TableSchema {
+                dropped_indexes: vec![1],
+                ..good.clone()
+            },
+            TableSchema {
+                dropped_indexes: vec![0, 0],
+                ..good.clone()
+            },
+        ] {
+            let bytes = serde_json::to_vec(&bad).unwrap();
+            assert!(
+                matches!(decode_entry(path, b"t", &bytes), Err(Error::Corrupt { .. })),
+                "{bad:?}"
+            );
+        }
     }
 }

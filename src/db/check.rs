@@ -60,7 +60,7 @@ pub(crate) fn check(db: &DbInner) -> Result<CheckReport> {
         let schema = t.schema.read().clone();
         let (_, row) = table::split_rec(old)?;
         let values = table::decode(&schema, &row)?;
-        for i in 0..schema.def.indexes.len() {
+        for i in schema.live_indexes() {
             let k = table::sec_key_of(&schema, i, &values);
             pending.insert((schema.id, i, table::entry_key(&k, &rec.key)));
         }
@@ -80,6 +80,7 @@ pub(crate) fn check(db: &DbInner) -> Result<CheckReport> {
             r.live_rows += 1;
             let values = table::decode(&schema, &row)?;
             for (i, ix) in schema.def.indexes.iter().enumerate() {
+                // Dropped indexes (catalog C5) have no tree to check.
                 let Some(t) = table::secondary(store, &schema, i) else {
                     continue;
                 };
@@ -93,6 +94,9 @@ pub(crate) fn check(db: &DbInner) -> Result<CheckReport> {
             }
         }
         for (i, ix) in schema.def.indexes.iter().enumerate() {
+            if !schema.index_is_live(i) {
+                continue;
+            }
             let Some(t) = table::secondary(store, &schema, i) else {
                 r.problems
                     .push(format!("table {name}: index {} has no tree", ix.name));

@@ -46,10 +46,20 @@
 //!     table until it is freed (a scan older than the drop may read the
 //!     versions it restores); after a restart the table is unknown and
 //!     recovery skips its undo (no reader is left).
-//! * DROP3. A pending drop whose table is still in the catalog is not
-//!   worked on: the drop failed before its commit point. At open such
+//! * DROP3. A pending drop whose tree the catalog still uses (the
+//!   table's clustered tree, or a live index's) is not worked on: the
+//!   drop failed before its commit point. At open such
 //!   entries are discarded; while open they wait (the failure left the
 //!   catalog in memory unsure, and the next open decides from the disk).
+//! * DROP5. DROP INDEX ([`drop_index`]) frees one tree the same way:
+//!   under the DDL lock and the table's schema write lock (no write
+//!   statement half done), the tree is listed with a fresh `N` (DR1),
+//!   then the catalog marks the index dropped (its commit point, catalog
+//!   C5) and the new schema is installed. Transactions above `N` and
+//!   every statement that takes the new schema never touch the tree;
+//!   rollback and purge reach only live indexes. The tree is emptied
+//!   under DROP2's conditions, with "the schema" being the one the table
+//!   had before the drop (`DbInner::dropped` holds it by root).
 //! * DROP4. `DbInner::pending_drops` is the length of the superblock's
 //!   list: set from it at open, raised after [`drop_table`] lists trees,
 //!   lowered after [`step`] frees one. While it is 0 the purge thread's
@@ -78,7 +88,19 @@ pub(crate) fn drop_table(db: &DbInner, name: &str) -> Result<()> {
     st.dropped.store(true, Ordering::SeqCst);
     // From here on nobody clones `schema` (DROP2): the table's handles
     // hand out a copy, and the id map forgets it below.
-    db.dropped.lock().insert(schema.id, schema.clone());
+    let trees: Vec<u64> = std::iter::once(schema.clustered_root)
+        .chain(
+            schema
+                .live_indexes()
+                .filter_map(|i| schema.index_roots.get(i).copied()),
+        )
+        .collect();
+    {
+        let mut held = db.dropped.lock();
+        for &root in &trees {
+            held.insert(root, schema.clone());
+        }
+    }
     *guard = Arc::new((*schema).clone());
     let n = {
         let slot = db.begin_slot()?;
@@ -86,9 +108,9 @@ pub(crate) fn drop_table(db: &DbInner, name: &str) -> Result<()> {
         db.registry.release(slot);
         id
     };
-    let trees = std::iter::once(schema.clustered_root).chain(schema.index_roots.iter().copied());
     let pending: Vec<PendingDrop> = trees
-        .map(|root| PendingDrop {
+        .iter()
+        .map(|&root| PendingDrop {
             root: crate::page::PageId(root),
             table: schema.id,
             trx: n,
@@ -98,7 +120,10 @@ pub(crate) fn drop_table(db: &DbInner, name: &str) -> Result<()> {
         // Nothing reached the catalog: the table stays (DROP3 discards any
         // entry that did reach the disk at the next open).
         st.dropped.store(false, Ordering::SeqCst);
-        db.dropped.lock().remove(&schema.id);
+        let mut held = db.dropped.lock();
+        for root in &trees {
+            held.remove(root);
+        }
         return Err(e);
     }
     db.pending_drops.fetch_add(pending.len(), Ordering::Relaxed);
@@ -120,11 +145,68 @@ pub(crate) fn drop_table(db: &DbInner, name: &str) -> Result<()> {
     Ok(())
 }
 
-/// At open: discard pending drops whose table is still in the catalog
-/// (DROP3; a read-only open only leaves them out of its count, and its
-/// purge never runs) and count the rest (DROP4).
+/// Drop secondary index `index` of table `table`: the index disappears
+/// at once (catalog C5) and its tree is freed later, as a dropped
+/// table's are (DROP5); durable when this returns.
+pub(crate) fn drop_index(db: &DbInner, table: &str, index: &str) -> Result<()> {
+    db.check_writable("dropping an index")?;
+    let _ddl = db.ddl.lock();
+    let Some(st) = db.tables.read().get(table).cloned() else {
+        return Err(Error::NoSuchTable {
+            name: table.to_string(),
+        });
+    };
+    let mut guard = st.schema.write();
+    st.check_live(&guard)?;
+    let schema = guard.clone();
+    let Some(i) = schema.index_position(index) else {
+        return Err(Error::InvalidArgument {
+            what: "index",
+            reason: format!("table {table} has no index named {index}"),
+        });
+    };
+    // Catalog: a schema has one root per index (checked when loaded).
+    let Some(&root) = schema.index_roots.get(i) else {
+        return Err(Error::InvalidArgument {
+            what: "index",
+            reason: format!("table {table}: index {index} has no root"),
+        });
+    };
+    // DROP5: statements that took `schema` may still read the tree.
+    db.dropped.lock().insert(root, schema.clone());
+    let n = {
+        let slot = db.begin_slot()?;
+        let id = slot.id();
+        db.registry.release(slot);
+        id
+    };
+    let entry = PendingDrop {
+        root: crate::page::PageId(root),
+        table: schema.id,
+        trx: n,
+    };
+    if let Err(e) = drops::add(&db.store, &[entry]) {
+        db.dropped.lock().remove(&root);
+        return Err(e);
+    }
+    db.pending_drops.fetch_add(1, Ordering::Relaxed);
+    // The commit point. An error leaves the index live in memory, so its
+    // entry waits (DROP3), and the next open decides from the disk.
+    let new = db.catalog.drop_index(&db.store, table, i)?;
+    *guard = new;
+    drop(guard);
+    tracing::info!(table, index, root, "index dropped");
+    let (m, cv) = &db.purge_wake;
+    *m.lock() = true;
+    cv.notify_all();
+    Ok(())
+}
+
+/// At open: discard pending drops whose tree is still in use by the
+/// catalog (DROP3; a read-only open only leaves them out of its count,
+/// and its purge never runs) and count the rest (DROP4).
 pub(crate) fn at_open(db: &DbInner) -> Result<()> {
-    let live = |d: &PendingDrop| db.catalog.has_table_id(d.table);
+    let live = |d: &PendingDrop| db.catalog.tree_is_live(d.table, d.root.0);
     if !db.read_only {
         let n = drops::discard(&db.store, live)?;
         if n > 0 {
@@ -155,16 +237,17 @@ pub(crate) fn step(db: &DbInner, max: usize) -> Result<usize> {
     let _purgers: Vec<_> = db.purge_locks.iter().map(|l| l.lock()).collect();
     let list = drops::pending(&db.store)?;
     let bound = db.purge_bound();
-    let in_use = |table: u64| {
-        db.dropped
-            .lock()
-            .get(&table)
-            .is_some_and(|s| Arc::strong_count(s) > 1)
+    // In use: referenced beyond the map's own copies (a table's trees
+    // share one schema `Arc`, one copy per tree).
+    let in_use = |root: u64| {
+        let held = db.dropped.lock();
+        held.get(&root).is_some_and(|s| {
+            Arc::strong_count(s) > held.values().filter(|x| Arc::ptr_eq(x, s)).count()
+        })
     };
-    let Some(d) = list
-        .iter()
-        .find(|d| d.trx < bound && !db.catalog.has_table_id(d.table) && !in_use(d.table))
-    else {
+    let Some(d) = list.iter().find(|d| {
+        d.trx < bound && !db.catalog.tree_is_live(d.table, d.root.0) && !in_use(d.root.0)
+    }) else {
         return Ok(0);
     };
     // Pairs with the release of the last statement's schema reference:
@@ -176,8 +259,10 @@ pub(crate) fn step(db: &DbInner, max: usize) -> Result<usize> {
     }
     drops::finish(&db.store, d.root)?;
     db.pending_drops.fetch_sub(1, Ordering::Relaxed);
-    if !list.iter().any(|x| x.table == d.table && x.root != d.root) {
-        db.dropped.lock().remove(&d.table);
+    db.dropped.lock().remove(&d.root.0);
+    if !db.catalog.has_table_id(d.table)
+        && !list.iter().any(|x| x.table == d.table && x.root != d.root)
+    {
         db.by_id.write().remove(&d.table);
     }
     tracing::debug!(root = d.root.0, table = d.table, "dropped tree freed");

@@ -264,8 +264,9 @@ pub struct DbInner {
     recovery: Option<TxnRecovery>,
     opts: Options,
     ddl: Mutex<()>,
-    /// Schemas of tables dropped while open whose trees are not freed
-    /// yet, as they were at the drop (drop_table DROP2).
+    /// By tree root: the schema its table had when the tree was dropped
+    /// (a table or an index drop while open), until the tree is freed
+    /// (drop_table DROP2, DROP5).
     dropped: Mutex<HashMap<u64, Arc<TableSchema>>>,
     /// How many trees the superblock lists as pending drops: raised after
     /// a drop lists its trees, lowered after one is freed (drop_table
@@ -414,7 +415,7 @@ pub(crate) fn undo_change(db: &DbInner, rec: &UndoRecord, seq: u64) -> Result<()
     let values = table::decode(&schema, &row)?;
     match (&rec.kind, &rec.old_value) {
         (UndoKind::Insert, _) | (_, None) => {
-            for i in 0..schema.def.indexes.len() {
+            for i in schema.live_indexes() {
                 if let Some(tree) = table::secondary(store, &schema, i) {
                     let k = table::sec_key_of(&schema, i, &values);
                     tree.delete(&table::entry_key(&k, &rec.key))?;
@@ -424,11 +425,11 @@ pub(crate) fn undo_change(db: &DbInner, rec: &UndoRecord, seq: u64) -> Result<()
         }
         (kind, Some(old)) => {
             table::clustered(store, &schema).put(&rec.key, old)?;
-            if *kind == UndoKind::Update && !schema.def.indexes.is_empty() {
+            if *kind == UndoKind::Update && schema.live_indexes().next().is_some() {
                 let restored = table::split_rec(old)?;
                 let old_values = table::decode(&schema, &restored.1)?;
                 let bound = db.purge_bound();
-                for i in 0..schema.def.indexes.len() {
+                for i in schema.live_indexes() {
                     let k = table::sec_key_of(&schema, i, &values);
                     if k == table::sec_key_of(&schema, i, &old_values) {
                         continue;
@@ -661,11 +662,12 @@ impl Db {
         let schema = guard.clone();
         let mut trial = (*schema).clone();
         trial.def.indexes.push(index.clone());
-        trial.def.validate()?;
+        trial.def.validate_except(&trial.dropped_indexes)?;
         let db = &*self.inner;
-        trial
-            .def
-            .check_key_lengths(table::clustered(&db.store, &trial).max_key_len())?;
+        trial.def.check_key_lengths_except(
+            table::clustered(&db.store, &trial).max_key_len(),
+            &trial.dropped_indexes,
+        )?;
         let i = trial.def.indexes.len() - 1;
         let bound = db.purge_bound();
         let mut entries: Vec<Vec<u8>> = Vec::new();
@@ -713,6 +715,15 @@ impl Db {
             .add_index(&db.store, table, index, built.root())?;
         *guard = new;
         Ok(())
+    }
+
+    /// Drop secondary index `index` of table `table` (DDL: it commits on
+    /// its own and is durable when this returns). Statements that start
+    /// afterwards no longer see the index; its name is free at once and
+    /// its pages are freed by the purge thread once no transaction or
+    /// statement that could be using them is left.
+    pub fn drop_index(&self, table: &str, index: &str) -> Result<()> {
+        drop_table::drop_index(&self.inner, table, index)
     }
 
     /// Begin a transaction with the default options.

@@ -168,9 +168,7 @@ fn purge_record(db: &DbInner, seq: u64, rec: &UndoRecord, bound: TrxId, part: u8
     // An update that changed no secondary key leaves nothing to purge (the
     // old and new versions share their entries); only the purge of the
     // update that changed a key away from `k` can find `k` unneeded.
-    if rec.kind == UndoKind::Update
-        && !(0..schema.def.indexes.len()).any(|i| rec.may_have_changed(i))
-    {
+    if rec.kind == UndoKind::Update && !schema.live_indexes().any(|i| rec.may_have_changed(i)) {
         return Ok(());
     }
     // Each partition's purger locks rows under its own identity.
@@ -197,7 +195,7 @@ fn purge_row(
         && h.roll.0 == seq
     {
         let values = table::decode(schema, row)?;
-        for i in 0..schema.def.indexes.len() {
+        for i in schema.live_indexes() {
             if let Some(tree) = table::secondary(store, schema, i) {
                 let k = table::sec_key_of(schema, i, &values);
                 tree.delete(&table::entry_key(&k, &rec.key))?;
@@ -215,7 +213,7 @@ fn purge_row(
     }
     let (_, old_row) = table::split_rec(old)?;
     let old_values = table::decode(schema, &old_row)?;
-    for i in (0..schema.def.indexes.len()).filter(|&i| rec.may_have_changed(i)) {
+    for i in schema.live_indexes().filter(|&i| rec.may_have_changed(i)) {
         let k = table::sec_key_of(schema, i, &old_values);
         if !table::needed_has_key(db, schema, i, &k, cur.clone(), bound, false)?
             && let Some(tree) = table::secondary(store, schema, i)

@@ -206,8 +206,12 @@ pub(crate) fn clustered<'s>(store: &'s Store, schema: &TableSchema) -> Tree<'s> 
     Tree::open(store, PageId(schema.clustered_root))
 }
 
-/// Secondary tree `i` of `schema`.
+/// Secondary tree `i` of `schema`; `None` for a dropped index (catalog
+/// C5: its root may already be freed).
 pub(crate) fn secondary<'s>(store: &'s Store, schema: &TableSchema, i: usize) -> Option<Tree<'s>> {
+    if !schema.index_is_live(i) {
+        return None;
+    }
     schema
         .index_roots
         .get(i)

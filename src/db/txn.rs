@@ -859,7 +859,8 @@ impl<'a> Ctx<'a> {
         // The entries the new version needs: every index's, except where
         // the delete-marked version's entry has the same key (still there).
         let n = schema.def.indexes.len();
-        let new_keys: Vec<(usize, Vec<u8>)> = (0..n)
+        let new_keys: Vec<(usize, Vec<u8>)> = schema
+            .live_indexes()
             .map(|i| (i, table::sec_key_of(schema, i, &values)))
             .filter(|(i, k)| {
                 old_values
@@ -959,7 +960,8 @@ impl<'a> Ctx<'a> {
         }
         check_row(&schema.def.columns, &values)?;
         let row = encode_row(&schema.def.columns, &values)?;
-        let changed: Vec<(usize, Vec<u8>)> = (0..schema.def.indexes.len())
+        let changed: Vec<(usize, Vec<u8>)> = schema
+            .live_indexes()
             .map(|i| (i, table::sec_key_of(schema, i, &values)))
             .filter(|(i, k)| table::sec_key_of(schema, *i, &old_values) != *k)
             .collect();
@@ -1106,10 +1108,7 @@ impl<'a> Ctx<'a> {
     ) -> Result<Rows<'a>> {
         let schema = t.live_schema()?;
         let i = schema
-            .def
-            .indexes
-            .iter()
-            .position(|x| x.name == index)
+            .index_position(index)
             .ok_or_else(|| Error::InvalidArgument {
                 what: "index",
                 reason: format!("table {} has no index named {index}", schema.def.name),

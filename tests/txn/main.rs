@@ -5,6 +5,7 @@ mod basic;
 mod common;
 mod crash;
 mod drop;
+mod drop_index;
 mod isolation;
 mod no_fallocate;
 mod owned;

@@ -192,7 +192,12 @@ pub fn choose(schema: &TableSchema, filter: Option<&Expr>, order: &[usize]) -> P
         }
     }
     let mut best: Option<(usize, Path)> = None;
-    for ix in &schema.def.indexes {
+    let live = || {
+        schema
+            .live_indexes()
+            .filter_map(|i| schema.def.indexes.get(i))
+    };
+    for ix in live() {
         let r = key_range(&ix.columns, &conj, schema);
         let score = 2 * r.prefix.len() + usize::from(r.ranged);
         if score > 0 && best.as_ref().is_none_or(|(s, _)| score > *s) {
@@ -211,7 +216,7 @@ pub fn choose(schema: &TableSchema, filter: Option<&Expr>, order: &[usize]) -> P
         return p;
     }
     if !order.is_empty() && !pk.starts_with(order) {
-        for ix in &schema.def.indexes {
+        for ix in live() {
             if ix.columns.starts_with(order) {
                 return Path::Index {
                     name: ix.name.clone(),

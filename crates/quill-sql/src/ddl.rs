@@ -2,16 +2,16 @@
 //! DDL commits on its own (as the engine's DDL does), whether or not a
 //! transaction block is open.
 
-use quill::catalog::{Column, ColumnType, Value};
 use quill::catalog::schema::{IndexDef, TableDef};
+use quill::catalog::{Column, ColumnType, Value};
 use quill::{Db, Error};
 use sqlparser::ast::{self, ColumnOption, TableConstraint};
 
 use crate::error::{SqlError, SqlResult, SqlState};
 use crate::expr::{Ctx, NoColumns, bind, name_of};
+use crate::session::Output;
 use crate::session::SessionInfo;
 use crate::types::coerce;
-use crate::session::Output;
 use crate::types::column_type;
 
 /// The table an object name names (`t` or `public.t`).
@@ -248,7 +248,7 @@ pub fn create_index(db: &Db, c: &ast::CreateIndex) -> SqlResult<Output> {
     let taken = db
         .tables()
         .iter()
-        .any(|s| s.def.name == name || s.def.indexes.iter().any(|i| i.name == name));
+        .any(|s| s.def.name == name || s.index_position(&name).is_some());
     if taken {
         if c.if_not_exists {
             return Ok(Output::tag("CREATE INDEX"));
@@ -267,4 +267,43 @@ pub fn create_index(db: &Db, c: &ast::CreateIndex) -> SqlResult<Output> {
         },
     )?;
     Ok(Output::tag("CREATE INDEX"))
+}
+
+/// `DROP INDEX [IF EXISTS] name [, ...]`: index names are unique per
+/// schema, so each names one table's index; every name is checked before
+/// any index is dropped. A primary key's or UNIQUE constraint's index
+/// (`t_pkey`) cannot be dropped alone.
+pub fn drop_indexes(db: &Db, names: &[ast::ObjectName], if_exists: bool) -> SqlResult<Output> {
+    let names: Vec<String> = names.iter().map(table_name).collect::<SqlResult<_>>()?;
+    let mut targets = Vec::new();
+    for n in &names {
+        let owner = db
+            .tables()
+            .into_iter()
+            .find(|s| s.index_position(n).is_some());
+        match owner {
+            Some(s) => targets.push((s.def.name.clone(), n.clone())),
+            None if db
+                .tables()
+                .iter()
+                .any(|s| format!("{}_pkey", s.def.name) == *n) =>
+            {
+                return Err(SqlError::new(
+                    SqlState::DEPENDENT_OBJECTS_STILL_EXIST,
+                    format!("cannot drop index {n} because the primary key requires it"),
+                ));
+            }
+            None if if_exists => {}
+            None => {
+                return Err(SqlError::new(
+                    SqlState::UNDEFINED_OBJECT,
+                    format!("index \"{n}\" does not exist"),
+                ));
+            }
+        }
+    }
+    for (table, index) in targets {
+        db.drop_index(&table, &index)?;
+    }
+    Ok(Output::tag("DROP INDEX"))
 }

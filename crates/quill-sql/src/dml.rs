@@ -15,8 +15,8 @@ use crate::access::{self, TableScope};
 use crate::ddl::table_name;
 use crate::error::{SqlError, SqlResult, SqlState};
 use crate::expr::{self, Ctx, Expr};
-use crate::select::WhereScope;
 use crate::select;
+use crate::select::WhereScope;
 use crate::session::{ColumnDesc, Output};
 use crate::types::coerce;
 
@@ -116,7 +116,11 @@ pub fn returning(
 
 /// The table an INSERT, UPDATE or DELETE writes, and its RETURNING
 /// columns (`None` without RETURNING), for Describe.
-pub fn describe(db: &Db, stmt: &ast::Statement, ctx: Ctx<'_>) -> SqlResult<Option<Vec<ColumnDesc>>> {
+pub fn describe(
+    db: &Db,
+    stmt: &ast::Statement,
+    ctx: Ctx<'_>,
+) -> SqlResult<Option<Vec<ColumnDesc>>> {
     let (name, items) = match stmt {
         ast::Statement::Insert(i) => match &i.table {
             ast::TableObject::TableName(n) => (n, i.returning.as_deref()),
@@ -131,10 +135,12 @@ pub fn describe(db: &Db, stmt: &ast::Statement, ctx: Ctx<'_>) -> SqlResult<Optio
                 ast::FromTable::WithFromKeyword(f) | ast::FromTable::WithoutKeyword(f) => f,
             };
             match from.as_slice() {
-                [ast::TableWithJoins {
-                    relation: ast::TableFactor::Table { name, .. },
-                    ..
-                }] => (name, d.returning.as_deref()),
+                [
+                    ast::TableWithJoins {
+                        relation: ast::TableFactor::Table { name, .. },
+                        ..
+                    },
+                ] => (name, d.returning.as_deref()),
                 _ => return Ok(None),
             }
         }

@@ -56,6 +56,8 @@ impl SqlState {
     pub const INVALID_REGULAR_EXPRESSION: SqlState = SqlState("2201B");
     /// 42702: a column name more than one relation has.
     pub const AMBIGUOUS_COLUMN: SqlState = SqlState("42702");
+    /// 2BP01: an object others depend on (a primary key's index).
+    pub const DEPENDENT_OBJECTS_STILL_EXIST: SqlState = SqlState("2BP01");
     /// 42601: a syntax error.
     pub const SYNTAX_ERROR: SqlState = SqlState("42601");
     /// 42P01: no such table.

@@ -130,9 +130,12 @@ impl PartialEq for RegexRef {
 #[derive(Clone, Debug, PartialEq)]
 pub struct LookupRef(pub std::sync::Arc<std::collections::HashMap<i64, Value>>);
 
+/// Evaluates a scalar subquery over the enclosing query's row.
+pub type SubqueryFn = dyn Fn(&[Value]) -> SqlResult<Value>;
+
 /// A scalar subquery's evaluation over the enclosing row.
 #[derive(Clone)]
-pub struct SubqueryRef(pub std::rc::Rc<dyn Fn(&[Value]) -> SqlResult<Value>>);
+pub struct SubqueryRef(pub std::rc::Rc<SubqueryFn>);
 
 impl std::fmt::Debug for SubqueryRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -158,9 +161,18 @@ fn catalog_cast(dt: &ast::DataType) -> Option<&'static str> {
         ast::DataType::Regclass => return Some("regclass"),
         _ => return None,
     };
-    ["regclass", "regtype", "regnamespace", "regproc", "oid", "name", "text", "int2[]"]
-        .into_iter()
-        .find(|x| *x == name)
+    [
+        "regclass",
+        "regtype",
+        "regnamespace",
+        "regproc",
+        "oid",
+        "name",
+        "text",
+        "int2[]",
+    ]
+    .into_iter()
+    .find(|x| *x == name)
 }
 
 /// A cast to a catalog type: `oid::regclass` names the relation, text
@@ -189,7 +201,10 @@ fn cast_catalog(e: Expr, to: &str, scope: &dyn Scope) -> SqlResult<Expr> {
                     })?;
                 return Ok(Expr::Const(Value::Int64(oid)));
             }
-            let map = names.into_iter().map(|(k, v)| (k, Value::Text(v))).collect();
+            let map = names
+                .into_iter()
+                .map(|(k, v)| (k, Value::Text(v)))
+                .collect();
             Expr::Lookup(Box::new(e), LookupRef(std::sync::Arc::new(map)))
         }
         "regtype" => {
@@ -205,7 +220,10 @@ fn cast_catalog(e: Expr, to: &str, scope: &dyn Scope) -> SqlResult<Expr> {
             let map = [
                 (crate::pg_catalog::PG_CATALOG_NS, "pg_catalog"),
                 (crate::pg_catalog::PUBLIC_NS, "public"),
-                (crate::pg_catalog::INFORMATION_SCHEMA_NS, "information_schema"),
+                (
+                    crate::pg_catalog::INFORMATION_SCHEMA_NS,
+                    "information_schema",
+                ),
             ]
             .into_iter()
             .map(|(k, v)| (k, Value::Text(v.into())))
@@ -219,7 +237,9 @@ fn cast_catalog(e: Expr, to: &str, scope: &dyn Scope) -> SqlResult<Expr> {
 /// `l ~ r` with a constant pattern.
 fn regex(l: Expr, r: Expr, negated: bool, insensitive: bool) -> SqlResult<Expr> {
     let Expr::Const(Value::Text(p)) = r else {
-        return Err(SqlError::unsupported("a regular expression that is not a constant"));
+        return Err(SqlError::unsupported(
+            "a regular expression that is not a constant",
+        ));
     };
     let re = regex::RegexBuilder::new(&p)
         .case_insensitive(insensitive)
@@ -231,7 +251,11 @@ fn regex(l: Expr, r: Expr, negated: bool, insensitive: bool) -> SqlResult<Expr> 
                 format!("invalid regular expression: {e}"),
             )
         })?;
-    Ok(Expr::Regex(Box::new(l), RegexRef(std::sync::Arc::new(re)), negated))
+    Ok(Expr::Regex(
+        Box::new(l),
+        RegexRef(std::sync::Arc::new(re)),
+        negated,
+    ))
 }
 
 /// What binding needs besides the columns: the statement's parameter
@@ -408,7 +432,9 @@ fn function(f: &ast::Function, scope: &dyn Scope) -> SqlResult<Expr> {
         }
         ("pg_get_indexdef" | "pg_get_constraintdef", [a, ..]) => {
             let Some(db) = scope.db() else {
-                return Err(SqlError::unsupported(format!("{name} outside catalog queries")));
+                return Err(SqlError::unsupported(format!(
+                    "{name} outside catalog queries"
+                )));
             };
             let defs = if name == "pg_get_indexdef" {
                 crate::pg_catalog::index_defs(db)
@@ -438,7 +464,10 @@ fn function(f: &ast::Function, scope: &dyn Scope) -> SqlResult<Expr> {
         _ => {
             return Err(SqlError::new(
                 SqlState::UNDEFINED_FUNCTION,
-                format!("function {name} with {} arguments does not exist", args.len()),
+                format!(
+                    "function {name} with {} arguments does not exist",
+                    args.len()
+                ),
             ));
         }
     };
@@ -547,7 +576,11 @@ pub fn bind(e: &ast::Expr, scope: &dyn Scope) -> SqlResult<Expr> {
             else_result,
             ..
         } => Expr::Case(
-            operand.as_deref().map(|o| bind(o, scope)).transpose()?.map(Box::new),
+            operand
+                .as_deref()
+                .map(|o| bind(o, scope))
+                .transpose()?
+                .map(Box::new),
             conditions
                 .iter()
                 .map(|w| Ok((bind(&w.condition, scope)?, bind(&w.result, scope)?)))
@@ -713,7 +746,12 @@ fn text_peer(v: &Value) -> ColumnType {
 /// A scalar function's value.
 fn scalar(name: &str, mut args: Vec<Value>) -> SqlResult<Value> {
     match name {
-        "coalesce" => return Ok(args.into_iter().find(|v| !v.is_null()).unwrap_or(Value::Null)),
+        "coalesce" => {
+            return Ok(args
+                .into_iter()
+                .find(|v| !v.is_null())
+                .unwrap_or(Value::Null));
+        }
         // `||`: NULL if either side is.
         "concat" => {
             if args.iter().any(Value::is_null) {
@@ -748,7 +786,9 @@ fn scalar(name: &str, mut args: Vec<Value>) -> SqlResult<Value> {
         ("text", v) => Value::Text(types::to_text(&v).unwrap_or_default()),
         ("lower", Value::Text(s)) => Value::Text(s.to_lowercase()),
         ("upper", Value::Text(s)) => Value::Text(s.to_uppercase()),
-        ("length", Value::Text(s)) => Value::Int32(i32::try_from(s.chars().count()).unwrap_or(i32::MAX)),
+        ("length", Value::Text(s)) => {
+            Value::Int32(i32::try_from(s.chars().count()).unwrap_or(i32::MAX))
+        }
         ("length", Value::Bytes(b)) => Value::Int32(i32::try_from(b.len()).unwrap_or(i32::MAX)),
         (name, other) => {
             return Err(SqlError::new(

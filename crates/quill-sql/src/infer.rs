@@ -121,11 +121,9 @@ fn column(schema: &TableSchema, name: &str) -> Option<ColumnType> {
 fn param_of(e: &ast::Expr) -> Option<usize> {
     match e {
         E::Value(v) => match &v.value {
-            ast::Value::Placeholder(p) => p
-                .strip_prefix('$')?
-                .parse::<usize>()
-                .ok()?
-                .checked_sub(1),
+            ast::Value::Placeholder(p) => {
+                p.strip_prefix('$')?.parse::<usize>().ok()?.checked_sub(1)
+            }
             _ => None,
         },
         E::Nested(x) => param_of(x),

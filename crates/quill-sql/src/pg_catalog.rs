@@ -143,7 +143,13 @@ fn indexes(s: &TableSchema) -> Vec<IndexInfo> {
             primary: true,
         });
     }
-    for (i, ix) in s.def.indexes.iter().enumerate() {
+    for (i, ix) in s
+        .def
+        .indexes
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| s.index_is_live(*i))
+    {
         out.push(IndexInfo {
             oid: base + 2 + i as i64,
             name: ix.name.clone(),
@@ -259,7 +265,11 @@ pub fn table(db: &Db, info: &SessionInfo, schema: &str, name: &str) -> Option<Vi
         ("pg_catalog", "pg_namespace") => Virtual {
             columns: cols(&[("oid", I64), ("nspname", TEXT), ("nspowner", I64)]),
             rows: vec![
-                vec![Value::Int64(PG_CATALOG_NS), t("pg_catalog"), Value::Int64(OWNER)],
+                vec![
+                    Value::Int64(PG_CATALOG_NS),
+                    t("pg_catalog"),
+                    Value::Int64(OWNER),
+                ],
                 vec![Value::Int64(PUBLIC_NS), t("public"), Value::Int64(OWNER)],
                 vec![
                     Value::Int64(INFORMATION_SCHEMA_NS),
@@ -338,7 +348,11 @@ pub fn table(db: &Db, info: &SessionInfo, schema: &str, name: &str) -> Option<Vi
                         Value::Bool(false),
                         Value::Bool(default_text(s, i).is_some()),
                         Value::Bool(!c.nullable),
-                        Value::Int64(if matches!(ty, 25 | 1042 | 1043) { 100 } else { 0 }),
+                        Value::Int64(if matches!(ty, 25 | 1042 | 1043) {
+                            100
+                        } else {
+                            0
+                        }),
                         t(""),
                         t(""),
                     ]);
@@ -409,7 +423,11 @@ pub fn table(db: &Db, info: &SessionInfo, schema: &str, name: &str) -> Option<Vi
                         Value::Int64(0),
                         Value::Int64(0),
                         Value::Int64(0),
-                        Value::Int64(if matches!(oid, 25 | 1042 | 1043) { 100 } else { 0 }),
+                        Value::Int64(if matches!(oid, 25 | 1042 | 1043) {
+                            100
+                        } else {
+                            0
+                        }),
                     ]
                 })
                 .collect(),
@@ -422,8 +440,7 @@ pub fn table(db: &Db, info: &SessionInfo, schema: &str, name: &str) -> Option<Vi
             let mut rows = Vec::new();
             for s in &tables {
                 for ix in indexes(s) {
-                    let key: Vec<String> =
-                        ix.columns.iter().map(|c| (c + 1).to_string()).collect();
+                    let key: Vec<String> = ix.columns.iter().map(|c| (c + 1).to_string()).collect();
                     rows.push(vec![
                         Value::Int64(ix.oid),
                         Value::Int64(table_oid(s)),
@@ -542,11 +559,9 @@ pub fn table(db: &Db, info: &SessionInfo, schema: &str, name: &str) -> Option<Vi
             ("stxkind", TEXT),
             ("stxstattarget", I32),
         ]),
-        ("pg_catalog", "pg_publication") => empty(&[
-            ("oid", I64),
-            ("pubname", TEXT),
-            ("puballtables", BOOL),
-        ]),
+        ("pg_catalog", "pg_publication") => {
+            empty(&[("oid", I64), ("pubname", TEXT), ("puballtables", BOOL)])
+        }
         ("pg_catalog", "pg_publication_namespace") => {
             empty(&[("oid", I64), ("pnpubid", I64), ("pnnspid", I64)])
         }
@@ -563,11 +578,9 @@ pub fn table(db: &Db, info: &SessionInfo, schema: &str, name: &str) -> Option<Vi
             ("inhseqno", I32),
             ("inhdetachpending", BOOL),
         ]),
-        ("pg_catalog", "pg_trigger" | "pg_rewrite" | "pg_description") => empty(&[
-            ("oid", I64),
-            ("objoid", I64),
-            ("description", TEXT),
-        ]),
+        ("pg_catalog", "pg_trigger" | "pg_rewrite" | "pg_description") => {
+            empty(&[("oid", I64), ("objoid", I64), ("description", TEXT)])
+        }
         ("information_schema", "tables") => Virtual {
             columns: cols(&[
                 ("table_catalog", TEXT),

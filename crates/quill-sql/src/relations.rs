@@ -111,7 +111,12 @@ pub fn resolve(
     };
     if let Some(t) = user {
         let s = t.schema();
-        let columns = s.def.columns.iter().map(|c| (c.name.clone(), c.ty)).collect();
+        let columns = s
+            .def
+            .columns
+            .iter()
+            .map(|c| (c.name.clone(), c.ty))
+            .collect();
         return Ok((
             RelInfo {
                 alias,
@@ -247,17 +252,23 @@ impl RelScope<'_> {
             ));
         }
         let plan = Rc::new(plan);
-        Ok(Expr::Subquery(SubqueryRef(Rc::new(move |row: &[Value]| {
-            let bound = plan.with_outer(row);
-            let mut out = crate::select::run_generated(&bound)?;
-            if out.rows.len() > 1 {
-                return Err(SqlError::new(
-                    SqlState::CARDINALITY_VIOLATION,
-                    "more than one row returned by a subquery used as an expression",
-                ));
-            }
-            Ok(out.rows.pop().and_then(|mut r| r.pop()).unwrap_or(Value::Null))
-        }))))
+        Ok(Expr::Subquery(SubqueryRef(Rc::new(
+            move |row: &[Value]| {
+                let bound = plan.with_outer(row);
+                let mut out = crate::select::run_generated(&bound)?;
+                if out.rows.len() > 1 {
+                    return Err(SqlError::new(
+                        SqlState::CARDINALITY_VIOLATION,
+                        "more than one row returned by a subquery used as an expression",
+                    ));
+                }
+                Ok(out
+                    .rows
+                    .pop()
+                    .and_then(|mut r| r.pop())
+                    .unwrap_or(Value::Null))
+            },
+        ))))
     }
 }
 

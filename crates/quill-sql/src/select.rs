@@ -70,9 +70,7 @@ pub fn type_of(e: &Expr, cols: &[ColumnType]) -> ColumnType {
         Expr::Lookup(..) | Expr::Subquery(_) | Expr::Outer(_) => TEXT,
         Expr::Func(name, args) => match name.as_str() {
             "length" => ColumnType::Int32,
-            "coalesce" => args
-                .first()
-                .map_or(ColumnType::Int64, |a| type_of(a, cols)),
+            "coalesce" => args.first().map_or(ColumnType::Int64, |a| type_of(a, cols)),
             _ => ColumnType::Text { max_len: u32::MAX },
         },
         _ => ColumnType::Bool,
@@ -348,11 +346,7 @@ impl WhereScope<'_, '_> {
                 "subquery has too many columns",
             ));
         }
-        Ok(out
-            .rows
-            .into_iter()
-            .filter_map(|mut r| r.pop())
-            .collect())
+        Ok(out.rows.into_iter().filter_map(|mut r| r.pop()).collect())
     }
 }
 
@@ -442,7 +436,16 @@ pub fn plan_in(
             (count(limit, ctx)?, count(offset, ctx)?.unwrap_or(0))
         }
     };
-    plan_body(db, &q.body, q.order_by.as_ref(), ctx, tx, outer, limit, offset)
+    plan_body(
+        db,
+        &q.body,
+        q.order_by.as_ref(),
+        ctx,
+        tx,
+        outer,
+        limit,
+        offset,
+    )
 }
 
 /// Plan a query body (a SELECT, or a UNION of them) with its ORDER BY,
@@ -542,13 +545,14 @@ fn plan_body(
         for j in &twj.joins {
             let (kind, constraint) = match &j.join_operator {
                 ast::JoinOperator::Join(c) | ast::JoinOperator::Inner(c) => (JoinKind::Inner, c),
-                ast::JoinOperator::Left(c) | ast::JoinOperator::LeftOuter(c) => {
-                    (JoinKind::Left, c)
-                }
+                ast::JoinOperator::Left(c) | ast::JoinOperator::LeftOuter(c) => (JoinKind::Left, c),
                 ast::JoinOperator::CrossJoin(c) => (JoinKind::Inner, c),
                 other => return Err(SqlError::unsupported(format!("the join {other:?}"))),
             };
-            if !matches!(constraint, ast::JoinConstraint::On(_) | ast::JoinConstraint::None) {
+            if !matches!(
+                constraint,
+                ast::JoinConstraint::On(_) | ast::JoinConstraint::None
+            ) {
                 return Err(SqlError::unsupported("JOIN ... USING or NATURAL"));
             }
             add(&j.relation, kind)?;
@@ -737,6 +741,7 @@ fn no_columns() -> TableSchema {
         },
         clustered_root: 0,
         index_roots: Vec::new(),
+        dropped_indexes: Vec::new(),
     }
 }
 
@@ -927,7 +932,12 @@ fn plan_with_scope(
             }
         }
     }
-    let aggs: Vec<Agg> = gscope.aggs.into_inner().into_iter().map(|(_, a)| a).collect();
+    let aggs: Vec<Agg> = gscope
+        .aggs
+        .into_inner()
+        .into_iter()
+        .map(|(_, a)| a)
+        .collect();
     let grouping = if grouped {
         let groups = group_by
             .iter()
@@ -1210,9 +1220,9 @@ impl Plan {
             Source::Nothing | Source::Empty => true,
             Source::Table { .. } => false,
             Source::Union { parts, .. } => parts.iter().all(Plan::is_generated),
-            Source::Relations { rels, .. } => rels
-                .iter()
-                .all(|r| matches!(r.data, RelData::Rows(_))),
+            Source::Relations { rels, .. } => {
+                rels.iter().all(|r| matches!(r.data, RelData::Rows(_)))
+            }
         }
     }
 

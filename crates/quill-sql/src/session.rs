@@ -368,11 +368,12 @@ impl Session {
 
     /// Run one parsed statement (without parameters).
     pub fn run(&mut self, stmt: &Statement) -> SqlResult<Output> {
-        self.run_stmt(&Stmt::Sql(stmt.clone()), &[])
+        self.run_stmt(&Stmt::Sql(Box::new(stmt.clone())), &[])
     }
 
     fn run_stmt(&mut self, stmt: &Stmt, params: &[Value]) -> SqlResult<Output> {
-        self.cancel.store(false, std::sync::atomic::Ordering::Release);
+        self.cancel
+            .store(false, std::sync::atomic::Ordering::Release);
         let stmt = match stmt {
             Stmt::Utility(u) => {
                 if self.failed {
@@ -380,7 +381,7 @@ impl Session {
                 }
                 return self.utility(u);
             }
-            Stmt::Sql(s) => s,
+            Stmt::Sql(s) => s.as_ref(),
         };
         match stmt {
             Statement::StartTransaction { modes, .. } => return self.begin(modes),
@@ -417,6 +418,12 @@ impl Session {
                 ..
             } => ddl::drop_tables(&self.db, names, *if_exists),
             Statement::CreateIndex(c) => ddl::create_index(&self.db, c),
+            Statement::Drop {
+                object_type: ast::ObjectType::Index,
+                if_exists,
+                names,
+                ..
+            } => ddl::drop_indexes(&self.db, names, *if_exists),
             Statement::Insert(i) => self.in_txn(|db, tx| dml::insert(db, tx, i, ctx)),
             Statement::Update(u) => self.in_txn(|db, tx| dml::update(db, tx, u, ctx)),
             Statement::Delete(d) => self.in_txn(|db, tx| dml::delete(db, tx, d, ctx)),
@@ -426,7 +433,9 @@ impl Session {
             }),
             Statement::Explain { statement, .. } => {
                 let Statement::Query(q) = statement.as_ref() else {
-                    return Err(SqlError::unsupported("EXPLAIN of a statement other than SELECT"));
+                    return Err(SqlError::unsupported(
+                        "EXPLAIN of a statement other than SELECT",
+                    ));
                 };
                 let plan = select::plan(&self.db, q, ctx, None)?;
                 let rows: Vec<Vec<Value>> = select::explain(&plan)
@@ -596,9 +605,7 @@ impl Session {
                 self.settings
                     .set("client_encoding", &expr::name_of(charset_name))?;
             }
-            ast::Set::SetTransaction {
-                modes, session, ..
-            } => {
+            ast::Set::SetTransaction { modes, session, .. } => {
                 for m in modes {
                     if let ast::TransactionMode::IsolationLevel(l) = m {
                         let i = isolation_of(l)?;
@@ -833,7 +840,7 @@ fn setting_text(e: &ast::Expr, ctx: Ctx<'_>) -> SqlResult<String> {
 /// parse.
 #[derive(Clone, Debug)]
 pub(crate) enum Stmt {
-    Sql(Statement),
+    Sql(Box<Statement>),
     Utility(Utility),
 }
 
@@ -855,7 +862,12 @@ fn parse_statements(sql: &str) -> SqlResult<Vec<Stmt>> {
         .map(|w| w.trim_end_matches(';').to_ascii_lowercase())
         .collect();
     let single = sql.trim().trim_end_matches(';').find(';').is_none();
-    let utility = match words.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+    let utility = match words
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
         ["checkpoint"] => Some(Utility::Checkpoint),
         ["vacuum", ..] => Some(Utility::Vacuum),
         ["alter", "sequence"] => Some(Utility::AlterSequence),
@@ -866,7 +878,7 @@ fn parse_statements(sql: &str) -> SqlResult<Vec<Stmt>> {
     {
         return Ok(vec![Stmt::Utility(u)]);
     }
-    Ok(parse(sql)?.into_iter().map(Stmt::Sql).collect())
+    Ok(parse(sql)?.into_iter().map(|s| Stmt::Sql(Box::new(s))).collect())
 }
 
 /// The command tag's first word for a statement.
@@ -875,7 +887,7 @@ fn command_of(s: &Stmt) -> &'static str {
         Stmt::Utility(Utility::Checkpoint) => return "CHECKPOINT",
         Stmt::Utility(Utility::Vacuum) => return "VACUUM",
         Stmt::Utility(Utility::AlterSequence) => return "ALTER SEQUENCE",
-        Stmt::Sql(s) => s,
+        Stmt::Sql(s) => s.as_ref(),
     };
     match s {
         Statement::Query(_) => "SELECT",

@@ -36,6 +36,10 @@ fn cancel_stops_a_statement_waiting_for_a_row_lock() {
     assert_eq!(b.status(), TxnStatus::Idle);
     a.execute("COMMIT").pop().unwrap().unwrap();
     // A later statement is not canceled by the old request.
-    let out = b.execute("SELECT v FROM t WHERE k = 1").pop().unwrap().unwrap();
+    let out = b
+        .execute("SELECT v FROM t WHERE k = 1")
+        .pop()
+        .unwrap()
+        .unwrap();
     assert_eq!(out.rows, vec![vec![Value::Int32(1)]]);
 }

@@ -28,7 +28,10 @@ const TEXT: ColumnType = ColumnType::Text { max_len: 65_535 };
 fn sysbench_statements_with_client_types() {
     let (_d, mut s) = session();
     let p = s
-        .prepare("SELECT c FROM sbtest1 WHERE id=$1", &[Some(ColumnType::Int64)])
+        .prepare(
+            "SELECT c FROM sbtest1 WHERE id=$1",
+            &[Some(ColumnType::Int64)],
+        )
         .unwrap();
     assert_eq!(p.param_types(), &[ColumnType::Int64]);
     let cols = p.columns().unwrap();
@@ -123,7 +126,9 @@ fn parameter_types_are_inferred_when_the_client_leaves_them_open() {
     assert_eq!(q.param_types(), &[ColumnType::Int32, ColumnType::Int64]);
     let cols = q.columns().unwrap();
     assert_eq!(
-        cols.iter().map(|c| (c.name.as_str(), c.ty)).collect::<Vec<_>>(),
+        cols.iter()
+            .map(|c| (c.name.as_str(), c.ty))
+            .collect::<Vec<_>>(),
         vec![("id", ColumnType::Int64), ("k1", ColumnType::Int32)]
     );
     let out = s
@@ -206,12 +211,21 @@ fn deferred_executions_hand_over_their_commit() {
             &[Some(ColumnType::Int64)],
         )
         .unwrap();
-    let d = s.execute_prepared_deferred(&upd, &[Value::Int64(1)]).unwrap();
+    let d = s
+        .execute_prepared_deferred(&upd, &[Value::Int64(1)])
+        .unwrap();
     assert_eq!(d.output.tag, "UPDATE 1");
     assert_eq!(s.status(), TxnStatus::Idle);
-    d.commit.expect("an autocommit statement's commit").commit().unwrap();
-    let sel = s.prepare("SELECT k FROM sbtest1 WHERE id=$1", &[None]).unwrap();
-    let d = s.execute_prepared_deferred(&sel, &[Value::Int64(1)]).unwrap();
+    d.commit
+        .expect("an autocommit statement's commit")
+        .commit()
+        .unwrap();
+    let sel = s
+        .prepare("SELECT k FROM sbtest1 WHERE id=$1", &[None])
+        .unwrap();
+    let d = s
+        .execute_prepared_deferred(&sel, &[Value::Int64(1)])
+        .unwrap();
     assert_eq!(d.output.rows, vec![vec![Value::Int32(11)]]);
     // A read-only statement's transaction commits too (it is cheap: no
     // changes, no log).
@@ -219,16 +233,24 @@ fn deferred_executions_hand_over_their_commit() {
     // Inside a block, only COMMIT hands one over.
     let mut out = s.execute_deferred("BEGIN");
     assert!(out.pop().unwrap().unwrap().commit.is_none());
-    let d = s.execute_prepared_deferred(&upd, &[Value::Int64(2)]).unwrap();
+    let d = s
+        .execute_prepared_deferred(&upd, &[Value::Int64(2)])
+        .unwrap();
     assert!(d.commit.is_none());
     assert_eq!(s.status(), TxnStatus::InBlock);
     let d = s.execute_deferred("COMMIT").pop().unwrap().unwrap();
     assert_eq!(d.output.tag, "COMMIT");
     d.commit.expect("COMMIT's transaction").commit().unwrap();
-    let out = s.execute("SELECT k FROM sbtest1 WHERE id = 2").pop().unwrap().unwrap();
+    let out = s
+        .execute("SELECT k FROM sbtest1 WHERE id = 2")
+        .pop()
+        .unwrap()
+        .unwrap();
     assert_eq!(out.rows, vec![vec![Value::Int32(21)]]);
     // Several statements in one text commit as they go.
-    let outs = s.execute_deferred("UPDATE sbtest1 SET k = 0 WHERE id = 3; SELECT k FROM sbtest1 WHERE id = 3");
+    let outs = s.execute_deferred(
+        "UPDATE sbtest1 SET k = 0 WHERE id = 3; SELECT k FROM sbtest1 WHERE id = 3",
+    );
     assert_eq!(outs.len(), 2);
     for o in &outs {
         assert!(o.as_ref().unwrap().commit.is_none());
