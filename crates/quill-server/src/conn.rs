@@ -1,0 +1,610 @@
+//! One client connection: its session, startup, the simple and extended
+//! query protocols, and how its statements run.
+//!
+//! Execution model:
+//! * A connection is a tokio task (pgwire's `process_socket`); an idle
+//!   one costs a task and its buffers, so thousands are cheap.
+//! * A statement never runs on a tokio worker: it may wait for a row
+//!   lock or a page read. It runs on tokio's blocking pool
+//!   (`spawn_blocking`) holding the session's mutex, and its commit does
+//!   not hold that thread: the session hands the committed-but-not-yet-
+//!   durable transaction back ([`quill_sql::Deferred`]) and the task
+//!   awaits [`quill::OwnedTxn::commit_async`], so a thread never sleeps on
+//!   the log's sync.
+//! * Admission is by active transactions ([`crate::Shared::admission`]):
+//!   a connection takes a permit when it starts a statement with no
+//!   transaction open and gives it back when its session is idle again,
+//!   so at most that many transactions (and so statements, and blocking
+//!   threads) are active, however many connections there are. The bound
+//!   is derived from the machine's cores and stays below tokio's 512
+//!   blocking threads, so a statement waiting for a lock always has a
+//!   thread, and the holder of that lock can always run its COMMIT (it
+//!   holds a permit already). No setting to tune.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+use futures::{Sink, SinkExt, stream};
+use pgwire::api::auth::{
+    ServerParameterProvider, StartupHandler, finish_authentication, protocol_negotiation,
+    save_startup_parameters_to_metadata,
+};
+use pgwire::api::cancel::CancelHandler;
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler, send_describe_response};
+use pgwire::api::results::{
+    DataRowEncoder, DescribePortalResponse, DescribeStatementResponse, FieldInfo, QueryResponse,
+    Response, Tag,
+};
+use pgwire::api::stmt::{QueryParser, StoredStatement};
+use pgwire::api::store::{Entry, PortalStore};
+use pgwire::api::{
+    ClientInfo, ClientPortalStore, METADATA_DATABASE, METADATA_USER, PgWireServerHandlers, Type,
+};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::cancel::CancelRequest;
+use pgwire::messages::data::ParameterDescription;
+use pgwire::messages::extendedquery::Describe;
+use pgwire::messages::startup::SecretKey;
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
+use quill::catalog::Value;
+use quill_sql::{
+    CancelHandle, ColumnDesc, Deferred, Output, Prepared, Session, SessionInfo, SqlError,
+    SqlResult, SqlState, TxnStatus,
+};
+use tokio::sync::OwnedSemaphorePermit;
+
+use crate::Shared;
+use crate::wire::{self, Cell};
+
+/// The most bytes of parameters one Bind may carry.
+pub const MAX_BIND_BYTES: usize = 16 << 20;
+
+/// What CancelRequest needs of a connection: its secret and its
+/// session's cancel handle.
+pub(crate) type CancelEntry = (SecretKey, CancelHandle);
+
+type SessionSlot = Arc<Mutex<Option<Session>>>;
+
+/// A connection's state.
+pub(crate) struct Conn {
+    shared: Arc<Shared>,
+    pid: i32,
+    session: SessionSlot,
+    permit: tokio::sync::Mutex<Option<OwnedSemaphorePermit>>,
+    parser: Arc<Parser>,
+}
+
+impl Conn {
+    pub(crate) fn new(shared: Arc<Shared>) -> Arc<Conn> {
+        let pid = shared.next_pid.fetch_add(1, Ordering::Relaxed);
+        let session: SessionSlot = Arc::default();
+        Arc::new(Conn {
+            shared,
+            pid,
+            parser: Arc::new(Parser {
+                session: session.clone(),
+            }),
+            session,
+            permit: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    /// Run `f` on the session on the blocking pool, under admission (a
+    /// permit while a transaction is open), then finish a deferred
+    /// commit without holding a thread.
+    async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Session) -> T + Send + 'static,
+        commits: impl FnOnce(&mut T) -> Vec<quill::OwnedTxn> + Send + 'static,
+    ) -> PgWireResult<(T, Vec<SqlResult<()>>)> {
+        let mut permit = self.permit.lock().await;
+        if permit.is_none() {
+            let p = Arc::clone(&self.shared.admission)
+                .acquire_owned()
+                .await
+                .map_err(|_| internal("the server is shutting down"))?;
+            *permit = Some(p);
+        }
+        let slot = self.session.clone();
+        let (mut out, status) = tokio::task::spawn_blocking(move || {
+            let mut g = slot.lock().unwrap_or_else(PoisonError::into_inner);
+            let s = g.as_mut().ok_or_else(|| internal("no session: startup did not finish"))?;
+            let out = f(s);
+            Ok::<_, PgWireError>((out, s.status()))
+        })
+        .await
+        .map_err(|e| internal(format!("statement task failed: {e}")))??;
+        let mut done = Vec::new();
+        for tx in commits(&mut out) {
+            done.push(tx.commit_async().await.map_err(SqlError::from));
+        }
+        if status == TxnStatus::Idle {
+            *permit = None;
+        }
+        Ok((out, done))
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.shared.connections.fetch_sub(1, Ordering::Relaxed);
+        self.shared
+            .cancels
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.pid);
+        // An open transaction rolls back when its session is dropped;
+        // that may write, so not on a tokio worker.
+        let session = self
+            .session
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(s) = session {
+            match tokio::runtime::Handle::try_current() {
+                Ok(h) => {
+                    h.spawn_blocking(move || drop(s));
+                }
+                Err(_) => drop(s),
+            }
+        }
+    }
+}
+
+fn internal(msg: impl Into<String>) -> PgWireError {
+    wire::user_error(&SqlError::new(SqlState::INTERNAL_ERROR, msg.into()))
+}
+
+/// The tag's command word(s) without its row count (pgwire appends the
+/// count of rows it sends).
+fn command_of(tag: &str) -> String {
+    match tag.rsplit_once(' ') {
+        Some((head, n)) if n.parse::<u64>().is_ok() => head.to_string(),
+        _ => tag.to_string(),
+    }
+}
+
+/// The DataRows of `rows` under `fields`.
+fn encode_rows(
+    fields: &Arc<Vec<FieldInfo>>,
+    rows: &[Vec<Value>],
+) -> PgWireResult<Vec<PgWireResult<pgwire::messages::data::DataRow>>> {
+    let mut enc = DataRowEncoder::new(fields.clone());
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        for v in r {
+            enc.encode_field(&Cell(v))?;
+        }
+        out.push(Ok(enc.take_row()));
+    }
+    Ok(out)
+}
+
+/// An Output as pgwire's response (`columns`: how the client asked for
+/// them, for a statement that returns rows).
+fn response(out: Output, format: &Format, returns_rows: bool) -> PgWireResult<Response> {
+    if returns_rows || !out.columns.is_empty() {
+        let fields = Arc::new(wire::fields(&out.columns, format));
+        let rows = encode_rows(&fields, &out.rows)?;
+        let mut q = QueryResponse::new(fields, stream::iter(rows));
+        q.set_command_tag(&command_of(&out.tag));
+        return Ok(Response::Query(q));
+    }
+    let tag = Tag::new(&out.tag);
+    Ok(match out.tag.as_str() {
+        "BEGIN" | "START TRANSACTION" => Response::TransactionStart(tag),
+        "COMMIT" | "ROLLBACK" => Response::TransactionEnd(tag),
+        "" => Response::EmptyQuery,
+        _ => Response::Execution(tag),
+    })
+}
+
+/// The outcome of a statement whose commit may have been deferred.
+fn settle(r: SqlResult<Deferred>, commit: Option<SqlResult<()>>) -> SqlResult<Output> {
+    let d = r?;
+    if let Some(c) = commit {
+        c?;
+    }
+    Ok(d.output)
+}
+
+#[async_trait]
+impl SimpleQueryHandler for Conn {
+    async fn do_query<C>(&self, _client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let sql = query.to_string();
+        let (results, commits) = self
+            .run(
+                move |s| s.execute_deferred(&sql),
+                |results: &mut Vec<SqlResult<Deferred>>| {
+                    results
+                        .iter_mut()
+                        .filter_map(|r| r.as_mut().ok().and_then(|d| d.commit.take()))
+                        .collect()
+                },
+            )
+            .await?;
+        // Only a one-statement text defers its commit.
+        let single = results.len() == 1;
+        let mut commits = commits.into_iter();
+        let mut out = Vec::with_capacity(results.len());
+        for r in results {
+            let commit = if single { commits.next() } else { None };
+            match settle(r, commit) {
+                Ok(o) => out.push(response(o, &Format::UnifiedText, false)?),
+                Err(e) => out.push(Response::Error(Box::new(wire::error_info(&e)))),
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Parses statements for the extended protocol (Parse), with the
+/// connection's session (it knows the catalog and the session's SQL-level
+/// prepared statements).
+pub(crate) struct Parser {
+    session: SessionSlot,
+}
+
+#[async_trait]
+impl QueryParser for Parser {
+    type Statement = Arc<Prepared>;
+
+    async fn parse_sql<C>(
+        &self,
+        _client: &C,
+        sql: &str,
+        types: &[Option<Type>],
+    ) -> PgWireResult<Option<Self::Statement>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let given: Vec<_> = types
+            .iter()
+            .map(|t| t.as_ref().and_then(wire::column_type))
+            .collect();
+        // Parsing and binding read the catalog only (no waits): done here.
+        let mut g = self.session.lock().unwrap_or_else(PoisonError::into_inner);
+        let s = g
+            .as_mut()
+            .ok_or_else(|| internal("no session: startup did not finish"))?;
+        let p = s.prepare(sql, &given).map_err(|e| wire::user_error(&e))?;
+        Ok((!p.is_empty()).then(|| Arc::new(p)))
+    }
+
+    fn get_parameter_types(&self, stmt: &Self::Statement) -> PgWireResult<Vec<Type>> {
+        Ok(stmt.param_types().iter().map(|t| wire::pg_type(*t)).collect())
+    }
+
+    fn get_result_schema(
+        &self,
+        stmt: &Self::Statement,
+        column_format: Option<&Format>,
+    ) -> PgWireResult<Vec<FieldInfo>> {
+        let cols: &[ColumnDesc] = stmt.columns().unwrap_or(&[]);
+        let format = column_format.cloned().unwrap_or(Format::UnifiedText);
+        wire::check_formats(&format, cols.len(), "result")?;
+        Ok(wire::fields(cols, &format))
+    }
+}
+
+/// The parameter values of a portal, decoded to their resolved types.
+fn params(portal: &Portal<Arc<Prepared>>) -> PgWireResult<Vec<Value>> {
+    let stmt = &portal.statement;
+    let p = &stmt.statement;
+    let want = p.param_types();
+    if portal.parameters.len() != want.len() {
+        return Err(wire::protocol_error(format!(
+            "bind message supplies {} parameters, but prepared statement requires {}",
+            portal.parameters.len(),
+            want.len()
+        )));
+    }
+    wire::check_formats(&portal.parameter_format, want.len(), "parameter")?;
+    let total: usize = portal
+        .parameters
+        .iter()
+        .map(|b| b.as_ref().map_or(0, |b| b.len()))
+        .sum();
+    if total > MAX_BIND_BYTES {
+        return Err(wire::user_error(&SqlError::new(
+            SqlState::PROGRAM_LIMIT_EXCEEDED,
+            format!("the parameters are {total} bytes, over the limit of {MAX_BIND_BYTES}"),
+        )));
+    }
+    portal
+        .parameters
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let ty = want.get(i).copied().ok_or_else(|| internal("parameter count"))?;
+            let wire_ty = stmt
+                .parameter_types
+                .get(i)
+                .cloned()
+                .flatten()
+                .unwrap_or_else(|| wire::pg_type(ty));
+            wire::decode_param(
+                i,
+                b.as_deref(),
+                portal.parameter_format.is_binary(i),
+                &wire_ty,
+                ty,
+            )
+        })
+        .collect()
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for Conn {
+    type Statement = Arc<Prepared>;
+    type QueryParser = Parser;
+
+    fn query_parser(&self) -> Arc<Self::QueryParser> {
+        self.parser.clone()
+    }
+
+    async fn on_describe<C>(&self, client: &mut C, message: Describe) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        // As PostgreSQL: a statement is described by ParameterDescription
+        // then RowDescription or NoData; a portal by the latter alone.
+        let name = message.name.as_deref().unwrap_or("");
+        let (params, fields): (Option<Vec<Type>>, Vec<FieldInfo>) = match message.target_type {
+            b'S' => match client.portal_store().get_statement(name) {
+                Some(Entry::Value(stmt)) => {
+                    let server = self.parser.get_parameter_types(&stmt.statement)?;
+                    let types = (0..server.len().max(stmt.parameter_types.len()))
+                        .map(|i| {
+                            stmt.parameter_types
+                                .get(i)
+                                .cloned()
+                                .flatten()
+                                .or_else(|| server.get(i).cloned())
+                                .unwrap_or(Type::UNKNOWN)
+                        })
+                        .collect();
+                    let fields = self.parser.get_result_schema(&stmt.statement, None)?;
+                    (Some(types), fields)
+                }
+                Some(Entry::Empty) => (Some(Vec::new()), Vec::new()),
+                None => return Err(PgWireError::StatementNotFound(name.to_owned())),
+            },
+            b'P' => match client.portal_store().get_portal(name) {
+                Some(Entry::Value(portal)) => {
+                    let fields = self
+                        .parser
+                        .get_result_schema(&portal.statement.statement, Some(&portal.result_column_format))?;
+                    (None, fields)
+                }
+                Some(Entry::Empty) => (None, Vec::new()),
+                None => return Err(PgWireError::PortalNotFound(name.to_owned())),
+            },
+            other => return Err(PgWireError::InvalidTargetType(other)),
+        };
+        if let Some(types) = params {
+            client
+                .feed(PgWireBackendMessage::ParameterDescription(
+                    ParameterDescription::new(types.iter().map(|t| t.oid()).collect()),
+                ))
+                .await?;
+        }
+        // A portal's response: RowDescription, or NoData without fields.
+        send_describe_response(client, &DescribePortalResponse::new(fields)).await
+    }
+
+    async fn do_describe_statement<C>(
+        &self,
+        _client: &mut C,
+        target: &StoredStatement<Self::Statement>,
+    ) -> PgWireResult<DescribeStatementResponse>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let types = self.parser.get_parameter_types(&target.statement)?;
+        let fields = self.parser.get_result_schema(&target.statement, None)?;
+        Ok(DescribeStatementResponse::new(types, fields))
+    }
+
+    async fn do_describe_portal<C>(
+        &self,
+        _client: &mut C,
+        target: &Portal<Self::Statement>,
+    ) -> PgWireResult<DescribePortalResponse>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let fields = self
+            .parser
+            .get_result_schema(&target.statement.statement, Some(&target.result_column_format))?;
+        Ok(DescribePortalResponse::new(fields))
+    }
+
+    async fn do_query<C>(
+        &self,
+        _client: &mut C,
+        portal: &Portal<Self::Statement>,
+        _max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let values = params(portal)?;
+        let p = portal.statement.statement.clone();
+        let returns_rows = p.columns().is_some();
+        let format = portal.result_column_format.clone();
+        if let Some(cols) = p.columns() {
+            wire::check_formats(&format, cols.len(), "result")?;
+        }
+        let (r, mut commits) = self
+            .run(
+                move |s| s.execute_prepared_deferred(&p, &values),
+                |r: &mut SqlResult<Deferred>| {
+                    r.as_mut()
+                        .ok()
+                        .and_then(|d| d.commit.take())
+                        .into_iter()
+                        .collect()
+                },
+            )
+            .await?;
+        // An error goes back as an Err: pgwire sends it, marks a block
+        // failed and discards messages until Sync.
+        let out = settle(r, commits.pop()).map_err(|e| wire::user_error(&e))?;
+        response(out, &format, returns_rows)
+    }
+}
+
+#[async_trait]
+impl StartupHandler for Conn {
+    async fn on_startup<C>(
+        &self,
+        client: &mut C,
+        message: PgWireFrontendMessage,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let PgWireFrontendMessage::Startup(ref startup) = message else {
+            return Ok(());
+        };
+        protocol_negotiation(client, startup).await?;
+        save_startup_parameters_to_metadata(client, startup);
+        if self.shared.connections.load(Ordering::Relaxed) > self.shared.max_connections {
+            return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+                "FATAL".into(),
+                SqlState::TOO_MANY_CONNECTIONS.code().into(),
+                format!(
+                    "sorry, too many clients already (this server admits {}; see quill serve --max-connections)",
+                    self.shared.max_connections
+                ),
+            ))));
+        }
+        let user = client
+            .metadata()
+            .get(METADATA_USER)
+            .cloned()
+            .unwrap_or_else(|| "quill".into());
+        let database = client
+            .metadata()
+            .get(METADATA_DATABASE)
+            .cloned()
+            .unwrap_or_else(|| user.clone());
+        let secret = SecretKey::I32(rand::random());
+        client.set_pid_and_secret_key(self.pid, secret.clone());
+        let session = Session::with_info(
+            self.shared.db.clone(),
+            SessionInfo {
+                backend_pid: self.pid,
+                database,
+                user: user.clone(),
+            },
+        );
+        self.shared
+            .cancels
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(self.pid, (secret, session.cancel_handle()));
+        *self.session.lock().unwrap_or_else(PoisonError::into_inner) = Some(session);
+        let app = client
+            .metadata()
+            .get("application_name")
+            .cloned()
+            .unwrap_or_default();
+        finish_authentication(client, &Params { user, app }).await
+    }
+}
+
+/// ParameterStatus at startup, as PostgreSQL 15 sends it.
+struct Params {
+    user: String,
+    app: String,
+}
+
+impl ServerParameterProvider for Params {
+    fn server_parameters<C>(&self, _client: &C) -> Option<HashMap<String, String>>
+    where
+        C: ClientInfo,
+    {
+        let v = |s: &str| s.to_string();
+        Some(HashMap::from([
+            (v("application_name"), self.app.clone()),
+            (v("client_encoding"), v("UTF8")),
+            (v("DateStyle"), v("ISO, MDY")),
+            (v("default_transaction_read_only"), v("off")),
+            (v("in_hot_standby"), v("off")),
+            (v("integer_datetimes"), v("on")),
+            (v("IntervalStyle"), v("postgres")),
+            (v("is_superuser"), v("on")),
+            (v("server_encoding"), v("UTF8")),
+            (
+                v("server_version"),
+                format!("15.18 (Quill {})", env!("CARGO_PKG_VERSION")),
+            ),
+            (v("session_authorization"), self.user.clone()),
+            (v("standard_conforming_strings"), v("on")),
+            (v("TimeZone"), v("Etc/UTC")),
+        ]))
+    }
+}
+
+/// CancelRequest: cancel the statement of the connection with that pid,
+/// if the secret matches.
+pub(crate) struct Canceler(pub(crate) Arc<Shared>);
+
+#[async_trait]
+impl CancelHandler for Canceler {
+    async fn on_cancel_request(&self, req: CancelRequest) {
+        let cancels = self.0.cancels.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((secret, handle)) = cancels.get(&req.pid)
+            && *secret == req.secret_key
+        {
+            handle.cancel();
+        }
+    }
+}
+
+/// The handlers pgwire calls for one connection.
+pub(crate) struct Handlers(pub(crate) Arc<Conn>);
+
+impl PgWireServerHandlers for Handlers {
+    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
+        self.0.clone()
+    }
+
+    fn extended_query_handler(&self) -> Arc<impl ExtendedQueryHandler> {
+        self.0.clone()
+    }
+
+    fn startup_handler(&self) -> Arc<impl StartupHandler> {
+        self.0.clone()
+    }
+
+    fn cancel_handler(&self) -> Arc<impl CancelHandler> {
+        Arc::new(Canceler(self.0.shared.clone()))
+    }
+}
