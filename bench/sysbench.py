@@ -162,7 +162,7 @@ def main():
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
-    check = subprocess.run([args.quill, "check", "--dir", data_dir], capture_output=True, text=True)
+    check = subprocess.run([args.quill, "check", data_dir], capture_output=True, text=True)
     print(f"quill check: exit {check.returncode}")
     if check.returncode != 0:
         print(check.stdout + check.stderr, file=sys.stderr)

@@ -9,6 +9,7 @@ mod check;
 mod dump;
 mod inspect;
 mod results;
+mod serve;
 mod status;
 mod torture;
 mod ui;
@@ -36,6 +37,9 @@ enum Cmd {
     /// Run a benchmark (prints a table; --json writes results for scripts).
     #[command(subcommand)]
     Bench(bench::BenchCmd),
+    /// Serve a database over PostgreSQL's wire protocol (psql, sysbench,
+    /// drivers): `quill serve`, then `psql -h 127.0.0.1 -p 5433`.
+    Serve(serve::ServeArgs),
     /// Print the state of a database: log layout, checkpoint, end of log,
     /// and the log statistics saved at its last clean close.
     Status(status::StatusArgs),
@@ -76,6 +80,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.cmd {
         Cmd::Bench(cmd) => bench::run(cmd),
         Cmd::Check(a) => check::run(a),
+        Cmd::Serve(a) => serve::run(a),
         Cmd::Status(a) => status::run(a),
         Cmd::Dump(a) => dump::run(a),
         Cmd::Torture(a) => torture::run(a),

@@ -42,7 +42,8 @@ use pgwire::api::results::{
 use pgwire::api::stmt::{QueryParser, StoredStatement};
 use pgwire::api::store::{Entry, PortalStore};
 use pgwire::api::{
-    ClientInfo, ClientPortalStore, METADATA_DATABASE, METADATA_USER, PgWireServerHandlers, Type,
+    ClientInfo, ClientPortalStore, DEFAULT_NAME, METADATA_DATABASE, METADATA_USER,
+    PgWireServerHandlers, Type,
 };
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::cancel::CancelRequest;
@@ -362,7 +363,7 @@ impl ExtendedQueryHandler for Conn {
     {
         // As PostgreSQL: a statement is described by ParameterDescription
         // then RowDescription or NoData; a portal by the latter alone.
-        let name = message.name.as_deref().unwrap_or("");
+        let name = message.name.as_deref().unwrap_or(DEFAULT_NAME);
         let (params, fields): (Option<Vec<Type>>, Vec<FieldInfo>) = match message.target_type {
             b'S' => match client.portal_store().get_statement(name) {
                 Some(Entry::Value(stmt)) => {

@@ -1,0 +1,102 @@
+//! `quill serve`: the database in a directory, served over PostgreSQL's
+//! wire protocol until Ctrl-C or SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+
+use crate::inspect::DEFAULT_DIR;
+
+/// Serve a database over PostgreSQL's wire protocol: psql, sysbench,
+/// psycopg, JDBC and other PostgreSQL clients connect to it unmodified.
+/// The directory is created on first use; one directory is one database
+/// (clients may name any database). Stops cleanly on Ctrl-C or SIGTERM.
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    /// Database directory.
+    #[arg(long, default_value = DEFAULT_DIR)]
+    dir: PathBuf,
+    /// Address to listen on. Connections are trusted (no password), so
+    /// only a loopback address is accepted unless --trust-all is given.
+    #[arg(long, default_value = "127.0.0.1:5433")]
+    listen: SocketAddr,
+    /// Refuse connections beyond this many (SQLSTATE 53300).
+    #[arg(long, default_value_t = 2000)]
+    max_connections: usize,
+    /// Accept connections on a non-loopback address without
+    /// authentication (anyone who reaches the port has full access).
+    #[arg(long)]
+    trust_all: bool,
+}
+
+/// Run `quill serve`.
+pub fn run(a: ServeArgs) -> Result<()> {
+    if !a.listen.ip().is_loopback() && !a.trust_all {
+        bail!(
+            "{} is not a loopback address, and quill serve has no password authentication yet: \
+             anyone who reaches the port could read and change every table. Listen on 127.0.0.1 \
+             (the default), or pass --trust-all if the network is yours alone",
+            a.listen
+        );
+    }
+    let db = quill::Db::open(&a.dir, quill::Options::default())
+        .with_context(|| format!("opening the database in {}", a.dir.display()))?;
+    let db = Arc::new(db);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("quill-serve")
+        .build()
+        .context("starting the async runtime")?;
+    let config = quill_server::ServerConfig {
+        listen: a.listen,
+        max_connections: a.max_connections,
+        ..quill_server::ServerConfig::default()
+    };
+    runtime.block_on(async {
+        let server = quill_server::Server::bind(db.clone(), &config)
+            .await
+            .with_context(|| format!("listening on {}", a.listen))?;
+        let addr = server.local_addr()?;
+        eprintln!(
+            "quill: serving {} on {addr}; connect with: psql -h {} -p {}",
+            a.dir.display(),
+            addr.ip(),
+            addr.port()
+        );
+        server.run(shutdown_signal()).await?;
+        eprintln!("quill: shutting down");
+        anyhow::Ok(())
+    })?;
+    // Let connection tasks end (their sessions roll back what is open).
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    match Arc::try_unwrap(db) {
+        Ok(db) => db.close().context("closing the database")?,
+        Err(_) => eprintln!(
+            "quill: connections were still open at shutdown; the database closes without a final checkpoint (recovery at the next open replays the log)"
+        ),
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
