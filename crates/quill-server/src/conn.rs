@@ -113,7 +113,9 @@ impl Conn {
         let slot = self.session.clone();
         let (mut out, status) = tokio::task::spawn_blocking(move || {
             let mut g = slot.lock().unwrap_or_else(PoisonError::into_inner);
-            let s = g.as_mut().ok_or_else(|| internal("no session: startup did not finish"))?;
+            let s = g
+                .as_mut()
+                .ok_or_else(|| internal("no session: startup did not finish"))?;
             let out = f(s);
             Ok::<_, PgWireError>((out, s.status()))
         })
@@ -283,7 +285,11 @@ impl QueryParser for Parser {
     }
 
     fn get_parameter_types(&self, stmt: &Self::Statement) -> PgWireResult<Vec<Type>> {
-        Ok(stmt.param_types().iter().map(|t| wire::pg_type(*t)).collect())
+        Ok(stmt
+            .param_types()
+            .iter()
+            .map(|t| wire::pg_type(*t))
+            .collect())
     }
 
     fn get_result_schema(
@@ -327,7 +333,10 @@ fn params(portal: &Portal<Arc<Prepared>>) -> PgWireResult<Vec<Value>> {
         .iter()
         .enumerate()
         .map(|(i, b)| {
-            let ty = want.get(i).copied().ok_or_else(|| internal("parameter count"))?;
+            let ty = want
+                .get(i)
+                .copied()
+                .ok_or_else(|| internal("parameter count"))?;
             let wire_ty = stmt
                 .parameter_types
                 .get(i)
@@ -386,9 +395,10 @@ impl ExtendedQueryHandler for Conn {
             },
             b'P' => match client.portal_store().get_portal(name) {
                 Some(Entry::Value(portal)) => {
-                    let fields = self
-                        .parser
-                        .get_result_schema(&portal.statement.statement, Some(&portal.result_column_format))?;
+                    let fields = self.parser.get_result_schema(
+                        &portal.statement.statement,
+                        Some(&portal.result_column_format),
+                    )?;
                     (None, fields)
                 }
                 Some(Entry::Empty) => (None, Vec::new()),
@@ -434,9 +444,10 @@ impl ExtendedQueryHandler for Conn {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let fields = self
-            .parser
-            .get_result_schema(&target.statement.statement, Some(&target.result_column_format))?;
+        let fields = self.parser.get_result_schema(
+            &target.statement.statement,
+            Some(&target.result_column_format),
+        )?;
         Ok(DescribePortalResponse::new(fields))
     }
 
@@ -580,12 +591,25 @@ pub(crate) struct Canceler(pub(crate) Arc<Shared>);
 #[async_trait]
 impl CancelHandler for Canceler {
     async fn on_cancel_request(&self, req: CancelRequest) {
-        let cancels = self.0.cancels.lock().unwrap_or_else(PoisonError::into_inner);
+        let cancels = self
+            .0
+            .cancels
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if let Some((secret, handle)) = cancels.get(&req.pid)
-            && *secret == req.secret_key
+            && key_bytes(secret) == key_bytes(&req.secret_key)
         {
             handle.cancel();
         }
+    }
+}
+
+/// A secret key's bytes (a CancelRequest carries them as sent; pgwire
+/// reads a 3.0 client's four as bytes).
+fn key_bytes(k: &SecretKey) -> Vec<u8> {
+    match k {
+        SecretKey::I32(x) => x.to_be_bytes().to_vec(),
+        SecretKey::Bytes(b) => b.to_vec(),
     }
 }
 

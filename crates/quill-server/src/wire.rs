@@ -169,7 +169,11 @@ pub fn fields(columns: &[ColumnDesc], format: &Format) -> Vec<FieldInfo> {
 pub struct Cell<'a>(pub &'a Value);
 
 impl ToSql for Cell<'_> {
-    fn to_sql(&self, _ty: &Type, out: &mut BytesMut) -> Result<IsNull, Box<dyn StdError + Sync + Send>> {
+    fn to_sql(
+        &self,
+        _ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn StdError + Sync + Send>> {
         match self.0 {
             Value::Null => return Ok(IsNull::Yes),
             Value::Bool(b) => out.put_u8(u8::from(*b)),
@@ -225,7 +229,13 @@ mod tests {
             Value::Int32(42)
         );
         assert_eq!(
-            d(&1.5f64.to_be_bytes(), true, &Type::FLOAT8, ColumnType::Float64).unwrap(),
+            d(
+                &1.5f64.to_be_bytes(),
+                true,
+                &Type::FLOAT8,
+                ColumnType::Float64
+            )
+            .unwrap(),
             Value::Float64(1.5)
         );
         assert_eq!(
@@ -233,7 +243,13 @@ mod tests {
             Value::Text("abc".into())
         );
         assert_eq!(
-            d(&0i64.to_be_bytes(), true, &Type::TIMESTAMP, ColumnType::Timestamp).unwrap(),
+            d(
+                &0i64.to_be_bytes(),
+                true,
+                &Type::TIMESTAMP,
+                ColumnType::Timestamp
+            )
+            .unwrap(),
             Value::Timestamp(PG_EPOCH_US)
         );
         assert_eq!(
@@ -244,7 +260,15 @@ mod tests {
         assert!(d(&[1, 2, 3], true, &Type::INT4, ColumnType::Int32).is_err());
         assert!(d(b"x", false, &Type::INT4, ColumnType::Int32).is_err());
         assert!(d(&[0xff, 0xfe], true, &Type::TEXT, TEXT).is_err());
-        assert!(d(&i64::MAX.to_be_bytes(), true, &Type::TIMESTAMP, ColumnType::Timestamp).is_err());
+        assert!(
+            d(
+                &i64::MAX.to_be_bytes(),
+                true,
+                &Type::TIMESTAMP,
+                ColumnType::Timestamp
+            )
+            .is_err()
+        );
     }
 
     #[test]

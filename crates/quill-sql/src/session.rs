@@ -878,7 +878,10 @@ fn parse_statements(sql: &str) -> SqlResult<Vec<Stmt>> {
     {
         return Ok(vec![Stmt::Utility(u)]);
     }
-    Ok(parse(sql)?.into_iter().map(|s| Stmt::Sql(Box::new(s))).collect())
+    Ok(parse(sql)?
+        .into_iter()
+        .map(|s| Stmt::Sql(Box::new(s)))
+        .collect())
 }
 
 /// The command tag's first word for a statement.

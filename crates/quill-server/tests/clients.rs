@@ -1,0 +1,255 @@
+//! End to end against a server started on a free local port: the Rust
+//! driver tokio-postgres (extended protocol with server-inferred parameter
+//! types, binary results, transactions, errors and their SQLSTATEs,
+//! CancelRequest), and psql when it is installed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use quill::{Db, Options};
+use quill_server::{Server, ServerConfig};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, NoTls};
+
+struct Running {
+    port: u16,
+    _dir: tempfile::TempDir,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+async fn start() -> Running {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), Options::default()).unwrap());
+    let config = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        ..ServerConfig::default()
+    };
+    let server = Server::bind(db, &config).await.unwrap();
+    let port = server.local_addr().unwrap().port();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(server.run(async {
+        let _ = rx.await;
+    }));
+    Running {
+        port,
+        _dir: dir,
+        stop: Some(tx),
+    }
+}
+
+async fn connect(port: u16) -> Client {
+    let (client, conn) = tokio_postgres::connect(
+        &format!("host=127.0.0.1 port={port} user=app dbname=app"),
+        NoTls,
+    )
+    .await
+    .unwrap();
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    client
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_postgres_round_trips() {
+    let srv = start().await;
+    let c = connect(srv.port).await;
+    c.batch_execute(
+        "CREATE TABLE t (id int PRIMARY KEY, name varchar(20) NOT NULL, score double precision, \
+         big bigint, at timestamp, ok boolean, raw bytea); \
+         INSERT INTO t VALUES (1, 'one', 1.5, 10, '2026-11-24 10:00:00', true, '\\x0102'), \
+         (2, 'two', NULL, 20, NULL, false, NULL)",
+    )
+    .await
+    .unwrap();
+    // Parameters typed by the server (tokio-postgres sends none).
+    let rows = c
+        .query(
+            "SELECT name, score, big, at, ok, raw FROM t WHERE id = $1",
+            &[&1i32],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    let r = &rows[0];
+    assert_eq!(r.get::<_, String>(0), "one");
+    assert_eq!(r.get::<_, Option<f64>>(1), Some(1.5));
+    assert_eq!(r.get::<_, i64>(2), 10);
+    assert!(r.get::<_, Option<std::time::SystemTime>>(3).is_some());
+    assert!(r.get::<_, bool>(4));
+    assert_eq!(r.get::<_, Option<Vec<u8>>>(5), Some(vec![1, 2]));
+    let n = c
+        .execute("UPDATE t SET big = big + $1 WHERE id = $2", &[&5i64, &2i32])
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    let stmt = c.prepare("SELECT count(*), sum(big) FROM t").await.unwrap();
+    let row = c.query_one(&stmt, &[]).await.unwrap();
+    assert_eq!(row.get::<_, i64>(0), 2);
+    assert_eq!(row.get::<_, i64>(1), 35);
+
+    // Errors carry their SQLSTATE and leave the connection usable.
+    let e = c
+        .execute("INSERT INTO t (id, name) VALUES (1, 'dup')", &[])
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(&SqlState::UNIQUE_VIOLATION));
+    let e = c.query("SELECT * FROM nope", &[]).await.unwrap_err();
+    assert_eq!(e.code(), Some(&SqlState::UNDEFINED_TABLE));
+    let e = c.query("SELEC 1", &[]).await.unwrap_err();
+    assert_eq!(e.code(), Some(&SqlState::SYNTAX_ERROR));
+
+    // A transaction: a failed statement fails the block until ROLLBACK.
+    let mut c = c;
+    {
+        let tx = c.transaction().await.unwrap();
+        tx.execute("UPDATE t SET name = 'uno' WHERE id = 1", &[])
+            .await
+            .unwrap();
+        let e = tx
+            .execute("INSERT INTO t (id, name) VALUES (2, 'x')", &[])
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Some(&SqlState::UNIQUE_VIOLATION));
+        let e = tx.query("SELECT 1", &[]).await.unwrap_err();
+        assert_eq!(e.code(), Some(&SqlState::IN_FAILED_SQL_TRANSACTION));
+        // Dropped: rolled back.
+    }
+    let row = c
+        .query_one("SELECT name FROM t WHERE id = 1", &[])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "one");
+    {
+        let tx = c.transaction().await.unwrap();
+        tx.execute("UPDATE t SET name = 'uno' WHERE id = $1", &[&1i32])
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+    }
+    let row = c
+        .query_one("SELECT name FROM t WHERE id = 1", &[])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "uno");
+
+    // Simple protocol, several statements, the empty query.
+    let msgs = c
+        .simple_query("SELECT 1; SELECT 'a' AS x; ;")
+        .await
+        .unwrap();
+    assert!(msgs.len() >= 4);
+    c.simple_query("").await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_request_stops_a_lock_wait() {
+    let srv = start().await;
+    let a = connect(srv.port).await;
+    let b = connect(srv.port).await;
+    a.batch_execute("CREATE TABLE l (k int PRIMARY KEY, v int); INSERT INTO l VALUES (1, 0); BEGIN; UPDATE l SET v = 1 WHERE k = 1")
+        .await
+        .unwrap();
+    let token = b.cancel_token();
+    let waiter = tokio::spawn(async move {
+        let r = b.execute("UPDATE l SET v = 2 WHERE k = 1", &[]).await;
+        (b, r)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    token.cancel_query(NoTls).await.unwrap();
+    let (b, r) = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("the canceled statement returned")
+        .unwrap();
+    assert_eq!(r.unwrap_err().code(), Some(&SqlState::QUERY_CANCELED));
+    a.batch_execute("COMMIT").await.unwrap();
+    let row = b
+        .query_one("SELECT v FROM l WHERE k = 1", &[])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i32>(0), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_connections_with_open_transactions_do_not_deadlock() {
+    let srv = start().await;
+    let c = connect(srv.port).await;
+    c.batch_execute("CREATE TABLE m (k int PRIMARY KEY, v int NOT NULL)")
+        .await
+        .unwrap();
+    // More connections than admission permits, each in a transaction.
+    let n = quill_server::default_admission() + 40;
+    let mut tasks = Vec::new();
+    for k in 0..n as i32 {
+        let port = srv.port;
+        tasks.push(tokio::spawn(async move {
+            let mut c = connect(port).await;
+            let tx = c.transaction().await.unwrap();
+            tx.execute("INSERT INTO m VALUES ($1, 0)", &[&k])
+                .await
+                .unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            tx.commit().await.unwrap();
+        }));
+    }
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(60), t)
+            .await
+            .expect("no deadlock")
+            .unwrap();
+    }
+    let row = c.query_one("SELECT count(*) FROM m", &[]).await.unwrap();
+    assert_eq!(row.get::<_, i64>(0), n as i64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn psql_describes_tables() {
+    if std::process::Command::new("psql")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("psql is not installed: skipped (Debian: apt-get install postgresql-client)");
+        return;
+    }
+    let srv = start().await;
+    let port = srv.port.to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("psql")
+            .args(["-X", "-h", "127.0.0.1", "-p", &port, "-U", "me", "-d", "sbtest", "-v", "ON_ERROR_STOP=1"])
+            .args(["-c", "CREATE TABLE t1 (id serial PRIMARY KEY, k int NOT NULL DEFAULT 0, c char(120) NOT NULL DEFAULT '')"])
+            .args(["-c", "CREATE INDEX k_1 ON t1 (k)"])
+            .args(["-c", "\\d"])
+            .args(["-c", "\\d t1"])
+            .args(["-c", "\\l"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in [
+        "public | t1        | table    | me",
+        "t1_id_seq",
+        "nextval('t1_id_seq'::regclass)",
+        "character(120)",
+        "\"t1_pkey\" PRIMARY KEY, btree (id)",
+        "\"k_1\" btree (k)",
+        "sbtest",
+    ] {
+        assert!(text.contains(want), "{want:?} not in:\n{text}");
+    }
+}
