@@ -2,15 +2,16 @@
 # End-to-end tests of `quill serve` with real clients (issue 14 part 5),
 # each against a server started on a free local port over a fresh data
 # directory: psycopg2 with the Insert Benchmark's statements and psycopg 3
-# (tests/e2e/python_clients.py), sysbench 1.0's eight OLTP tests at 1, 16
+# (tests/e2e/python_clients.py), JDBC (tests/e2e/jdbc/QuillJdbc.java), sysbench 1.0's eight OLTP tests at 1, 16
 # and 64 threads with `quill check` afterwards (bench/sysbench.py), and a
 # kill -9 of the server while clients commit (tests/e2e/crash.py).
 # tokio-postgres and psql run in `cargo test` (crates/quill-server/tests).
 #
 #   tests/e2e/run.sh [SECONDS_PER_SYSBENCH_RUN]   (default 10)
 #
-# Installs what it needs: Debian's sysbench and postgresql-client, and
-# psycopg2-binary and psycopg from PyPI.
+# Installs what it needs: Debian's sysbench, postgresql-client and
+# libpostgresql-jdbc-java (with a Java runtime), and psycopg2-binary and
+# psycopg from PyPI.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs="${1:-10}"
@@ -18,6 +19,8 @@ secs="${1:-10}"
 need_apt=()
 command -v sysbench >/dev/null 2>&1 || need_apt+=(sysbench)
 command -v psql >/dev/null 2>&1 || need_apt+=(postgresql-client)
+command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+[ -f /usr/share/java/postgresql.jar ] || need_apt+=(libpostgresql-jdbc-java)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing ${need_apt[*]}" >&2
   SUDO=""
@@ -44,6 +47,8 @@ for _ in $(seq 100); do
 done
 echo "== Python drivers (psycopg2: Insert Benchmark statements; psycopg 3)"
 python3 tests/e2e/python_clients.py "$port"
+echo "== JDBC (Debian's PostgreSQL driver)"
+java -cp /usr/share/java/postgresql.jar tests/e2e/jdbc/QuillJdbc.java "$port"
 kill "$pid"; wait "$pid" || true
 "$quill" check "$dir/data" >/dev/null
 echo "== sysbench: eight OLTP tests at 1, 16 and 64 threads, ${secs} s each"

@@ -232,10 +232,28 @@ const TIMESTAMP_FORMATS: [&str; 4] = [
     "%Y-%m-%dT%H:%M",
 ];
 
+/// `t` without a trailing time zone (`+00`, `-08:00`, `Z`, ` UTC`),
+/// which a `timestamp without time zone` ignores, as in PostgreSQL
+/// (JDBC sends one with every timestamp).
+fn strip_zone(t: &str) -> &str {
+    if let Some(x) = t.strip_suffix('Z').or_else(|| t.strip_suffix(" UTC")) {
+        return x.trim_end();
+    }
+    // A sign after the time part: `...:SS+HH[:MM]`.
+    if let Some(i) = t.rfind(['+', '-'])
+        && t[..i].contains(':')
+        && t[i + 1..].chars().all(|c| c.is_ascii_digit() || c == ':')
+        && (2..=5).contains(&(t.len() - i - 1))
+    {
+        return t[..i].trim_end();
+    }
+    t
+}
+
 /// `YYYY-MM-DD[ HH:MM[:SS[.ffffff]]]` (or `T` between) as microseconds
-/// since the epoch.
+/// since the epoch; a trailing time zone is ignored.
 pub fn parse_timestamp(s: &str) -> SqlResult<i64> {
-    let t = s.trim();
+    let t = strip_zone(s.trim());
     TIMESTAMP_FORMATS
         .iter()
         .find_map(|f| NaiveDateTime::parse_from_str(t, f).ok())
@@ -329,6 +347,14 @@ mod tests {
             assert_eq!(format_timestamp(us), s);
         }
         assert_eq!(parse_timestamp("1970-01-02").unwrap(), 86_400_000_000);
+        for zoned in [
+            "1970-01-02 00:00:00+00",
+            "1970-01-02 00:00:00-08:00",
+            "1970-01-02 00:00:00Z",
+            "1970-01-02 00:00:00 UTC",
+        ] {
+            assert_eq!(parse_timestamp(zoned).unwrap(), 86_400_000_000, "{zoned}");
+        }
         assert_eq!(parse_timestamp("1970-01-01T00:01").unwrap(), 60_000_000);
         assert!(format_timestamp(i64::MAX).contains("microseconds"));
         for s in [
