@@ -121,7 +121,7 @@ pub struct Column {
     /// Whether the column admits NULL.
     pub nullable: bool,
     /// The value a SQL `INSERT` that omits the column stores
-    /// (checked against the column by [`TableDef::validate`](crate::catalog::TableDef::validate)).
+    /// (checked against the column by [`TableDef::validate`](crate::catalog::schema::TableDef::validate)).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<Value>,
     /// The type as its SQL layer declared it (`character(120)`,

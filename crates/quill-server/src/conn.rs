@@ -15,7 +15,7 @@
 //!   durable transaction back ([`quill_sql::Deferred`]) and the task
 //!   awaits [`quill::OwnedTxn::commit_async`], so a thread never sleeps on
 //!   the log's sync.
-//! * Admission is by active transactions ([`crate::Shared::admission`]):
+//! * Admission is by active transactions ([`crate::default_admission`]):
 //!   a connection takes a permit when it starts a statement with no
 //!   transaction open and gives it back when its session is idle again,
 //!   so at most that many transactions (and so statements, and blocking
