@@ -8,6 +8,7 @@ mod bench;
 mod check;
 mod dump;
 mod inspect;
+mod passwd;
 mod results;
 mod serve;
 mod status;
@@ -40,6 +41,9 @@ enum Cmd {
     /// Serve a database over PostgreSQL's wire protocol (psql, sysbench,
     /// drivers): `quill serve`, then `psql -h 127.0.0.1 -p 5433`.
     Serve(serve::ServeArgs),
+    /// Set or remove a user's password in a users file for
+    /// `quill serve --users` (SCRAM-SHA-256 verifiers, never passwords).
+    Passwd(passwd::PasswdArgs),
     /// Print the state of a database: log layout, checkpoint, end of log,
     /// and the log statistics saved at its last clean close.
     Status(status::StatusArgs),
@@ -81,6 +85,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Bench(cmd) => bench::run(cmd),
         Cmd::Check(a) => check::run(a),
         Cmd::Serve(a) => serve::run(a),
+        Cmd::Passwd(a) => passwd::run(a),
         Cmd::Status(a) => status::run(a),
         Cmd::Dump(a) => dump::run(a),
         Cmd::Torture(a) => torture::run(a),

@@ -18,26 +18,47 @@ pub struct ServeArgs {
     /// Database directory.
     #[arg(long, default_value = DEFAULT_DIR)]
     dir: PathBuf,
-    /// Address to listen on. Connections are trusted (no password), so
-    /// only a loopback address is accepted unless --trust-all is given.
+    /// Address to listen on. Without --users connections are trusted (no
+    /// password), so a non-loopback address needs --users (or
+    /// --trust-all).
     #[arg(long, default_value = "127.0.0.1:5433")]
     listen: SocketAddr,
+    /// Authenticate every connection by SCRAM-SHA-256 against this users
+    /// file (`name:SCRAM-SHA-256$...` lines, PostgreSQL's verifier form;
+    /// make one with `quill passwd --users FILE NAME`).
+    #[arg(long, value_name = "FILE")]
+    users: Option<PathBuf>,
     /// Refuse connections beyond this many (SQLSTATE 53300).
     #[arg(long, default_value_t = 2000)]
     max_connections: usize,
     /// Accept connections on a non-loopback address without
     /// authentication (anyone who reaches the port has full access).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "users")]
     trust_all: bool,
 }
 
 /// Run `quill serve`.
 pub fn run(a: ServeArgs) -> Result<()> {
-    if !a.listen.ip().is_loopback() && !a.trust_all {
+    let users = match &a.users {
+        Some(path) => {
+            let users = quill_server::auth::Users::load(path)?;
+            if users.is_empty() {
+                bail!(
+                    "{} has no users: nobody could connect. Add one with: quill passwd --users {} NAME",
+                    path.display(),
+                    path.display()
+                );
+            }
+            Some(Arc::new(users))
+        }
+        None => None,
+    };
+    if !a.listen.ip().is_loopback() && users.is_none() && !a.trust_all {
         bail!(
-            "{} is not a loopback address, and quill serve has no password authentication yet: \
-             anyone who reaches the port could read and change every table. Listen on 127.0.0.1 \
-             (the default), or pass --trust-all if the network is yours alone",
+            "{} is not a loopback address and no --users file was given: anyone who reaches the \
+             port could read and change every table. Create users with `quill passwd --users \
+             FILE NAME` and pass --users FILE (SCRAM-SHA-256), listen on 127.0.0.1 (the \
+             default), or pass --trust-all if the network is yours alone",
             a.listen
         );
     }
@@ -52,6 +73,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let config = quill_server::ServerConfig {
         listen: a.listen,
         max_connections: a.max_connections,
+        users,
         ..quill_server::ServerConfig::default()
     };
     runtime.block_on(async {

@@ -297,7 +297,9 @@ fn version_and_help_name_the_quill_command() {
     assert!(h.status.success());
     let help = text(&h.stdout);
     assert!(help.contains("Usage: quill <COMMAND>"), "{help}");
-    for cmd in ["bench", "status", "torture", "check", "dump"] {
+    for cmd in [
+        "bench", "serve", "passwd", "status", "torture", "check", "dump",
+    ] {
         assert!(
             help.contains(&format!("\n  {cmd} ")),
             "{cmd} missing from\n{help}"
@@ -312,4 +314,57 @@ fn version_and_help_name_the_quill_command() {
             "bench {cmd} missing from\n{b}"
         );
     }
+}
+
+/// `quill passwd` writes verifiers, not passwords; `quill serve` refuses
+/// an open network address without users, and an empty users file.
+#[test]
+fn users_for_serve() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let users = tmp.path().join("users");
+    let users_arg = users.to_str().unwrap();
+    let passwd = |args: &[&str], stdin: &str| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_quill"))
+            .arg("passwd")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        c.wait_with_output().unwrap()
+    };
+    let out = passwd(&["--users", users_arg, "alice"], "correct horse\n");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let file = std::fs::read_to_string(&users).unwrap();
+    assert!(file.contains("\nalice:SCRAM-SHA-256$4096:"), "{file}");
+    assert!(!file.contains("correct horse"), "{file}");
+    let out = passwd(&["--users", users_arg, "bob"], "\n");
+    assert!(text(&out.stderr).contains("empty password"));
+    let out = passwd(&["--users", users_arg, "a:b"], "pw\n");
+    assert!(
+        text(&out.stderr).contains("invalid user name"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let dir = tmp.path().join("db");
+    let dir_arg = dir.to_str().unwrap();
+    let out = quill(&["serve", "--dir", dir_arg, "--listen", "0.0.0.0:0"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("quill passwd --users"), "{err}");
+    assert!(!dir.exists(), "a refused serve created {dir:?}");
+
+    let out = passwd(&["--users", users_arg, "--delete", "alice"], "");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = quill(&["serve", "--dir", dir_arg, "--users", users_arg]);
+    let err = text(&out.stderr);
+    assert!(err.contains("has no users"), "{err}");
+    std::fs::write(&users, "alice:md5deadbeef\n").unwrap();
+    let out = quill(&["serve", "--dir", dir_arg, "--users", users_arg]);
+    let err = text(&out.stderr);
+    assert!(err.contains("line 1"), "{err}");
 }

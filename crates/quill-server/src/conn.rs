@@ -32,6 +32,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use futures::{Sink, SinkExt, stream};
+use pgwire::api::auth::sasl::SCRAM_SHA_256_METHOD;
+use pgwire::api::auth::sasl::scram::{ScramServerAuth, ScramServerAuthWaitingForClientFinal};
 use pgwire::api::auth::{
     ServerParameterProvider, StartupHandler, finish_authentication, protocol_negotiation,
     save_startup_parameters_to_metadata,
@@ -47,13 +49,13 @@ use pgwire::api::stmt::{QueryParser, StoredStatement};
 use pgwire::api::store::{Entry, PortalStore};
 use pgwire::api::{
     ClientInfo, ClientPortalStore, DEFAULT_NAME, METADATA_DATABASE, METADATA_USER,
-    PgWireServerHandlers, Type,
+    PgWireConnectionState, PgWireServerHandlers, Type,
 };
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::cancel::CancelRequest;
 use pgwire::messages::data::ParameterDescription;
 use pgwire::messages::extendedquery::Describe;
-use pgwire::messages::startup::SecretKey;
+use pgwire::messages::startup::{Authentication, SecretKey};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use quill::catalog::Value;
 use quill_sql::{
@@ -62,8 +64,8 @@ use quill_sql::{
 };
 use tokio::sync::OwnedSemaphorePermit;
 
-use crate::Shared;
 use crate::wire::{self, Cell};
+use crate::{Shared, auth};
 
 /// The most bytes of parameters one Bind may carry.
 pub const MAX_BIND_BYTES: usize = 16 << 20;
@@ -81,6 +83,7 @@ pub(crate) struct Conn {
     session: SessionSlot,
     permit: tokio::sync::Mutex<Option<OwnedSemaphorePermit>>,
     parser: Arc<Parser>,
+    auth: Mutex<AuthStep>,
 }
 
 impl Conn {
@@ -95,6 +98,7 @@ impl Conn {
             }),
             session,
             permit: tokio::sync::Mutex::new(None),
+            auth: Mutex::new(AuthStep::Done),
         })
     }
 
@@ -503,21 +507,137 @@ impl StartupHandler for Conn {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let PgWireFrontendMessage::Startup(ref startup) = message else {
-            return Ok(());
-        };
-        protocol_negotiation(client, startup).await?;
-        save_startup_parameters_to_metadata(client, startup);
-        if self.shared.connections.load(Ordering::Relaxed) > self.shared.max_connections {
-            return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
-                "FATAL".into(),
-                SqlState::TOO_MANY_CONNECTIONS.code().into(),
-                format!(
-                    "sorry, too many clients already (this server admits {}; see quill serve --max-connections)",
-                    self.shared.max_connections
-                ),
-            ))));
+        match message {
+            PgWireFrontendMessage::Startup(ref startup) => {
+                protocol_negotiation(client, startup).await?;
+                save_startup_parameters_to_metadata(client, startup);
+                if self.shared.connections.load(Ordering::Relaxed) > self.shared.max_connections {
+                    return Err(fatal(
+                        SqlState::TOO_MANY_CONNECTIONS,
+                        format!(
+                            "sorry, too many clients already (this server admits {}; see quill serve --max-connections)",
+                            self.shared.max_connections
+                        ),
+                    ));
+                }
+                if self.shared.users.is_none() {
+                    return self.admit(client).await;
+                }
+                *self.auth.lock().unwrap_or_else(PoisonError::into_inner) = AuthStep::ClientFirst;
+                client.set_state(PgWireConnectionState::AuthenticationInProgress);
+                client
+                    .send(PgWireBackendMessage::Authentication(Authentication::SASL(
+                        vec![SCRAM_SHA_256_METHOD.to_string()],
+                    )))
+                    .await?;
+                Ok(())
+            }
+            PgWireFrontendMessage::PasswordMessageFamily(m) => {
+                let step = std::mem::replace(
+                    &mut *self.auth.lock().unwrap_or_else(PoisonError::into_inner),
+                    AuthStep::Done,
+                );
+                let user = client
+                    .metadata()
+                    .get(METADATA_USER)
+                    .cloned()
+                    .unwrap_or_default();
+                match step {
+                    AuthStep::ClientFirst => {
+                        let first = m.into_sasl_initial_response()?;
+                        if first.auth_method != SCRAM_SHA_256_METHOD {
+                            return Err(PgWireError::UnsupportedSASLAuthMethod(first.auth_method));
+                        }
+                        let data = first.data.ok_or_else(|| {
+                            PgWireError::InvalidScramMessage("empty client-first message".into())
+                        })?;
+                        // A user that does not exist fails later, at the
+                        // proof, like a wrong password.
+                        let verifier = self
+                            .shared
+                            .users
+                            .as_ref()
+                            .and_then(|u| u.get(&user).cloned())
+                            .unwrap_or_else(auth::Verifier::impossible);
+                        let (server_first, waiting) = ScramServerAuth::new()
+                            .on_client_first_message_with_secret(&data, verifier.secret())?;
+                        *self.auth.lock().unwrap_or_else(PoisonError::into_inner) =
+                            AuthStep::ClientFinal(Box::new(waiting));
+                        client
+                            .send(PgWireBackendMessage::Authentication(
+                                Authentication::SASLContinue(server_first.into()),
+                            ))
+                            .await?;
+                        Ok(())
+                    }
+                    AuthStep::ClientFinal(waiting) => {
+                        let last = m.into_sasl_response()?;
+                        let server_final =
+                            waiting
+                                .on_client_final_message(&last.data)
+                                .map_err(|e| match e {
+                                    PgWireError::InvalidPassword(_) => fatal(
+                                        SqlState::INVALID_PASSWORD,
+                                        format!(
+                                            "password authentication failed for user \"{user}\""
+                                        ),
+                                    ),
+                                    other => other,
+                                })?;
+                        client
+                            .send(PgWireBackendMessage::Authentication(
+                                Authentication::SASLFinal(server_final.into()),
+                            ))
+                            .await?;
+                        self.admit(client).await
+                    }
+                    AuthStep::Done => Err(PgWireError::NoAuthenticationInProgress),
+                }
+            }
+            _ if !matches!(
+                *self.auth.lock().unwrap_or_else(PoisonError::into_inner),
+                AuthStep::Done
+            ) =>
+            {
+                Err(fatal(
+                    SqlState::PROTOCOL_VIOLATION,
+                    "expected a SASL response during authentication".into(),
+                ))
+            }
+            _ => Ok(()),
         }
+    }
+}
+
+/// Where a connection's SCRAM exchange stands.
+pub(crate) enum AuthStep {
+    /// The server offered SCRAM-SHA-256 and waits for client-first.
+    ClientFirst,
+    /// Server-first sent; client-final carries the proof.
+    ClientFinal(Box<ScramServerAuthWaitingForClientFinal>),
+    /// No exchange running (trust, or it finished).
+    Done,
+}
+
+/// A FATAL error at startup.
+fn fatal(state: SqlState, message: String) -> PgWireError {
+    PgWireError::UserError(Box::new(ErrorInfo::new(
+        "FATAL".into(),
+        state.code().into(),
+        message,
+    )))
+}
+
+impl Conn {
+    /// The client is who it says (trust, or SCRAM succeeded): open its
+    /// session and finish startup (AuthenticationOk, ParameterStatus,
+    /// BackendKeyData, ReadyForQuery).
+    async fn admit<C>(&self, client: &mut C) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
         let user = client
             .metadata()
             .get(METADATA_USER)

@@ -10,10 +10,14 @@
 //!   thread; see its docs).
 //! * [`wire`]: types, parameters and values on the wire.
 //!
+//! * [`auth`]: SCRAM-SHA-256 against a users file.
+//!
 //! One data directory is one database: a client may name any database
-//! at startup. Authentication is trust (the server listens on loopback
-//! unless told otherwise); SSL and GSSAPI requests are answered `N`.
+//! at startup. Authentication is trust unless a users file is given
+//! ([`ServerConfig::users`]), then SCRAM-SHA-256 for every connection;
+//! SSL and GSSAPI requests are answered `N`.
 
+pub mod auth;
 pub mod conn;
 pub mod wire;
 
@@ -44,6 +48,9 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// The most transactions active at once ([`default_admission`]).
     pub max_active: usize,
+    /// Who may connect, by SCRAM-SHA-256; `None` trusts every client
+    /// (the CLI allows that on loopback addresses only).
+    pub users: Option<Arc<auth::Users>>,
 }
 
 impl Default for ServerConfig {
@@ -52,6 +59,7 @@ impl Default for ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 5433)),
             max_connections: 2000,
             max_active: default_admission(),
+            users: None,
         }
     }
 }
@@ -65,6 +73,7 @@ pub(crate) struct Shared {
     pub(crate) max_connections: usize,
     pub(crate) next_pid: AtomicI32,
     pub(crate) cancels: Mutex<HashMap<i32, conn::CancelEntry>>,
+    pub(crate) users: Option<Arc<auth::Users>>,
 }
 
 /// A server bound to its address, not yet accepting.
@@ -96,6 +105,7 @@ impl Server {
                 max_connections: config.max_connections,
                 next_pid: AtomicI32::new(1),
                 cancels: Mutex::new(HashMap::new()),
+                users: config.users.clone(),
             }),
         })
     }

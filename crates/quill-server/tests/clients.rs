@@ -26,11 +26,15 @@ impl Drop for Running {
 }
 
 async fn start() -> Running {
+    start_with(ServerConfig::default()).await
+}
+
+async fn start_with(config: ServerConfig) -> Running {
     let dir = tempfile::tempdir().unwrap();
     let db = Arc::new(Db::open(dir.path(), Options::default()).unwrap());
     let config = ServerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
-        ..ServerConfig::default()
+        ..config
     };
     let server = Server::bind(db, &config).await.unwrap();
     let port = server.local_addr().unwrap().port();
@@ -252,4 +256,108 @@ async fn psql_describes_tables() {
     ] {
         assert!(text.contains(want), "{want:?} not in:\n{text}");
     }
+}
+
+/// With a users file, every connection authenticates by SCRAM-SHA-256:
+/// the right password gets in; a wrong one and an unknown user fail
+/// alike with 28P01; a client offering no password fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scram_sha_256_against_a_users_file() {
+    use quill_server::auth::{Users, Verifier};
+    let mut users = Users::default();
+    users
+        .set("alice", Verifier::from_password("pencil"))
+        .unwrap();
+    // Round trip through the file form, as `quill serve --users` reads it.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("users");
+    users.save(&path).unwrap();
+    let users = Users::load(&path).unwrap();
+    let srv = start_with(ServerConfig {
+        users: Some(Arc::new(users)),
+        ..ServerConfig::default()
+    })
+    .await;
+    let try_login = |user: &str, password: Option<&str>| {
+        let mut conf = format!("host=127.0.0.1 port={} user={user} dbname=x", srv.port);
+        if let Some(p) = password {
+            conf.push_str(&format!(" password={p}"));
+        }
+        async move { tokio_postgres::connect(&conf, NoTls).await }
+    };
+    let (client, conn) = try_login("alice", Some("pencil")).await.unwrap();
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let row = client.query_one("SELECT current_user", &[]).await.unwrap();
+    assert_eq!(row.get::<_, String>(0), "alice");
+
+    for (user, password) in [("alice", "Pencil"), ("mallory", "pencil")] {
+        let err = match try_login(user, Some(password)).await {
+            Ok(_) => panic!("{user}/{password} got in"),
+            Err(e) => e,
+        };
+        let db = err.as_db_error().unwrap_or_else(|| panic!("{err}"));
+        assert_eq!(db.code(), &SqlState::INVALID_PASSWORD, "{user}");
+        assert_eq!(
+            db.message(),
+            format!("password authentication failed for user \"{user}\"")
+        );
+    }
+    // No password: the driver gives up when the server asks for one.
+    assert!(try_login("alice", None).await.is_err());
+    // The refused connections left nothing behind: a new one works.
+    let (client, conn) = try_login("alice", Some("pencil")).await.unwrap();
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    client.simple_query("SELECT 1").await.unwrap();
+
+    // libpq's SCRAM (psql; sysbench and psycopg use the same code).
+    if std::process::Command::new("psql")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("psql is not installed: libpq's SCRAM not tried");
+        return;
+    }
+    let port = srv.port.to_string();
+    let psql = move |password: &str| {
+        let port = port.clone();
+        let password = password.to_string();
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new("psql")
+                .args([
+                    "-X",
+                    "-w",
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &port,
+                    "-U",
+                    "alice",
+                    "-d",
+                    "x",
+                ])
+                .args(["-tAc", "SELECT current_user"])
+                .env("PGPASSWORD", password)
+                .output()
+                .unwrap()
+        })
+    };
+    let ok = psql("pencil").await.unwrap();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&ok.stdout).trim(), "alice");
+    let bad = psql("nope").await.unwrap();
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("password authentication failed for user \"alice\""),
+        "{err}"
+    );
 }

@@ -38,6 +38,8 @@ impl SqlState {
     pub const PROTOCOL_VIOLATION: SqlState = SqlState("08P01");
     /// 57014: the statement was canceled at the client's request.
     pub const QUERY_CANCELED: SqlState = SqlState("57014");
+    /// 28P01: the password (SCRAM proof) is wrong, or the user unknown.
+    pub const INVALID_PASSWORD: SqlState = SqlState("28P01");
     /// 53300: too many connections.
     pub const TOO_MANY_CONNECTIONS: SqlState = SqlState("53300");
     /// 42P02: a parameter the statement does not have.
