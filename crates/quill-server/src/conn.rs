@@ -55,7 +55,7 @@ use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::cancel::CancelRequest;
 use pgwire::messages::data::ParameterDescription;
 use pgwire::messages::extendedquery::Describe;
-use pgwire::messages::startup::{Authentication, SecretKey};
+use pgwire::messages::startup::{Authentication, PasswordMessageFamily, SecretKey};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use quill::catalog::Value;
 use quill_sql::{
@@ -544,6 +544,15 @@ impl StartupHandler for Conn {
                     .unwrap_or_default();
                 match step {
                     AuthStep::ClientFirst => {
+                        // pgwire's decoder trusts the length inside.
+                        if let PasswordMessageFamily::Raw(body) = &m {
+                            crate::socket::check_sasl_initial(body).map_err(|why| {
+                                fatal(
+                                    SqlState::PROTOCOL_VIOLATION,
+                                    format!("invalid message from the client: {why}"),
+                                )
+                            })?;
+                        }
                         let first = m.into_sasl_initial_response()?;
                         if first.auth_method != SCRAM_SHA_256_METHOD {
                             return Err(PgWireError::UnsupportedSASLAuthMethod(first.auth_method));

@@ -11,6 +11,8 @@
 //! * [`wire`]: types, parameters and values on the wire.
 //!
 //! * [`auth`]: SCRAM-SHA-256 against a users file.
+//! * [`socket`]: the connection's message loop, over a stream that lets
+//!   only whole, consistent frames reach pgwire's decoders.
 //!
 //! One data directory is one database: a client may name any database
 //! at startup. Authentication is trust unless a users file is given
@@ -19,6 +21,10 @@
 
 pub mod auth;
 pub mod conn;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
+pub mod socket;
 pub mod wire;
 
 use std::collections::HashMap;
@@ -138,8 +144,7 @@ impl Server {
             self.shared.connections.fetch_add(1, Ordering::Relaxed);
             let c = conn::Conn::new(self.shared.clone());
             tokio::spawn(async move {
-                if let Err(e) = pgwire::tokio::process_socket(socket, None, conn::Handlers(c)).await
-                {
+                if let Err(e) = socket::serve(socket, conn::Handlers(c)).await {
                     tracing::debug!(error = %e, "connection ended with an error");
                 }
             });

@@ -1,0 +1,574 @@
+//! A connection's byte stream and message loop.
+//!
+//! pgwire (0.42.1) decodes a message body from the whole read buffer,
+//! not from the frame its length delimits: a count that lies (a Parse
+//! declaring more parameter types than its body holds, a Bind whose
+//! value lengths overrun it) makes it read the next message's bytes as
+//! this one's, or panic when the buffer runs out. `tests/wire_no_panic.rs`
+//! found this. So every frame passes through [`FrameGuard`] first, which
+//! checks that each body is exactly what its type and counts say, and
+//! that it is no larger than [`MAX_MESSAGE`]; pgwire only ever sees
+//! frames that are whole and consistent. A frame that is not ends the
+//! connection with FATAL 08P01 naming what was wrong, as PostgreSQL ends
+//! one whose protocol synchronization is lost.
+//!
+//! [`serve`] is pgwire's `process_socket` over the guarded stream, for a
+//! server without TLS: SSL and GSSAPI requests are refused (`N`), the
+//! startup must finish within [`STARTUP_TIMEOUT`], then each message goes
+//! to pgwire's `process_message` and errors to `process_error`.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use bytes::{Buf, BytesMut};
+use futures::{SinkExt, StreamExt};
+use pgwire::api::{
+    ClientInfo, DefaultClient, ErrorHandler, PgWireConnectionState, PgWireServerHandlers,
+};
+use pgwire::error::{ErrorInfo, PgWireError};
+use pgwire::messages::response::{GssEncResponse, SslResponse};
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage, SslNegotiationMetaMessage};
+use pgwire::tokio::server::{PgWireMessageServerCodec, process_error, process_message};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_util::codec::Framed;
+
+/// The largest message a client may send: 64 MiB. Statements (16 MiB)
+/// and a Bind's parameters (16 MiB) have lower limits of their own;
+/// this one bounds what a connection buffers before either is checked.
+pub const MAX_MESSAGE: usize = 64 << 20;
+
+/// PostgreSQL's limit for the untyped startup-phase packets.
+const MAX_STARTUP_PACKET: usize = 10_000;
+
+/// A client must finish startup (and authentication) within this.
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+
+const SSL_REQUEST: i32 = 80_877_103;
+const GSSENC_REQUEST: i32 = 80_877_104;
+const CANCEL_REQUEST: i32 = 80_877_102;
+
+/// The error a bad frame reads as: the connection ends with FATAL 08P01.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct BadFrame(String);
+
+/// Where the stream stands.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Phase {
+    /// Untyped packets: SSL/GSSAPI requests, then the startup packet or
+    /// a cancel request.
+    Startup,
+    /// Typed messages.
+    Messages,
+    /// A cancel request passed: nothing more is read.
+    Done,
+}
+
+/// A stream that passes on only whole, consistent frames (module docs).
+pub struct FrameGuard<S> {
+    inner: S,
+    phase: Phase,
+    /// Bytes read from `inner` not yet checked (an incomplete frame).
+    pending: BytesMut,
+    /// Checked bytes not yet handed to the reader.
+    ready: BytesMut,
+    /// A bad frame was seen: every later read fails with this.
+    failed: Option<String>,
+}
+
+impl<S> FrameGuard<S> {
+    /// Guard `inner`, which starts in the startup phase.
+    pub fn new(inner: S) -> FrameGuard<S> {
+        FrameGuard {
+            inner,
+            phase: Phase::Startup,
+            pending: BytesMut::new(),
+            ready: BytesMut::new(),
+            failed: None,
+        }
+    }
+
+    /// Move every complete frame at the front of `pending` to `ready`,
+    /// or fail on the first bad one.
+    fn check_pending(&mut self) -> Result<(), String> {
+        loop {
+            match self.phase {
+                Phase::Done => {
+                    self.pending.clear();
+                    return Ok(());
+                }
+                Phase::Startup => {
+                    if self.pending.first() == Some(&0x16) {
+                        return Err("a TLS handshake, but this server has no TLS".into());
+                    }
+                    if self.pending.len() < 4 {
+                        return Ok(());
+                    }
+                    let len = i32::from_be_bytes(self.pending[..4].try_into().expect("4 bytes"));
+                    let len = usize::try_from(len).unwrap_or(0);
+                    if !(8..=MAX_STARTUP_PACKET).contains(&len) {
+                        return Err(format!("invalid startup packet length {len}"));
+                    }
+                    if self.pending.len() < len {
+                        return Ok(());
+                    }
+                    let code = i32::from_be_bytes(self.pending[4..8].try_into().expect("4 bytes"));
+                    let body = &self.pending[8..len];
+                    match code {
+                        SSL_REQUEST | GSSENC_REQUEST if body.is_empty() => {}
+                        CANCEL_REQUEST if (4..=260).contains(&body.len()) => {
+                            self.phase = Phase::Done;
+                        }
+                        c if c >> 16 == 3 => {
+                            check_startup_params(body)?;
+                            self.phase = Phase::Messages;
+                        }
+                        c => {
+                            return Err(format!(
+                                "unsupported frontend protocol or request code {}.{}",
+                                c >> 16,
+                                c & 0xffff
+                            ));
+                        }
+                    }
+                    let frame = self.pending.split_to(len);
+                    self.ready.extend_from_slice(&frame);
+                }
+                Phase::Messages => {
+                    if self.pending.len() < 5 {
+                        return Ok(());
+                    }
+                    let kind = self.pending[0];
+                    let len = i32::from_be_bytes(self.pending[1..5].try_into().expect("4 bytes"));
+                    let len = usize::try_from(len)
+                        .ok()
+                        .filter(|&l| l >= 4)
+                        .ok_or_else(|| format!("invalid message length {len}"))?;
+                    if len > MAX_MESSAGE {
+                        return Err(format!(
+                            "a message of {len} bytes is larger than this server accepts ({} MiB)",
+                            MAX_MESSAGE >> 20
+                        ));
+                    }
+                    if self.pending.len() < 1 + len {
+                        // Room for the rest, up front.
+                        self.pending.reserve(1 + len - self.pending.len());
+                        return Ok(());
+                    }
+                    check_body(kind, &self.pending[5..1 + len])?;
+                    let frame = self.pending.split_to(1 + len);
+                    self.ready.extend_from_slice(&frame);
+                }
+            }
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for FrameGuard<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        out: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        loop {
+            if !this.ready.is_empty() {
+                let n = this.ready.len().min(out.remaining());
+                out.put_slice(&this.ready[..n]);
+                this.ready.advance(n);
+                return Poll::Ready(Ok(()));
+            }
+            if let Some(why) = &this.failed {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    BadFrame(why.clone()),
+                )));
+            }
+            let mut chunk = [0u8; 8192];
+            let mut buf = ReadBuf::new(&mut chunk);
+            ready!(Pin::new(&mut this.inner).poll_read(cx, &mut buf))?;
+            if buf.filled().is_empty() {
+                // End of stream; an incomplete frame is dropped with it.
+                return Poll::Ready(Ok(()));
+            }
+            this.pending.extend_from_slice(buf.filled());
+            if let Err(why) = this.check_pending() {
+                this.failed = Some(why);
+            }
+        }
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for FrameGuard<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+/// A reader over one message body that fails instead of running past it.
+struct Body<'a>(&'a [u8]);
+
+impl<'a> Body<'a> {
+    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], String> {
+        if self.0.len() < n {
+            return Err(format!("{what}: the message ends early"));
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    fn cstring(&mut self, what: &str) -> Result<(), String> {
+        let end = self
+            .0
+            .iter()
+            .position(|&b| b == 0)
+            .ok_or_else(|| format!("{what}: no terminating zero byte"))?;
+        self.0 = &self.0[end + 1..];
+        Ok(())
+    }
+
+    fn i16(&mut self, what: &str) -> Result<i16, String> {
+        let b = self.take(2, what)?;
+        Ok(i16::from_be_bytes([b[0], b[1]]))
+    }
+
+    fn i32(&mut self, what: &str) -> Result<i32, String> {
+        let b = self.take(4, what)?;
+        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn count(&mut self, what: &str) -> Result<usize, String> {
+        let n = self.i16(what)?;
+        usize::try_from(n).map_err(|_| format!("{what}: negative count {n}"))
+    }
+
+    fn end(&self, kind: u8) -> Result<(), String> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} bytes left over at the end of a '{}' message",
+                self.0.len(),
+                kind.escape_ascii()
+            ))
+        }
+    }
+}
+
+/// The startup packet's parameters: name/value strings, then a zero.
+fn check_startup_params(body: &[u8]) -> Result<(), String> {
+    let mut b = Body(body);
+    loop {
+        match b.0 {
+            [0] => return Ok(()),
+            [] => return Err("startup packet: no terminating zero byte".into()),
+            _ => {
+                b.cstring("startup parameter name")?;
+                b.cstring("startup parameter value")?;
+            }
+        }
+    }
+}
+
+/// Whether a typed message's body is exactly what its type says.
+fn check_body(kind: u8, body: &[u8]) -> Result<(), String> {
+    let mut b = Body(body);
+    match kind {
+        b'Q' | b'f' => b.cstring("the query string")?,
+        b'P' => {
+            b.cstring("Parse: the statement name")?;
+            b.cstring("Parse: the query string")?;
+            let n = b.count("Parse: the parameter type count")?;
+            b.take(4 * n, "Parse: the parameter types")?;
+        }
+        b'B' => {
+            b.cstring("Bind: the portal name")?;
+            b.cstring("Bind: the statement name")?;
+            let n = b.count("Bind: the parameter format count")?;
+            b.take(2 * n, "Bind: the parameter formats")?;
+            let n = b.count("Bind: the parameter count")?;
+            for _ in 0..n {
+                let len = b.i32("Bind: a parameter's length")?;
+                if len >= 0 {
+                    b.take(len as usize, "Bind: a parameter's value")?;
+                } else if len != -1 {
+                    return Err(format!("Bind: invalid parameter length {len}"));
+                }
+            }
+            let n = b.count("Bind: the result format count")?;
+            b.take(2 * n, "Bind: the result formats")?;
+        }
+        b'D' | b'C' => {
+            let what = b.take(1, "Describe/Close: the kind")?[0];
+            if what != b'S' && what != b'P' {
+                return Err(format!(
+                    "Describe/Close of '{}': expected 'S' or 'P'",
+                    what.escape_ascii()
+                ));
+            }
+            b.cstring("Describe/Close: the name")?;
+        }
+        b'E' => {
+            b.cstring("Execute: the portal name")?;
+            b.i32("Execute: the row limit")?;
+        }
+        b'S' | b'H' | b'X' | b'c' => {}
+        // CopyData and the password family are opaque here (the startup
+        // handler checks a SASL body itself).
+        b'd' | b'p' => return Ok(()),
+        other => {
+            return Err(format!(
+                "invalid frontend message type '{}'",
+                other.escape_ascii()
+            ));
+        }
+    }
+    b.end(kind)
+}
+
+/// Whether a SASLInitialResponse body is a mechanism name, then a length
+/// (-1 for none) and exactly that many bytes.
+pub(crate) fn check_sasl_initial(body: &[u8]) -> Result<(), String> {
+    let mut b = Body(body);
+    b.cstring("SASLInitialResponse: the mechanism")?;
+    let len = b.i32("SASLInitialResponse: the length")?;
+    if len >= 0 {
+        b.take(len as usize, "SASLInitialResponse: the data")?;
+    } else if len != -1 {
+        return Err(format!("SASLInitialResponse: invalid length {len}"));
+    }
+    b.end(b'p')
+}
+
+fn protocol_violation(why: &str) -> PgWireError {
+    PgWireError::UserError(Box::new(ErrorInfo::new(
+        "FATAL".into(),
+        "08P01".into(),
+        format!("invalid message from the client: {why}"),
+    )))
+}
+
+/// The bad-frame reason inside an error from the stream, if that is
+/// what it is.
+fn bad_frame(e: &PgWireError) -> Option<String> {
+    let PgWireError::IoError(io) = e else {
+        return None;
+    };
+    io.get_ref()
+        .and_then(|inner| inner.downcast_ref::<BadFrame>())
+        .map(|b| b.0.clone())
+}
+
+/// Serve one connection (module docs).
+pub async fn serve<H: PgWireServerHandlers>(tcp: TcpStream, handlers: H) -> io::Result<()> {
+    let addr = tcp.peer_addr()?;
+    tcp.set_nodelay(true)?;
+    let client = DefaultClient::new(addr, false);
+    let mut socket = Framed::new(FrameGuard::new(tcp), PgWireMessageServerCodec::new(client));
+    socket.set_state(PgWireConnectionState::AwaitingSslRequest);
+
+    let startup_timeout = tokio::time::sleep(STARTUP_TIMEOUT);
+    tokio::pin!(startup_timeout);
+
+    let startup = handlers.startup_handler();
+    let simple = handlers.simple_query_handler();
+    let extended = handlers.extended_query_handler();
+    let copy = handlers.copy_handler();
+    let cancel = handlers.cancel_handler();
+    let errors = handlers.error_handler();
+
+    loop {
+        let starting = matches!(
+            socket.state(),
+            PgWireConnectionState::AwaitingSslRequest
+                | PgWireConnectionState::AwaitingStartup
+                | PgWireConnectionState::AuthenticationInProgress
+        );
+        let msg = if starting {
+            tokio::select! {
+                _ = &mut startup_timeout => return Ok(()),
+                m = socket.next() => m,
+            }
+        } else {
+            socket.next().await
+        };
+        let msg = match msg {
+            None => return Ok(()),
+            Some(Ok(m)) => m,
+            Some(Err(e)) => {
+                if let Some(why) = bad_frame(&e) {
+                    let _ = process_error(&mut socket, protocol_violation(&why), false).await;
+                }
+                return Ok(());
+            }
+        };
+        match msg {
+            PgWireFrontendMessage::SslNegotiation(SslNegotiationMetaMessage::PostgresSsl(_)) => {
+                socket
+                    .send(PgWireBackendMessage::SslResponse(SslResponse::Refuse))
+                    .await?;
+                continue;
+            }
+            PgWireFrontendMessage::SslNegotiation(SslNegotiationMetaMessage::PostgresGss(_)) => {
+                socket
+                    .send(PgWireBackendMessage::GssEncResponse(GssEncResponse::Refuse))
+                    .await?;
+                continue;
+            }
+            PgWireFrontendMessage::Terminate(_) => return Ok(()),
+            _ => {}
+        }
+        if matches!(socket.state(), PgWireConnectionState::AwaitingSslRequest) {
+            socket.set_state(PgWireConnectionState::AwaitingStartup);
+        }
+        let extended_query = match socket.state() {
+            PgWireConnectionState::CopyInProgress(e) => e,
+            _ => msg.is_extended_query(),
+        };
+        let is_cancel = matches!(msg, PgWireFrontendMessage::CancelRequest(_));
+        if let Err(mut e) = process_message(
+            msg,
+            &mut socket,
+            startup.clone(),
+            simple.clone(),
+            extended.clone(),
+            copy.clone(),
+            cancel.clone(),
+        )
+        .await
+        {
+            errors.on_error(&socket, &mut e);
+            let fatal = e.is_fatal();
+            process_error(&mut socket, e, extended_query).await?;
+            if fatal {
+                return Ok(());
+            }
+        }
+        if is_cancel {
+            return Ok(());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(kind: u8, body: &[u8]) -> Vec<u8> {
+        let mut v = vec![kind];
+        v.extend(((body.len() + 4) as i32).to_be_bytes());
+        v.extend(body);
+        v
+    }
+
+    fn guard(bytes: &[u8]) -> Result<Vec<u8>, String> {
+        let mut g = FrameGuard::new(());
+        g.phase = Phase::Messages;
+        g.pending.extend_from_slice(bytes);
+        g.check_pending()?;
+        Ok(g.ready.to_vec())
+    }
+
+    #[test]
+    fn whole_consistent_frames_pass_and_partial_ones_wait() {
+        let parse = msg(b'P', b"s1\0SELECT $1\0\0\x01\0\0\0\x17");
+        let sync = msg(b'S', b"");
+        let both = [parse.clone(), sync.clone()].concat();
+        assert_eq!(guard(&both).unwrap(), both);
+        assert_eq!(guard(&both[..both.len() - 1]).unwrap(), parse);
+    }
+
+    #[test]
+    fn counts_that_lie_are_refused() {
+        for (kind, body, want) in [
+            (
+                b'P',
+                &b"s1\0SELECT 1\0\0\x02\0\0\0\x17"[..],
+                "parameter types",
+            ),
+            (b'P', b"s1\0SELECT 1\0\0\0\0", "left over"),
+            (b'P', b"s1\0SELECT 1\0\xff\xff", "negative count"),
+            (
+                b'B',
+                b"\0\0\0\0\0\x01\0\0\0\x09ab\0\0",
+                "a parameter's value",
+            ),
+            (
+                b'B',
+                b"\0\0\0\0\0\x01\xff\xff\xff\xfe\0\0",
+                "invalid parameter length",
+            ),
+            (b'D', b"Xname\0", "expected 'S' or 'P'"),
+            (b'E', b"\0\0\0", "the row limit"),
+            (b'Q', b"SELECT 1", "no terminating zero"),
+            (b'Q', b"SELECT 1\0\0", "left over"),
+            (b'S', b"x", "left over"),
+            (b'z', b"", "invalid frontend message type"),
+        ] {
+            let err = guard(&msg(kind, body)).unwrap_err();
+            assert!(err.contains(want), "{}: {err}", kind as char);
+        }
+        let mut huge = vec![b'Q'];
+        huge.extend(((MAX_MESSAGE + 5) as i32).to_be_bytes());
+        assert!(guard(&huge).unwrap_err().contains("larger than"));
+        assert!(
+            guard(&[b'Q', 0, 0, 0, 2])
+                .unwrap_err()
+                .contains("invalid message length")
+        );
+    }
+
+    #[test]
+    fn startup_phase_packets() {
+        let mut g = FrameGuard::new(());
+        let ssl = [0, 0, 0, 8, 4, 210, 22, 47];
+        let mut startup = vec![0, 3, 0, 0];
+        startup.extend(b"user\0me\0\0");
+        let mut pkt = ((startup.len() + 4) as i32).to_be_bytes().to_vec();
+        pkt.extend(&startup);
+        g.pending.extend_from_slice(&ssl);
+        g.pending.extend_from_slice(&pkt);
+        g.pending.extend_from_slice(&msg(b'S', b""));
+        g.check_pending().unwrap();
+        assert_eq!(g.phase, Phase::Messages);
+        assert!(g.pending.is_empty());
+        let mut bad = FrameGuard::new(());
+        bad.pending
+            .extend_from_slice(&[0, 0, 0, 9, 0, 3, 0, 0, b'u']);
+        assert!(
+            bad.check_pending()
+                .unwrap_err()
+                .contains("no terminating zero")
+        );
+        assert!(check_sasl_initial(b"SCRAM-SHA-256\0\0\0\0\x06n,,n=").is_err());
+        assert!(check_sasl_initial(b"SCRAM-SHA-256\0\0\0\0\x04n,,n").is_ok());
+    }
+}
