@@ -304,11 +304,14 @@ fn check(ops: Vec<Op>) {
                     lit(&Col::C.get(k, &r))
                 );
                 let got = run(s, &sql);
-                if model.contains_key(&k) {
-                    assert_eq!(got, Err(SqlState::UNIQUE_VIOLATION), "{sql}");
-                } else {
-                    assert_eq!(got, Ok(vec![]), "{sql}");
-                    model.insert(k, r);
+                match model.entry(k) {
+                    std::collections::btree_map::Entry::Occupied(_) => {
+                        assert_eq!(got, Err(SqlState::UNIQUE_VIOLATION), "{sql}");
+                    }
+                    std::collections::btree_map::Entry::Vacant(e) => {
+                        assert_eq!(got, Ok(vec![]), "{sql}");
+                        e.insert(r);
+                    }
                 }
             }
             Op::Update(d, p) => {
