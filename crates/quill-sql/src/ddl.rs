@@ -11,7 +11,6 @@ use crate::error::{SqlError, SqlResult, SqlState};
 use crate::expr::{Ctx, NoColumns, bind, name_of};
 use crate::session::Output;
 use crate::session::SessionInfo;
-use crate::types::coerce;
 use crate::types::column_type;
 
 /// The table an object name names (`t` or `public.t`).
@@ -91,7 +90,9 @@ pub fn create_table(db: &Db, c: &ast::CreateTable) -> SqlResult<Output> {
                     nullable = false;
                 }
                 ColumnOption::Unique(_) => uniques.push(vec![pos]),
-                ColumnOption::Default(e) => default = Some(default_value(&cname, e, ty.stored)?),
+                ColumnOption::Default(e) => {
+                    default = Some(default_value(&cname, e, col, ty.stored)?)
+                }
                 other => return Err(SqlError::unsupported(format!("the column option {other}"))),
             }
         }
@@ -168,7 +169,12 @@ pub fn create_table(db: &Db, c: &ast::CreateTable) -> SqlResult<Output> {
 /// A column's DEFAULT: a constant (evaluated once, here), coerced to the
 /// column's type. Defaults that call functions (`now()`, `nextval`)
 /// would have to run per row, and are refused.
-fn default_value(column: &str, e: &ast::Expr, ty: ColumnType) -> SqlResult<Value> {
+fn default_value(
+    column: &str,
+    e: &ast::Expr,
+    def: &ast::ColumnDef,
+    ty: ColumnType,
+) -> SqlResult<Value> {
     fn constant(e: &ast::Expr) -> bool {
         match e {
             ast::Expr::Value(_) => true,
@@ -189,7 +195,8 @@ fn default_value(column: &str, e: &ast::Expr, ty: ColumnType) -> SqlResult<Value
         cancel: &crate::expr::NEVER_CANCELED,
     };
     let v = bind(e, &NoColumns(ctx))?.eval(&[])?;
-    coerce(v, ty)
+    let declared = def.data_type.to_string().to_lowercase();
+    crate::types::store_as(v, ty, crate::types::domain(Some(&declared), ty))
 }
 
 fn multiple_pk(table: &str) -> SqlError {

@@ -18,7 +18,7 @@ use crate::expr::{self, Ctx, Expr};
 use crate::select;
 use crate::select::WhereScope;
 use crate::session::{ColumnDesc, Output};
-use crate::types::coerce;
+use crate::types::{self, Domain};
 
 /// A column position beyond the row: the engine returns one value per
 /// column (catalog RF1), so this is a bug, reported, not a panic.
@@ -184,6 +184,12 @@ pub fn insert(db: &Db, tx: &mut OwnedTxn, i: &ast::Insert, ctx: Ctx<'_>) -> SqlR
             .map(|c| column_of(&schema, c))
             .collect::<SqlResult<_>>()?
     };
+    let domains: Vec<Domain> = schema
+        .def
+        .columns
+        .iter()
+        .map(|c| types::domain(c.declared_type.as_deref(), c.ty))
+        .collect();
     let Some(source) = &i.source else {
         return Err(SqlError::unsupported("INSERT without VALUES"));
     };
@@ -211,8 +217,9 @@ pub fn insert(db: &Db, tx: &mut OwnedTxn, i: &ast::Insert, ctx: Ctx<'_>) -> SqlR
                 }
                 e => expr::bind(e, &expr::NoColumns(ctx))?.eval(&[])?,
             };
+            let dom = *domains.get(col).ok_or_else(|| out_of_row(col))?;
             let slot = full.get_mut(col).ok_or_else(|| out_of_row(col))?;
-            *slot = coerce(v, ty)?;
+            *slot = types::store_as(v, ty, dom)?;
         }
         ctx.check_cancel()?;
         let key = tx.insert(&t, &full)?;
@@ -310,7 +317,7 @@ pub fn update(db: &Db, tx: &mut OwnedTxn, u: &ast::Update, ctx: Ctx<'_>) -> SqlR
     }
     let (t, schema, filter) = target(db, tx, &u.table.relation, u.selection.as_ref(), ctx)?;
     let scope = TableScope(&schema, ctx);
-    let mut sets: Vec<(usize, ColumnType, Expr)> = Vec::new();
+    let mut sets: Vec<(usize, ColumnType, Domain, Expr)> = Vec::new();
     for a in &u.assignments {
         let ast::AssignmentTarget::ColumnName(c) = &a.target else {
             return Err(SqlError::unsupported("a tuple assignment"));
@@ -319,14 +326,17 @@ pub fn update(db: &Db, tx: &mut OwnedTxn, u: &ast::Update, ctx: Ctx<'_>) -> SqlR
         if schema.def.primary_key.contains(&col) {
             return Err(SqlError::unsupported("updating a primary key column"));
         }
-        sets.push((col, ty, expr::bind(&a.value, &scope)?));
+        let dom = schema.def.columns.get(col).map_or(Domain::Plain, |c| {
+            types::domain(c.declared_type.as_deref(), c.ty)
+        });
+        sets.push((col, ty, dom, expr::bind(&a.value, &scope)?));
     }
     let ret = returning(&schema, u.returning.as_deref(), ctx)?;
     let mut out = Vec::new();
     let n = for_each_locked(ctx, tx, &t, &schema, filter.as_ref(), |tx, key, row| {
         let changes = sets
             .iter()
-            .map(|(col, ty, e)| Ok((*col, coerce(e.eval(row)?, *ty)?)))
+            .map(|(col, ty, dom, e)| Ok((*col, types::store_as(e.eval(row)?, *ty, *dom)?)))
             .collect::<SqlResult<Vec<_>>>()?;
         let changed = tx.update(&t, key, &changes)?;
         if changed && let Some(ret) = &ret {

@@ -44,7 +44,13 @@ pub fn type_oid(c: &quill::catalog::Column) -> (i64, i64) {
         ColumnType::Int32 => (23, -1),
         ColumnType::Int64 => (20, -1),
         ColumnType::Float64 if declared.starts_with("real") || declared == "float4" => (700, -1),
-        ColumnType::Float64 => (701, -1),
+        ColumnType::Float64 => match crate::types::domain(Some(declared), c.ty) {
+            crate::types::Domain::Numeric { precision, scale } => {
+                (1700, ((i64::from(precision) << 16) | i64::from(scale)) + 4)
+            }
+            _ if declared.starts_with("numeric") || declared.starts_with("dec") => (1700, -1),
+            _ => (701, -1),
+        },
         ColumnType::Text { max_len } => match crate::types::char_limit(max_len) {
             Some(n) if declared.starts_with("char") => (1042, n as i64 + 4),
             Some(n) => (1043, n as i64 + 4),
@@ -56,7 +62,7 @@ pub fn type_oid(c: &quill::catalog::Column) -> (i64, i64) {
 }
 
 /// The built-in types: OID, name, length.
-pub const TYPES: [(i64, &str, i64); 13] = [
+pub const TYPES: [(i64, &str, i64); 14] = [
     (16, "bool", 1),
     (17, "bytea", -1),
     (19, "name", 64),
@@ -70,6 +76,7 @@ pub const TYPES: [(i64, &str, i64); 13] = [
     (1042, "bpchar", -1),
     (1043, "varchar", -1),
     (1114, "timestamp", 8),
+    (1700, "numeric", -1),
 ];
 
 /// `format_type(oid, typmod)`: the SQL name of a type.
@@ -90,6 +97,11 @@ pub fn format_type(oid: i64, typmod: i64) -> Option<String> {
         1043 if typmod > 4 => format!("character varying({})", typmod - 4),
         1043 => "character varying".into(),
         1114 => "timestamp without time zone".into(),
+        1700 if typmod >= 4 => {
+            let m = typmod - 4;
+            format!("numeric({},{})", m >> 16, m & 0xffff)
+        }
+        1700 => "numeric".into(),
         _ => return None,
     })
 }

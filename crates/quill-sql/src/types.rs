@@ -4,18 +4,19 @@
 //!
 //! | SQL | stored as |
 //! | --- | --- |
-//! | `smallint`, `int`, `integer` | `Int32` (smallint's narrower range is not enforced yet) |
+//! | `smallint`, `int`, `integer` | `Int32` (smallint's range checked on store, [`store`]) |
 //! | `bigint`, `serial`, `bigserial` | `Int64` (serial columns take automatic keys) |
 //! | `boolean` | `Bool` |
 //! | `real`, `double precision`, `float8` | `Float64` |
-//! | `char(n)`, `varchar(n)` | `Text` of at most `4n` bytes (n characters of up to 4 UTF-8 bytes); n characters checked here ([`char_limit`]); char(n) is not blank-padded yet |
+//! | `numeric(p,s)`, `decimal(p,s)`, `numeric` | `Float64`, rounded to `s` places on store and refused beyond `p` digits: exact to 15 significant digits, not numeric's 131,072; results go to clients as `double precision` |
+//! | `char(n)`, `varchar(n)` | `Text` of at most `4n` bytes (n characters of up to 4 UTF-8 bytes); n characters checked here ([`char_limit`]); spaces past n are cut, as in PostgreSQL; `char(n)` is stored without its trailing blanks (so `length`, `=` and `\|\|` agree with PostgreSQL) and printed without them (PostgreSQL pads) |
 //! | `text`, `varchar` | `Text` of at most 65,535 bytes |
 //! | `bytea` | `Bytes` of at most 65,535 bytes |
 //! | `timestamp` (without time zone) | `Timestamp`, microseconds since 1970-01-01 00:00:00 |
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime};
 use quill::catalog::{ColumnType, Value};
-use sqlparser::ast::{CharacterLength, DataType, ObjectName};
+use sqlparser::ast::{CharacterLength, DataType, ExactNumberInfo, ObjectName};
 
 use crate::error::{SqlError, SqlResult, SqlState};
 
@@ -90,6 +91,10 @@ pub fn column_type(dt: &DataType) -> SqlResult<SqlType> {
         DataType::Bytea => plain(ColumnType::Bytes {
             max_len: MAX_VARLEN,
         }),
+        DataType::Numeric(info) | DataType::Decimal(info) | DataType::Dec(info) => {
+            numeric_precision(info)?;
+            plain(ColumnType::Float64)
+        }
         DataType::Timestamp(
             _,
             sqlparser::ast::TimezoneInfo::None | sqlparser::ast::TimezoneInfo::WithoutTimeZone,
@@ -108,6 +113,167 @@ pub fn column_type(dt: &DataType) -> SqlResult<SqlType> {
         },
         other => Err(SqlError::unsupported(format!("type {other}"))),
     }
+}
+
+/// numeric's precision and scale, checked as PostgreSQL does (precision
+/// 1 to 1000, scale 0 to the precision here).
+fn numeric_precision(info: &ExactNumberInfo) -> SqlResult<Option<(u32, u32)>> {
+    let (p, s) = match *info {
+        ExactNumberInfo::None => return Ok(None),
+        ExactNumberInfo::Precision(p) => (p, 0),
+        ExactNumberInfo::PrecisionAndScale(p, s) => (p, u64::try_from(s).unwrap_or(u64::MAX)),
+    };
+    if !(1..=1000).contains(&p) {
+        return Err(SqlError::new(
+            SqlState::INVALID_PARAMETER_VALUE,
+            format!("NUMERIC precision {p} must be between 1 and 1000"),
+        ));
+    }
+    if s > p {
+        return Err(SqlError::new(
+            SqlState::INVALID_PARAMETER_VALUE,
+            format!("NUMERIC scale {s} must be between 0 and precision {p}"),
+        ));
+    }
+    Ok(Some((p as u32, s as u32)))
+}
+
+/// What a column's declared SQL type adds to its stored type's checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Domain {
+    /// Nothing beyond the stored type.
+    Plain,
+    /// `smallint`: -32768 to 32767.
+    SmallInt,
+    /// `char(n)`: at most n characters, trailing blanks not kept.
+    Char(usize),
+    /// `varchar(n)`: at most n characters.
+    Varchar(usize),
+    /// `numeric(p, s)`: rounded to s places, fewer than p - s digits
+    /// before the point.
+    Numeric {
+        /// Total significant digits.
+        precision: u32,
+        /// Digits after the point.
+        scale: u32,
+    },
+}
+
+/// The domain of a column from its declared type (as `CREATE TABLE`
+/// recorded it, lowercase). Columns without one are plain.
+pub fn domain(declared: Option<&str>, ty: ColumnType) -> Domain {
+    let Some(d) = declared else {
+        return Domain::Plain;
+    };
+    let args = |d: &str| -> Vec<u32> {
+        d.split_once('(')
+            .and_then(|(_, r)| r.strip_suffix(')'))
+            .map(|a| a.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+            .unwrap_or_default()
+    };
+    let chars = || match ty {
+        ColumnType::Text { max_len } => char_limit(max_len),
+        _ => None,
+    };
+    if d == "smallint" || d == "int2" {
+        Domain::SmallInt
+    } else if d.starts_with("char") && !d.starts_with("character varying") {
+        chars().map_or(Domain::Plain, Domain::Char)
+    } else if d.starts_with("varchar") || d.starts_with("character varying") {
+        chars().map_or(Domain::Plain, Domain::Varchar)
+    } else if d.starts_with("numeric") || d.starts_with("decimal") || d.starts_with("dec") {
+        match args(d)[..] {
+            [p] => Domain::Numeric {
+                precision: p,
+                scale: 0,
+            },
+            [p, s] => Domain::Numeric {
+                precision: p,
+                scale: s,
+            },
+            _ => Domain::Plain,
+        }
+    } else {
+        Domain::Plain
+    }
+}
+
+/// `v` as the value to store in column `col`: [`coerce`] to its stored
+/// type, then its declared type's rules ([`Domain`]).
+pub fn store(v: Value, col: &quill::catalog::Column) -> SqlResult<Value> {
+    store_as(v, col.ty, domain(col.declared_type.as_deref(), col.ty))
+}
+
+/// [`store`] with the column's domain worked out once per statement.
+pub fn store_as(v: Value, ty: ColumnType, dom: Domain) -> SqlResult<Value> {
+    let v = match (v, dom) {
+        (Value::Text(s), Domain::Char(n)) => {
+            let mut s = fit_chars(s, n, "character")?;
+            s.truncate(s.trim_end_matches(' ').len());
+            Value::Text(s)
+        }
+        (Value::Text(s), Domain::Varchar(n)) => Value::Text(fit_chars(s, n, "character varying")?),
+        (v, _) => v,
+    };
+    let v = coerce(v, ty)?;
+    Ok(match (v, dom) {
+        (Value::Int32(x), Domain::SmallInt) if i16::try_from(x).is_err() => {
+            return Err(SqlError::new(
+                SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
+                "smallint out of range",
+            ));
+        }
+        (Value::Float64(f), Domain::Numeric { precision, scale }) => {
+            Value::Float64(round_numeric(f, precision, scale)?)
+        }
+        (v, _) => v,
+    })
+}
+
+/// `s` cut to `n` characters if what is past them is spaces; an error
+/// naming `ty(n)` if anything else is.
+fn fit_chars(s: String, n: usize, ty: &str) -> SqlResult<String> {
+    let Some((cut, _)) = s.char_indices().nth(n) else {
+        return Ok(s);
+    };
+    if s[cut..].bytes().all(|b| b == b' ') {
+        let mut s = s;
+        s.truncate(cut);
+        return Ok(s);
+    }
+    Err(SqlError::new(
+        SqlState::STRING_DATA_RIGHT_TRUNCATION,
+        format!("value too long for type {ty}({n})"),
+    ))
+}
+
+/// `f` rounded to `scale` places (halves away from zero, as numeric
+/// rounds), refused if it needs more than `precision - scale` digits
+/// before the point.
+fn round_numeric(f: f64, precision: u32, scale: u32) -> SqlResult<f64> {
+    if !f.is_finite() {
+        return Err(SqlError::new(
+            SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
+            "numeric field overflow: only finite values fit a numeric with a precision",
+        ));
+    }
+    let m = 10f64.powi(scale as i32);
+    let r = if m.is_finite() {
+        (f * m).round() / m
+    } else {
+        f
+    };
+    let limit = 10f64.powi((precision - scale) as i32);
+    if r.abs() >= limit {
+        return Err(SqlError::new(
+            SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
+            format!(
+                "numeric field overflow: a field with precision {precision}, scale {scale} must round to an absolute value less than 10^{}",
+                precision - scale
+            ),
+        ));
+    }
+    Ok(r)
 }
 
 fn out_of_range(ty: &str) -> SqlError {
@@ -156,17 +322,10 @@ pub fn coerce(v: Value, ty: ColumnType) -> SqlResult<Value> {
         (Value::Int64(x), T::Float64) => Value::Float64(x as f64),
         (Value::Float64(f), T::Float64) => Value::Float64(f),
         (Value::Bool(b), T::Bool) => Value::Bool(b),
-        (Value::Text(s), T::Text { max_len }) => {
-            if let Some(n) = char_limit(max_len)
-                && s.chars().count() > n
-            {
-                return Err(SqlError::new(
-                    SqlState::STRING_DATA_RIGHT_TRUNCATION,
-                    format!("value too long for type character varying({n})"),
-                ));
-            }
-            Value::Text(s)
-        }
+        (Value::Text(s), T::Text { max_len }) => match char_limit(max_len) {
+            Some(n) => Value::Text(fit_chars(s, n, "character varying")?),
+            None => Value::Text(s),
+        },
         (Value::Bytes(b), T::Bytes { .. }) => Value::Bytes(b),
         (Value::Timestamp(t), T::Timestamp) => Value::Timestamp(t),
         (Value::Text(s), _) => parse_text(&s, ty)?,
@@ -366,6 +525,78 @@ mod tests {
         ] {
             let e = parse_timestamp(s).unwrap_err();
             assert_eq!(e.state, SqlState::INVALID_TEXT_REPRESENTATION, "{s}");
+        }
+    }
+
+    #[test]
+    fn declared_types_add_their_rules() {
+        use quill::catalog::Column;
+        let col = |ty, declared: &str| Column::new("c", ty, true).with_declared_type(declared);
+        let small = col(ColumnType::Int32, "smallint");
+        assert_eq!(
+            store(Value::Int32(32767), &small).unwrap(),
+            Value::Int32(32767)
+        );
+        for x in [32768, -32769] {
+            let e = store(Value::Int64(x), &small).unwrap_err();
+            assert_eq!(e.state, SqlState::NUMERIC_VALUE_OUT_OF_RANGE);
+            assert_eq!(e.message, "smallint out of range");
+        }
+        let ch = col(ColumnType::Text { max_len: 20 }, "char(5)");
+        let text = |s: &str| Value::Text(s.into());
+        assert_eq!(store(text("ab  "), &ch).unwrap(), text("ab"));
+        assert_eq!(store(text("abcde   "), &ch).unwrap(), text("abcde"));
+        let e = store(text("abcdef"), &ch).unwrap_err();
+        assert_eq!(e.message, "value too long for type character(5)");
+        let vc = col(ColumnType::Text { max_len: 12 }, "varchar(3)");
+        assert_eq!(store(text("ab "), &vc).unwrap(), text("ab "));
+        assert_eq!(store(text("abc   "), &vc).unwrap(), text("abc"));
+        assert_eq!(store(text("ééé"), &vc).unwrap(), text("ééé"));
+        assert!(
+            store(text("abcd"), &vc)
+                .unwrap_err()
+                .message
+                .contains("varying(3)")
+        );
+        let num = col(ColumnType::Float64, "numeric(5,2)");
+        assert_eq!(
+            store(Value::Float64(12.345), &num).unwrap(),
+            Value::Float64(12.35)
+        );
+        assert_eq!(
+            store(Value::Float64(-0.005), &num).unwrap(),
+            Value::Float64(-0.01)
+        );
+        assert_eq!(
+            store(text("999.994"), &num).unwrap(),
+            Value::Float64(999.99)
+        );
+        for bad in [999.995, 1e3, f64::NAN, f64::INFINITY] {
+            let e = store(Value::Float64(bad), &num).unwrap_err();
+            assert_eq!(e.state, SqlState::NUMERIC_VALUE_OUT_OF_RANGE, "{bad}");
+        }
+        let whole = col(ColumnType::Float64, "numeric(3)");
+        assert_eq!(store(Value::Int32(7), &whole).unwrap(), Value::Float64(7.0));
+        assert_eq!(
+            store(Value::Float64(2.5), &whole).unwrap(),
+            Value::Float64(3.0)
+        );
+        let free = col(ColumnType::Float64, "numeric");
+        assert_eq!(
+            store(Value::Float64(1.0 / 3.0), &free).unwrap(),
+            Value::Float64(1.0 / 3.0)
+        );
+        for bad in ["numeric(0)", "numeric(1001)", "numeric(3,4)"] {
+            let dt = sqlparser::parser::Parser::new(&sqlparser::dialect::PostgreSqlDialect {})
+                .try_with_sql(bad)
+                .unwrap()
+                .parse_data_type()
+                .unwrap();
+            assert_eq!(
+                column_type(&dt).unwrap_err().state,
+                SqlState::INVALID_PARAMETER_VALUE,
+                "{bad}"
+            );
         }
     }
 
