@@ -71,10 +71,11 @@ enum Phase {
 pub struct FrameGuard<S> {
     inner: S,
     phase: Phase,
-    /// Bytes read from `inner` not yet checked (an incomplete frame).
+    /// Bytes read from `inner` and not yet handed to the reader: the
+    /// first `checked` are whole, checked frames; the rest is the start
+    /// of a frame still arriving.
     pending: BytesMut,
-    /// Checked bytes not yet handed to the reader.
-    ready: BytesMut,
+    checked: usize,
     /// A bad frame was seen: every later read fails with this.
     failed: Option<String>,
 }
@@ -86,37 +87,39 @@ impl<S> FrameGuard<S> {
             inner,
             phase: Phase::Startup,
             pending: BytesMut::new(),
-            ready: BytesMut::new(),
+            checked: 0,
             failed: None,
         }
     }
 
-    /// Move every complete frame at the front of `pending` to `ready`,
-    /// or fail on the first bad one.
+    /// Count every complete frame after the checked prefix of `pending`
+    /// into it, or fail on the first bad one.
     fn check_pending(&mut self) -> Result<(), String> {
         loop {
+            let rest = &self.pending[self.checked..];
             match self.phase {
                 Phase::Done => {
-                    self.pending.clear();
+                    // Nothing after a cancel request is read.
+                    self.pending.truncate(self.checked);
                     return Ok(());
                 }
                 Phase::Startup => {
-                    if self.pending.first() == Some(&0x16) {
+                    if rest.first() == Some(&0x16) {
                         return Err("a TLS handshake, but this server has no TLS".into());
                     }
-                    if self.pending.len() < 4 {
+                    if rest.len() < 4 {
                         return Ok(());
                     }
-                    let len = i32::from_be_bytes(self.pending[..4].try_into().expect("4 bytes"));
+                    let len = i32::from_be_bytes(rest[..4].try_into().expect("4 bytes"));
                     let len = usize::try_from(len).unwrap_or(0);
                     if !(8..=MAX_STARTUP_PACKET).contains(&len) {
                         return Err(format!("invalid startup packet length {len}"));
                     }
-                    if self.pending.len() < len {
+                    if rest.len() < len {
                         return Ok(());
                     }
-                    let code = i32::from_be_bytes(self.pending[4..8].try_into().expect("4 bytes"));
-                    let body = &self.pending[8..len];
+                    let code = i32::from_be_bytes(rest[4..8].try_into().expect("4 bytes"));
+                    let body = &rest[8..len];
                     match code {
                         SSL_REQUEST | GSSENC_REQUEST if body.is_empty() => {}
                         CANCEL_REQUEST if (4..=260).contains(&body.len()) => {
@@ -134,15 +137,14 @@ impl<S> FrameGuard<S> {
                             ));
                         }
                     }
-                    let frame = self.pending.split_to(len);
-                    self.ready.extend_from_slice(&frame);
+                    self.checked += len;
                 }
                 Phase::Messages => {
-                    if self.pending.len() < 5 {
+                    if rest.len() < 5 {
                         return Ok(());
                     }
-                    let kind = self.pending[0];
-                    let len = i32::from_be_bytes(self.pending[1..5].try_into().expect("4 bytes"));
+                    let kind = rest[0];
+                    let len = i32::from_be_bytes(rest[1..5].try_into().expect("4 bytes"));
                     let len = usize::try_from(len)
                         .ok()
                         .filter(|&l| l >= 4)
@@ -153,14 +155,13 @@ impl<S> FrameGuard<S> {
                             MAX_MESSAGE >> 20
                         ));
                     }
-                    if self.pending.len() < 1 + len {
-                        // Room for the rest, up front.
-                        self.pending.reserve(1 + len - self.pending.len());
+                    if rest.len() < 1 + len {
+                        // The buffer grows as the bytes come, not by what
+                        // the header claims.
                         return Ok(());
                     }
-                    check_body(kind, &self.pending[5..1 + len])?;
-                    let frame = self.pending.split_to(1 + len);
-                    self.ready.extend_from_slice(&frame);
+                    check_body(kind, &rest[5..1 + len])?;
+                    self.checked += 1 + len;
                 }
             }
         }
@@ -175,10 +176,11 @@ impl<S: AsyncRead + Unpin> AsyncRead for FrameGuard<S> {
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
         loop {
-            if !this.ready.is_empty() {
-                let n = this.ready.len().min(out.remaining());
-                out.put_slice(&this.ready[..n]);
-                this.ready.advance(n);
+            if this.checked > 0 {
+                let n = this.checked.min(out.remaining());
+                out.put_slice(&this.pending[..n]);
+                this.pending.advance(n);
+                this.checked -= n;
                 return Poll::Ready(Ok(()));
             }
             if let Some(why) = &this.failed {
@@ -187,14 +189,18 @@ impl<S: AsyncRead + Unpin> AsyncRead for FrameGuard<S> {
                     BadFrame(why.clone()),
                 )));
             }
-            let mut chunk = [0u8; 8192];
-            let mut buf = ReadBuf::new(&mut chunk);
-            ready!(Pin::new(&mut this.inner).poll_read(cx, &mut buf))?;
-            if buf.filled().is_empty() {
+            if this.pending.capacity() - this.pending.len() < 1024 {
+                this.pending.reserve(8192);
+            }
+            let n = ready!(tokio_util::io::poll_read_buf(
+                Pin::new(&mut this.inner),
+                cx,
+                &mut this.pending
+            ))?;
+            if n == 0 {
                 // End of stream; an incomplete frame is dropped with it.
                 return Poll::Ready(Ok(()));
             }
-            this.pending.extend_from_slice(buf.filled());
             if let Err(why) = this.check_pending() {
                 this.failed = Some(why);
             }
@@ -494,7 +500,7 @@ mod tests {
         g.phase = Phase::Messages;
         g.pending.extend_from_slice(bytes);
         g.check_pending()?;
-        Ok(g.ready.to_vec())
+        Ok(g.pending[..g.checked].to_vec())
     }
 
     #[test]
@@ -504,6 +510,35 @@ mod tests {
         let both = [parse.clone(), sync.clone()].concat();
         assert_eq!(guard(&both).unwrap(), both);
         assert_eq!(guard(&both[..both.len() - 1]).unwrap(), parse);
+    }
+
+    /// Frames arriving a byte at a time come out whole and in order; a
+    /// bad one after them reads as an error once the good ones are out.
+    #[tokio::test]
+    async fn frames_split_across_reads() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut startup = vec![0, 3, 0, 0];
+        startup.extend(b"user\0me\0\0");
+        let mut input = ((startup.len() + 4) as i32).to_be_bytes().to_vec();
+        input.extend(&startup);
+        input.extend(msg(b'P', b"s1\0SELECT $1\0\0\x01\0\0\0\x17"));
+        input.extend(msg(b'S', b""));
+        let good = input.len();
+        input.extend(msg(b'E', b"\0\0"));
+        let (mut client, server) = tokio::io::duplex(64);
+        let writer = tokio::spawn(async move {
+            for b in input {
+                client.write_all(&[b]).await.unwrap();
+            }
+            client.shutdown().await.unwrap();
+            client
+        });
+        let mut g = FrameGuard::new(server);
+        let mut out = vec![0u8; good];
+        g.read_exact(&mut out).await.unwrap();
+        let err = g.read_u8().await.unwrap_err();
+        assert!(err.to_string().contains("the row limit"), "{err}");
+        drop(writer.await.unwrap());
     }
 
     #[test]
@@ -559,7 +594,7 @@ mod tests {
         g.pending.extend_from_slice(&msg(b'S', b""));
         g.check_pending().unwrap();
         assert_eq!(g.phase, Phase::Messages);
-        assert!(g.pending.is_empty());
+        assert_eq!(g.checked, g.pending.len());
         let mut bad = FrameGuard::new(());
         bad.pending
             .extend_from_slice(&[0, 0, 0, 9, 0, 3, 0, 0, b'u']);
