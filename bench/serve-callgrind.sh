@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Instructions the server executes per transaction, under valgrind's
+# callgrind: repeatable where wall-clock A/B runs on a shared 2-vCPU
+# machine are not (CPU steal moves TPS by 10-30% between runs).
+#
+#   bench/serve-callgrind.sh QUILL_BINARY [TEST] [TRANSACTIONS]
+#
+# Starts `QUILL serve` under callgrind on a fresh directory, prepares a
+# 2,000-row sysbench table, warms up with 200 transactions, runs a
+# CHECKPOINT (background page writes out of the window), zeroes the
+# counters, runs TRANSACTIONS (default 2000) of TEST (default
+# oltp_update_non_index) from one sysbench thread, dumps, and prints the
+# instructions per transaction and the dump's path (open it with
+# callgrind_annotate). Compare two binaries by running it for each.
+set -euo pipefail
+quill=$(realpath "$1")
+test=${2:-oltp_update_non_index}
+n=${3:-2000}
+out=$(mktemp -d)
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+valgrind --tool=callgrind --callgrind-out-file="$out/cg.out" "$quill" serve --dir "$out/data" \
+  --listen "127.0.0.1:$port" > "$out/server.log" 2>&1 &
+pid=$!
+trap 'kill $pid 2>/dev/null || true' EXIT
+for _ in $(seq 200); do
+  python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 1)" 2>/dev/null && break
+  sleep 0.5
+done
+sb=(--db-driver=pgsql --pgsql-host=127.0.0.1 --pgsql-port="$port" --pgsql-user=sbtest
+    --pgsql-db=sbtest --tables=1 --table-size=2000)
+sysbench "$test" "${sb[@]}" prepare > /dev/null
+sysbench "$test" "${sb[@]}" --threads=1 --events=200 --time=0 run > /dev/null
+# Write the pages prepare dirtied now, so a background flush does not land
+# in one binary's window and not the other's.
+psql -X -q -h 127.0.0.1 -p "$port" -U sbtest -d sbtest -c CHECKPOINT > /dev/null
+callgrind_control -z "$pid" > /dev/null
+sysbench "$test" "${sb[@]}" --threads=1 --events="$n" --time=0 run > /dev/null
+callgrind_control -d "$pid" > /dev/null
+sleep 1
+total=$(callgrind_annotate "$out/cg.out.1" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",","",$1); print $1}')
+echo "$test: $total instructions over $n transactions = $((total / n)) per transaction ($out/cg.out.1)"
