@@ -45,6 +45,16 @@ def free_port():
         return s.getsockname()[1]
 
 
+def cpu_seconds(pid):
+    """User + system CPU seconds of a process so far (/proc/PID/stat)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return 0.0
+
+
 def steal_ticks():
     with open("/proc/stat") as f:
         for line in f:
@@ -99,7 +109,11 @@ def main():
     ap.add_argument("--dir", help="data directory (default: a fresh temporary one)")
     ap.add_argument("--out", help="write the JSON results here")
     ap.add_argument("--server-log", help="keep the server's output here")
+    ap.add_argument("--server-cpus", help="run the server on these CPUs only (taskset -c LIST)")
+    ap.add_argument("--client-cpus", help="run sysbench on these CPUs only (taskset -c LIST)")
     args = ap.parse_args()
+    server_pin = ["taskset", "-c", args.server_cpus] if args.server_cpus else []
+    client_pin = ["taskset", "-c", args.client_cpus] if args.client_cpus else []
 
     if shutil.which("sysbench") is None:
         raise SystemExit("sysbench not found: apt-get install sysbench")
@@ -111,7 +125,7 @@ def main():
     port = free_port()
     log = open(args.server_log or os.devnull, "w")
     server = subprocess.Popen(
-        [args.quill, "serve", "--dir", data_dir, "--listen", f"127.0.0.1:{port}"],
+        [*server_pin, args.quill, "serve", "--dir", data_dir, "--listen", f"127.0.0.1:{port}"],
         stdout=log, stderr=subprocess.STDOUT,
     )
     results = []
@@ -133,13 +147,19 @@ def main():
                 subprocess.run(["sysbench", test, *common, "cleanup"], capture_output=True, text=True)
                 continue
             for threads in [int(t) for t in args.threads.split(",")]:
+                cpu0 = cpu_seconds(server.pid)
                 p = subprocess.run(
-                    ["sysbench", test, *common, f"--threads={threads}", f"--time={args.time}",
+                    [*client_pin, "sysbench", test, *common, f"--threads={threads}", f"--time={args.time}",
                      "--report-interval=0", "run"],
                     capture_output=True, text=True,
                 )
+                cpu = cpu_seconds(server.pid) - cpu0
                 r = {"test": test, "threads": threads, "seconds": args.time, "ok": p.returncode == 0}
                 r.update(parse(p.stdout))
+                if r.get("transactions"):
+                    # Server CPU (user + system) per transaction, from /proc.
+                    r["server_cpu_us_per_txn"] = round(cpu * 1e6 / r["transactions"], 1)
+                    r["server_cpu_share"] = round(cpu / args.time, 2)
                 if p.returncode != 0:
                     failures += 1
                     r["output"] = (p.stdout + p.stderr)[-2000:]
@@ -147,7 +167,8 @@ def main():
                 print(
                     f"{test:24} threads {threads:4}: "
                     + (f"{r.get('tps', 0):10.1f} tps  p95 {r.get('p95_ms', 0):8.2f} ms  "
-                       f"ignored errors {r.get('ignored_errors', 0)}"
+                       f"ignored errors {r.get('ignored_errors', 0)}  "
+                       f"server {r.get('server_cpu_us_per_txn', 0):.0f} us CPU/txn"
                        if r["ok"] else "FAILED\n" + r["output"]),
                     flush=True,
                 )
@@ -178,6 +199,8 @@ def main():
             "seconds": round(time.time() - t0),
         },
         "sysbench": subprocess.run(["sysbench", "--version"], capture_output=True, text=True).stdout.strip(),
+        "server_cpus": args.server_cpus,
+        "client_cpus": args.client_cpus,
         "table_size": args.table_size,
         "runs": results,
         "check_ok": check.returncode == 0,

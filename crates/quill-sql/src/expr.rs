@@ -410,9 +410,12 @@ fn function(f: &ast::Function, scope: &dyn Scope) -> SqlResult<Expr> {
         ("current_user" | "session_user" | "user", []) => Value::Text(ctx.info.user.clone()),
         ("pg_backend_pid", []) => Value::Int32(ctx.info.backend_pid),
         ("now" | "current_timestamp" | "localtimestamp", []) => Value::Timestamp(now_micros()),
-        ("lower" | "upper" | "length", [a]) => {
+        ("lower" | "upper" | "length" | "octet_length", [a]) => {
             let a = Box::new(bind(a, scope)?);
             return Ok(Expr::Func(name, vec![*a]));
+        }
+        ("repeat", [a, n]) => {
+            return Ok(Expr::Func(name, vec![bind(a, scope)?, bind(n, scope)?]));
         }
         ("pg_get_userbyid", [_]) => Value::Text(ctx.info.user.clone()),
         ("pg_table_is_visible" | "pg_relation_is_publishable", [_]) => Value::Bool(true),
@@ -761,6 +764,33 @@ fn scalar(name: &str, mut args: Vec<Value>) -> SqlResult<Value> {
                 args.iter().filter_map(types::to_text).collect::<String>(),
             ));
         }
+        "repeat" => {
+            let [s, n] = args.as_slice() else {
+                return Err(SqlError::new(
+                    SqlState::UNDEFINED_FUNCTION,
+                    "repeat takes a string and a count",
+                ));
+            };
+            if s.is_null() || n.is_null() {
+                return Ok(Value::Null);
+            }
+            let s = types::to_text(s).unwrap_or_default();
+            let n = match types::coerce(n.clone(), ColumnType::Int64)? {
+                Value::Int64(n) => usize::try_from(n).unwrap_or(0),
+                _ => 0,
+            };
+            let len = s.len().saturating_mul(n);
+            if len > crate::session::MAX_SQL_LEN {
+                return Err(SqlError::new(
+                    SqlState::PROGRAM_LIMIT_EXCEEDED,
+                    format!(
+                        "repeat would make {len} bytes; the limit for a computed string is {} MiB",
+                        crate::session::MAX_SQL_LEN >> 20
+                    ),
+                ));
+            }
+            return Ok(Value::Text(s.repeat(n)));
+        }
         "format_type" => {
             let n = |v: Option<&Value>| match v {
                 Some(Value::Int64(x)) => Some(*x),
@@ -789,7 +819,12 @@ fn scalar(name: &str, mut args: Vec<Value>) -> SqlResult<Value> {
         ("length", Value::Text(s)) => {
             Value::Int32(i32::try_from(s.chars().count()).unwrap_or(i32::MAX))
         }
-        ("length", Value::Bytes(b)) => Value::Int32(i32::try_from(b.len()).unwrap_or(i32::MAX)),
+        ("length" | "octet_length", Value::Bytes(b)) => {
+            Value::Int32(i32::try_from(b.len()).unwrap_or(i32::MAX))
+        }
+        ("octet_length", Value::Text(s)) => {
+            Value::Int32(i32::try_from(s.len()).unwrap_or(i32::MAX))
+        }
         (name, other) => {
             return Err(SqlError::new(
                 SqlState::UNDEFINED_FUNCTION,

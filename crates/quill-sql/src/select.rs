@@ -69,7 +69,7 @@ pub fn type_of(e: &Expr, cols: &[ColumnType]) -> ColumnType {
             .map_or(TEXT, |e| type_of(e, cols)),
         Expr::Lookup(..) | Expr::Subquery(_) | Expr::Outer(_) => TEXT,
         Expr::Func(name, args) => match name.as_str() {
-            "length" => ColumnType::Int32,
+            "length" | "octet_length" => ColumnType::Int32,
             "coalesce" => args.first().map_or(ColumnType::Int64, |a| type_of(a, cols)),
             _ => ColumnType::Text { max_len: u32::MAX },
         },
