@@ -177,10 +177,23 @@ impl Vfs for RealFs {
             LockKind::Exclusive => rustix::fs::FlockOperation::NonBlockingLockExclusive,
             LockKind::Shared => rustix::fs::FlockOperation::NonBlockingLockShared,
         };
+        // A lock can be held for an instant by nobody who uses the
+        // database: a process that forks (to spawn a program) copies the
+        // lock's descriptor into its child until the child's exec closes
+        // it (CLOEXEC), so a close and reopen in a process that also
+        // spawns can find its own lock still held. Retry for up to about
+        // 100 ms before reporting the directory locked.
+        let mut wait = std::time::Duration::from_millis(1);
+        let mut waited = std::time::Duration::ZERO;
         loop {
             match rustix::fs::flock(&fd, op) {
                 Ok(()) => break,
                 Err(Errno::INTR) => {}
+                Err(Errno::WOULDBLOCK) if waited < LOCK_RETRY => {
+                    std::thread::sleep(wait);
+                    waited += wait;
+                    wait = (wait * 2).min(std::time::Duration::from_millis(20));
+                }
                 Err(Errno::WOULDBLOCK) => {
                     return Err(IoError::Locked {
                         dir: dir.to_path_buf(),
@@ -211,6 +224,9 @@ impl Vfs for RealFs {
         Ok(names)
     }
 }
+
+/// How long [`RealFs::lock_dir`] retries a lock that is taken.
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// An open lock file; closing it releases its `flock`.
 #[derive(Debug)]
@@ -338,5 +354,34 @@ impl File for RealFile {
 
     fn is_direct(&self) -> bool {
         self.direct
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lock released and taken again at once is not reported as held
+    /// while another thread of the process spawns programs (each fork
+    /// copies the lock's descriptor until its exec).
+    #[test]
+    fn relocking_while_the_process_spawns() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = RealFs::default();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let spawner = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = std::process::Command::new("true").status();
+                }
+            })
+        };
+        for _ in 0..300 {
+            let lock = fs.lock_dir(dir.path(), LockKind::Exclusive).unwrap();
+            drop(lock);
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        spawner.join().unwrap();
     }
 }
