@@ -43,6 +43,12 @@ enum Cmd {
     Serve(serve::ServeArgs),
     /// Set or remove a user's password in a users file for
     /// `quill serve --users` (SCRAM-SHA-256 verifiers, never passwords).
+    ///
+    /// The file is created if missing. The password is read from the
+    /// terminal (twice), or as the first line of standard input when it
+    /// is a pipe: `echo "$PW" | quill passwd --users users alice`. The
+    /// file keeps PostgreSQL's SCRAM-SHA-256 verifier, never the
+    /// password, and is written readable by its owner only.
     Passwd(passwd::PasswdArgs),
     /// Print the state of a database: log layout, checkpoint, end of log,
     /// and the log statistics saved at its last clean close.

@@ -7,15 +7,11 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use quill_server::auth::{Users, Verifier};
 
-/// Set a user's password in a users file (created if missing), for
-/// `quill serve --users FILE`. The password is read from the terminal
-/// (twice), or as the first line of standard input when it is a pipe:
-/// `echo "$PW" | quill passwd --users users alice`. The file keeps
-/// PostgreSQL's SCRAM-SHA-256 verifier, never the password.
+/// `quill passwd`'s arguments (its help is on `Cmd::Passwd`).
 #[derive(clap::Args)]
 pub struct PasswdArgs {
     /// The users file.
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     users: PathBuf,
     /// The user's name (the `user` a client connects as).
     name: String,

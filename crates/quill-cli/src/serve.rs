@@ -81,8 +81,12 @@ pub fn run(a: ServeArgs) -> Result<()> {
             .await
             .with_context(|| format!("listening on {}", a.listen))?;
         let addr = server.local_addr()?;
+        let auth = match &a.users {
+            Some(f) => format!("SCRAM-SHA-256 passwords from {}", f.display()),
+            None => "trust: no passwords".to_string(),
+        };
         eprintln!(
-            "quill: serving {} on {addr}; connect with: psql -h {} -p {}",
+            "quill: serving {} on {addr} ({auth}); connect with: psql -h {} -p {}",
             a.dir.display(),
             addr.ip(),
             addr.port()
