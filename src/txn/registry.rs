@@ -497,9 +497,6 @@ mod tests {
     use super::*;
     use crate::txn::ReadView;
 
-    /// T1's building block: a token hands its slot back only through
-    /// `release`; an abandoned one stays claimed, so its transaction is
-    /// hidden from every later view.
     /// Claims stay within the window while it has room, so views scan
     /// only that much however many transactions have come and gone; past
     /// it they still find every free slot.
@@ -520,6 +517,9 @@ mod tests {
         }
     }
 
+    /// T1's building block: a token hands its slot back only through
+    /// `release`; an abandoned one stays claimed, so its transaction is
+    /// hidden from every later view.
     #[test]
     fn a_released_token_frees_its_slot_and_an_abandoned_one_keeps_it() {
         let reg = TrxRegistry::new(4, 0);

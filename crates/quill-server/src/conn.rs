@@ -51,7 +51,7 @@ use pgwire::api::{
     ClientInfo, ClientPortalStore, DEFAULT_NAME, METADATA_DATABASE, METADATA_USER,
     PgWireConnectionState, PgWireServerHandlers, Type,
 };
-use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::cancel::CancelRequest;
 use pgwire::messages::data::ParameterDescription;
 use pgwire::messages::extendedquery::Describe;
@@ -64,6 +64,7 @@ use quill_sql::{
 };
 use tokio::sync::OwnedSemaphorePermit;
 
+use crate::socket::fatal;
 use crate::wire::{self, Cell};
 use crate::{Shared, auth};
 
@@ -546,12 +547,8 @@ impl StartupHandler for Conn {
                     AuthStep::ClientFirst => {
                         // pgwire's decoder trusts the length inside.
                         if let PasswordMessageFamily::Raw(body) = &m {
-                            crate::socket::check_sasl_initial(body).map_err(|why| {
-                                fatal(
-                                    SqlState::PROTOCOL_VIOLATION,
-                                    format!("invalid message from the client: {why}"),
-                                )
-                            })?;
+                            crate::socket::check_sasl_initial(body)
+                                .map_err(|why| crate::socket::protocol_violation(&why))?;
                         }
                         let first = m.into_sasl_initial_response()?;
                         if first.auth_method != SCRAM_SHA_256_METHOD {
@@ -626,15 +623,6 @@ pub(crate) enum AuthStep {
     ClientFinal(Box<ScramServerAuthWaitingForClientFinal>),
     /// No exchange running (trust, or it finished).
     Done,
-}
-
-/// A FATAL error at startup.
-fn fatal(state: SqlState, message: String) -> PgWireError {
-    PgWireError::UserError(Box::new(ErrorInfo::new(
-        "FATAL".into(),
-        state.code().into(),
-        message,
-    )))
 }
 
 impl Conn {

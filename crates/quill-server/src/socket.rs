@@ -31,6 +31,7 @@ use pgwire::error::{ErrorInfo, PgWireError};
 use pgwire::messages::response::{GssEncResponse, SslResponse};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage, SslNegotiationMetaMessage};
 use pgwire::tokio::server::{PgWireMessageServerCodec, process_error, process_message};
+use quill_sql::SqlState;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_util::codec::Framed;
@@ -366,12 +367,21 @@ pub(crate) fn check_sasl_initial(body: &[u8]) -> Result<(), String> {
     b.end(b'p')
 }
 
-fn protocol_violation(why: &str) -> PgWireError {
+/// An error that ends the connection (severity FATAL).
+pub(crate) fn fatal(state: SqlState, message: String) -> PgWireError {
     PgWireError::UserError(Box::new(ErrorInfo::new(
         "FATAL".into(),
-        "08P01".into(),
-        format!("invalid message from the client: {why}"),
+        state.code().into(),
+        message,
     )))
+}
+
+/// FATAL 08P01 for a message that is not what its type says.
+pub(crate) fn protocol_violation(why: &str) -> PgWireError {
+    fatal(
+        SqlState::PROTOCOL_VIOLATION,
+        format!("invalid message from the client: {why}"),
+    )
 }
 
 /// The bad-frame reason inside an error from the stream, if that is

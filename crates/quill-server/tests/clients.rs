@@ -214,14 +214,21 @@ async fn many_connections_with_open_transactions_do_not_deadlock() {
     assert_eq!(row.get::<_, i64>(0), n as i64);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn psql_describes_tables() {
-    if std::process::Command::new("psql")
+/// Whether psql is here; if not, says so with what is `skipped`.
+fn psql_installed(skipped: &str) -> bool {
+    let here = std::process::Command::new("psql")
         .arg("--version")
         .output()
-        .is_err()
-    {
-        eprintln!("psql is not installed: skipped (Debian: apt-get install postgresql-client)");
+        .is_ok();
+    if !here {
+        eprintln!("psql is not installed: {skipped} (Debian: apt-get install postgresql-client)");
+    }
+    here
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn psql_describes_tables() {
+    if !psql_installed("skipped") {
         return;
     }
     let srv = start().await;
@@ -314,12 +321,7 @@ async fn scram_sha_256_against_a_users_file() {
     client.simple_query("SELECT 1").await.unwrap();
 
     // libpq's SCRAM (psql; sysbench and psycopg use the same code).
-    if std::process::Command::new("psql")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("psql is not installed: libpq's SCRAM not tried");
+    if !psql_installed("libpq's SCRAM not tried") {
         return;
     }
     let port = srv.port.to_string();

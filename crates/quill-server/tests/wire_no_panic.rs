@@ -80,6 +80,15 @@ fn small_i16() -> impl Strategy<Value = i16> {
     prop_oneof![4 => 0i16..4, 1 => any::<i16>()]
 }
 
+/// A Describe or Close (`kind`) of a statement, a portal, or `odd`.
+fn describe_or_close(kind: u8, odd: u8) -> impl Strategy<Value = Vec<u8>> {
+    (prop::sample::select(vec![b'S', b'P', odd]), name()).prop_map(move |(k, n)| {
+        let mut b = vec![k];
+        b.extend(cstring(&n));
+        message(kind, &b)
+    })
+}
+
 /// One frontend message after startup.
 fn frontend() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
@@ -121,21 +130,13 @@ fn frontend() -> impl Strategy<Value = Vec<u8>> {
                 }
                 message(b'B', &b)
             }),
-        2 => (prop::sample::select(&[b'S', b'P', b'x'][..]), name()).prop_map(|(k, n)| {
-            let mut b = vec![k];
-            b.extend(cstring(&n));
-            message(b'D', &b)
-        }),
+        2 => describe_or_close(b'D', b'x'),
         2 => (name(), prop_oneof![Just(0i32), Just(1), any::<i32>()]).prop_map(|(n, rows)| {
             let mut b = cstring(&n);
             b.extend(rows.to_be_bytes());
             message(b'E', &b)
         }),
-        1 => (prop::sample::select(&[b'S', b'P', b'?'][..]), name()).prop_map(|(k, n)| {
-            let mut b = vec![k];
-            b.extend(cstring(&n));
-            message(b'C', &b)
-        }),
+        1 => describe_or_close(b'C', b'?'),
         3 => Just(message(b'S', &[])),
         1 => Just(message(b'H', &[])),
         1 => Just(message(b'X', &[])),

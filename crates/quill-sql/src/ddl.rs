@@ -76,6 +76,7 @@ pub fn create_table(db: &Db, c: &ast::CreateTable) -> SqlResult<Output> {
             ));
         }
         let ty = column_type(&col.data_type)?;
+        let declared = col.data_type.to_string().to_lowercase();
         let mut nullable = !ty.serial;
         let mut default = None;
         for opt in &col.options {
@@ -91,7 +92,7 @@ pub fn create_table(db: &Db, c: &ast::CreateTable) -> SqlResult<Output> {
                 }
                 ColumnOption::Unique(_) => uniques.push(vec![pos]),
                 ColumnOption::Default(e) => {
-                    default = Some(default_value(&cname, e, col, ty.stored)?)
+                    default = Some(default_value(&cname, e, &declared, ty.stored)?)
                 }
                 other => return Err(SqlError::unsupported(format!("the column option {other}"))),
             }
@@ -99,7 +100,6 @@ pub fn create_table(db: &Db, c: &ast::CreateTable) -> SqlResult<Output> {
         if ty.serial {
             serial.push(pos);
         }
-        let declared = col.data_type.to_string().to_lowercase();
         let mut column = Column::new(cname, ty.stored, nullable);
         if declared.len() <= quill::catalog::schema::MAX_DECLARED_TYPE_LEN {
             column = column.with_declared_type(declared);
@@ -166,15 +166,10 @@ pub fn create_table(db: &Db, c: &ast::CreateTable) -> SqlResult<Output> {
     }
 }
 
-/// A column's DEFAULT: a constant (evaluated once, here), coerced to the
-/// column's type. Defaults that call functions (`now()`, `nextval`)
+/// A column's DEFAULT: a constant (evaluated once, here), stored as the
+/// column's declared type stores it. Defaults that call functions (`now()`, `nextval`)
 /// would have to run per row, and are refused.
-fn default_value(
-    column: &str,
-    e: &ast::Expr,
-    def: &ast::ColumnDef,
-    ty: ColumnType,
-) -> SqlResult<Value> {
+fn default_value(column: &str, e: &ast::Expr, declared: &str, ty: ColumnType) -> SqlResult<Value> {
     fn constant(e: &ast::Expr) -> bool {
         match e {
             ast::Expr::Value(_) => true,
@@ -195,8 +190,7 @@ fn default_value(
         cancel: &crate::expr::NEVER_CANCELED,
     };
     let v = bind(e, &NoColumns(ctx))?.eval(&[])?;
-    let declared = def.data_type.to_string().to_lowercase();
-    crate::types::store_as(v, ty, crate::types::domain(Some(&declared), ty))
+    crate::types::store_as(v, ty, crate::types::domain(Some(declared), ty))
 }
 
 fn multiple_pk(table: &str) -> SqlError {

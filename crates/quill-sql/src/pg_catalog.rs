@@ -17,7 +17,7 @@ use quill::catalog::schema::TableSchema;
 use quill::catalog::{ColumnType, Value};
 
 use crate::session::SessionInfo;
-use crate::types::MAX_VARLEN;
+use crate::types::{Domain, MAX_VARLEN, domain};
 
 /// OID of the `pg_catalog` namespace.
 pub const PG_CATALOG_NS: i64 = 11;
@@ -38,26 +38,23 @@ pub fn table_oid(s: &TableSchema) -> i64 {
 /// The PostgreSQL type OID and typmod of a column.
 pub fn type_oid(c: &quill::catalog::Column) -> (i64, i64) {
     let declared = c.declared_type.as_deref().unwrap_or("");
-    match c.ty {
-        ColumnType::Bool => (16, -1),
-        ColumnType::Int32 if declared.starts_with("smallint") || declared == "int2" => (21, -1),
-        ColumnType::Int32 => (23, -1),
-        ColumnType::Int64 => (20, -1),
-        ColumnType::Float64 if declared.starts_with("real") || declared == "float4" => (700, -1),
-        ColumnType::Float64 => match crate::types::domain(Some(declared), c.ty) {
-            crate::types::Domain::Numeric { precision, scale } => {
-                (1700, ((i64::from(precision) << 16) | i64::from(scale)) + 4)
-            }
-            _ if declared.starts_with("numeric") || declared.starts_with("dec") => (1700, -1),
-            _ => (701, -1),
-        },
-        ColumnType::Text { max_len } => match crate::types::char_limit(max_len) {
-            Some(n) if declared.starts_with("char") => (1042, n as i64 + 4),
-            Some(n) => (1043, n as i64 + 4),
-            None => (25, -1),
-        },
-        ColumnType::Bytes { .. } => (17, -1),
-        ColumnType::Timestamp => (1114, -1),
+    match (c.ty, domain(c.declared_type.as_deref(), c.ty)) {
+        (ColumnType::Bool, _) => (16, -1),
+        (_, Domain::SmallInt) => (21, -1),
+        (ColumnType::Int32, _) => (23, -1),
+        (ColumnType::Int64, _) => (20, -1),
+        (_, Domain::Numeric(Some((p, s)))) => (1700, ((i64::from(p) << 16) | i64::from(s)) + 4),
+        (_, Domain::Numeric(None)) => (1700, -1),
+        (ColumnType::Float64, _) if declared.starts_with("real") || declared == "float4" => {
+            (700, -1)
+        }
+        (ColumnType::Float64, _) => (701, -1),
+        (_, Domain::Char(n)) => (1042, n as i64 + 4),
+        (ColumnType::Text { max_len }, _) => {
+            crate::types::char_limit(max_len).map_or((25, -1), |n| (1043, n as i64 + 4))
+        }
+        (ColumnType::Bytes { .. }, _) => (17, -1),
+        (ColumnType::Timestamp, _) => (1114, -1),
     }
 }
 

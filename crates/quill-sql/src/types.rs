@@ -149,14 +149,9 @@ pub enum Domain {
     Char(usize),
     /// `varchar(n)`: at most n characters.
     Varchar(usize),
-    /// `numeric(p, s)`: rounded to s places, fewer than p - s digits
-    /// before the point.
-    Numeric {
-        /// Total significant digits.
-        precision: u32,
-        /// Digits after the point.
-        scale: u32,
-    },
+    /// `numeric(p, s)` (`Some((p, s))`): rounded to s places, fewer than
+    /// p - s digits before the point; plain `numeric` (`None`): as given.
+    Numeric(Option<(u32, u32)>),
 }
 
 /// The domain of a column from its declared type (as `CREATE TABLE`
@@ -181,18 +176,12 @@ pub fn domain(declared: Option<&str>, ty: ColumnType) -> Domain {
         chars().map_or(Domain::Plain, Domain::Char)
     } else if d.starts_with("varchar") || d.starts_with("character varying") {
         chars().map_or(Domain::Plain, Domain::Varchar)
-    } else if d.starts_with("numeric") || d.starts_with("decimal") || d.starts_with("dec") {
-        match args(d)[..] {
-            [p] => Domain::Numeric {
-                precision: p,
-                scale: 0,
-            },
-            [p, s] => Domain::Numeric {
-                precision: p,
-                scale: s,
-            },
-            _ => Domain::Plain,
-        }
+    } else if d.starts_with("numeric") || d.starts_with("dec") {
+        Domain::Numeric(match args(d)[..] {
+            [p] => Some((p, 0)),
+            [p, s] => Some((p, s)),
+            _ => None,
+        })
     } else {
         Domain::Plain
     }
@@ -206,16 +195,23 @@ pub fn store(v: Value, col: &quill::catalog::Column) -> SqlResult<Value> {
 
 /// [`store`] with the column's domain worked out once per statement.
 pub fn store_as(v: Value, ty: ColumnType, dom: Domain) -> SqlResult<Value> {
-    let v = match (v, dom) {
+    // Text into char(n)/varchar(n) is checked here, under the type's own
+    // name; `coerce` would only count the characters again.
+    match (v, dom) {
         (Value::Text(s), Domain::Char(n)) => {
             let mut s = fit_chars(s, n, "character")?;
             s.truncate(s.trim_end_matches(' ').len());
-            Value::Text(s)
+            Ok(Value::Text(s))
         }
-        (Value::Text(s), Domain::Varchar(n)) => Value::Text(fit_chars(s, n, "character varying")?),
-        (v, _) => v,
-    };
-    let v = coerce(v, ty)?;
+        (Value::Text(s), Domain::Varchar(n)) => {
+            Ok(Value::Text(fit_chars(s, n, "character varying")?))
+        }
+        (v, dom) => store_coerced(coerce(v, ty)?, dom),
+    }
+}
+
+/// A value already of the column's stored type, under its domain.
+fn store_coerced(v: Value, dom: Domain) -> SqlResult<Value> {
     Ok(match (v, dom) {
         (Value::Int32(x), Domain::SmallInt) if i16::try_from(x).is_err() => {
             return Err(SqlError::new(
@@ -223,7 +219,7 @@ pub fn store_as(v: Value, ty: ColumnType, dom: Domain) -> SqlResult<Value> {
                 "smallint out of range",
             ));
         }
-        (Value::Float64(f), Domain::Numeric { precision, scale }) => {
+        (Value::Float64(f), Domain::Numeric(Some((precision, scale)))) => {
             Value::Float64(round_numeric(f, precision, scale)?)
         }
         (v, _) => v,
