@@ -34,11 +34,13 @@ pub enum Error {
     },
 
     /// The statement was canceled (its transaction's cancel flag was set,
-    /// [`crate::OwnedTxn::set_cancel`]) while it waited for a row lock.
-    /// The statement had no effect; the transaction goes on.
-    #[error("canceled: transaction {trx} stopped waiting for a row lock at the client's request")]
+    /// [`crate::OwnedTxn::set_cancel`]) while it waited for a row lock,
+    /// or an online index build's cancel flag was set
+    /// ([`crate::Db::create_index_online`]). The statement had no effect;
+    /// the transaction goes on.
+    #[error("canceled at the client's request (lock-table identity {trx})")]
     Canceled {
-        /// The waiting transaction.
+        /// The waiting transaction (or index build: its lock-table identity, 0 between rows).
         trx: u64,
     },
 

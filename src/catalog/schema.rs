@@ -35,6 +35,16 @@
 //!   free for a new index, and its root may be freed and reused, so code
 //!   reaches secondary trees only through live positions
 //!   (`TableSchema::live_indexes`, `db::table::secondary`).
+//! * C6. An index being built online (`db::online_index`) is listed in
+//!   `building_indexes`: writers, rollback and purge keep its entries like
+//!   any live index's, but no reader, planner, uniqueness check or `check`
+//!   uses it until the build removes it from the list. Its entry is
+//!   written with version [`SCHEMA_VERSION_BUILDING`], so a build of
+//!   Quill that knows nothing of half-built indexes refuses the database
+//!   instead of reading one as complete; an entry with that version and
+//!   no building index, or the other way round, is corrupt. A database
+//!   opened after a crash drops every index still listed (its build died
+//!   with the process).
 
 use std::collections::BTreeMap;
 use std::ops::Bound::Unbounded;
@@ -54,6 +64,8 @@ use crate::{Error, Result};
 pub const CATALOG_ROOT_SLOT: usize = 0;
 /// Schema format version.
 pub const SCHEMA_VERSION: u32 = 1;
+/// Format version of an entry that lists an index being built (C6).
+pub const SCHEMA_VERSION_BUILDING: u32 = 2;
 /// Most secondary indexes on one table (the undo record's changed-index
 /// mask has room for this many, see `txn::undo`).
 pub const MAX_INDEXES: usize = 48;
@@ -104,20 +116,48 @@ pub struct TableSchema {
     /// store's pending drops. Absent from records written before it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dropped_indexes: Vec<usize>,
+    /// Positions in `def.indexes` of live indexes still being built
+    /// online (C6): maintained by every write, used by no read. Absent
+    /// from records with none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub building_indexes: Vec<usize>,
 }
 
 impl TableSchema {
+    /// The format version this schema is stored with (C6).
+    pub fn format_version(&self) -> u32 {
+        if self.building_indexes.is_empty() {
+            SCHEMA_VERSION
+        } else {
+            SCHEMA_VERSION_BUILDING
+        }
+    }
+
     /// Whether secondary index `i` exists and was not dropped.
     pub fn index_is_live(&self, i: usize) -> bool {
         i < self.def.indexes.len() && !self.dropped_indexes.contains(&i)
     }
 
-    /// The positions of the indexes that were not dropped.
+    /// The positions of the indexes that were not dropped: every index a
+    /// write must keep, including those being built (C6).
     pub fn live_indexes(&self) -> impl Iterator<Item = usize> + '_ {
         (0..self.def.indexes.len()).filter(|&i| !self.dropped_indexes.contains(&i))
     }
 
-    /// The position of the live index named `name`.
+    /// Whether secondary index `i` is live and built (C6): readers,
+    /// planners and uniqueness checks use only such indexes.
+    pub fn index_is_ready(&self, i: usize) -> bool {
+        self.index_is_live(i) && !self.building_indexes.contains(&i)
+    }
+
+    /// The positions of the indexes that are live and built (C6).
+    pub fn ready_indexes(&self) -> impl Iterator<Item = usize> + '_ {
+        self.live_indexes()
+            .filter(|i| !self.building_indexes.contains(i))
+    }
+
+    /// The position of the live index named `name` (built or not: its
+    /// name is taken either way).
     pub fn index_position(&self, name: &str) -> Option<usize> {
         self.live_indexes()
             .find(|&i| self.def.indexes.get(i).is_some_and(|ix| ix.name == name))
@@ -319,30 +359,39 @@ pub(crate) fn decode_entry(
         offset: 0,
         reason: format!("catalog entry {:?}: {e}", String::from_utf8_lossy(key)),
     })?;
-    if schema.version != SCHEMA_VERSION {
+    if schema.version != SCHEMA_VERSION && schema.version != SCHEMA_VERSION_BUILDING {
         return Err(Error::UnsupportedVersion {
             file: file.to_path_buf(),
             found: schema.version,
-            supported: SCHEMA_VERSION,
+            supported: SCHEMA_VERSION_BUILDING,
         });
     }
     let n = schema.def.indexes.len();
-    let mut dropped = schema.dropped_indexes.clone();
-    dropped.sort_unstable();
-    dropped.dedup();
-    if schema.index_roots.len() != n
-        || dropped.len() != schema.dropped_indexes.len()
-        || dropped.iter().any(|&i| i >= n)
-    {
+    let distinct = |list: &[usize]| {
+        let mut l = list.to_vec();
+        l.sort_unstable();
+        l.dedup();
+        l.len() == list.len() && l.iter().all(|&i| i < n)
+    };
+    let building_ok = (schema.version == SCHEMA_VERSION_BUILDING)
+        != schema.building_indexes.is_empty()
+        && distinct(&schema.building_indexes)
+        && !schema
+            .building_indexes
+            .iter()
+            .any(|i| schema.dropped_indexes.contains(i));
+    if schema.index_roots.len() != n || !distinct(&schema.dropped_indexes) || !building_ok {
         return Err(Error::Corrupt {
             file: file.to_path_buf(),
             offset: 0,
             reason: format!(
-                "catalog entry {:?}: {} indexes, {} index roots, dropped positions {:?}",
+                "catalog entry {:?} (version {}): {} indexes, {} index roots, dropped positions {:?}, building positions {:?}",
                 String::from_utf8_lossy(key),
+                schema.version,
                 n,
                 schema.index_roots.len(),
-                schema.dropped_indexes
+                schema.dropped_indexes,
+                schema.building_indexes
             ),
         });
     }
@@ -439,6 +488,7 @@ impl Catalog {
             clustered_root,
             index_roots,
             dropped_indexes: Vec::new(),
+            building_indexes: Vec::new(),
         };
         let schema = Arc::new(schema);
         self.store_entry(store, &schema)?;
@@ -494,6 +544,8 @@ impl Catalog {
         );
         let mut schema = (*old).clone();
         schema.dropped_indexes.push(i);
+        schema.building_indexes.retain(|&b| b != i);
+        schema.version = schema.format_version();
         let schema = Arc::new(schema);
         self.store_entry(store, &schema)?;
         tables.insert(name.to_string(), schema.clone());
@@ -517,13 +569,15 @@ impl Catalog {
     }
 
     /// Add secondary index `index`, whose tree (already built and durable,
-    /// C2) has root `root`, to table `name`; durable when this returns.
+    /// C2, or empty and `building`, C6) has root `root`, to table `name`;
+    /// durable when this returns.
     pub fn add_index(
         &self,
         store: &Store,
         name: &str,
         index: IndexDef,
         root: PageId,
+        building: bool,
     ) -> Result<Arc<TableSchema>> {
         let mut tables = self.tables.lock();
         let old = tables
@@ -535,11 +589,38 @@ impl Catalog {
         let mut schema = (*old).clone();
         schema.def.indexes.push(index);
         schema.index_roots.push(root.0);
+        if building {
+            schema.building_indexes.push(schema.def.indexes.len() - 1);
+        }
+        schema.version = schema.format_version();
         schema.def.validate_except(&schema.dropped_indexes)?;
         schema.def.check_key_lengths_except(
             Tree::open(store, self.root).max_key_len(),
             &schema.dropped_indexes,
         )?;
+        let schema = Arc::new(schema);
+        self.store_entry(store, &schema)?;
+        tables.insert(name.to_string(), schema.clone());
+        Ok(schema)
+    }
+
+    /// Mark index `i` of table `name`, built online, ready (C6): from the
+    /// returned schema on, readers may use it. Durable when this returns.
+    pub fn finish_index(&self, store: &Store, name: &str, i: usize) -> Result<Arc<TableSchema>> {
+        let mut tables = self.tables.lock();
+        let old = tables
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::NoSuchTable {
+                name: name.to_string(),
+            })?;
+        assert!(
+            old.index_is_live(i) && old.building_indexes.contains(&i),
+            "catalog C6: finishing index {i} of {name}, which is not being built"
+        );
+        let mut schema = (*old).clone();
+        schema.building_indexes.retain(|&b| b != i);
+        schema.version = schema.format_version();
         let schema = Arc::new(schema);
         self.store_entry(store, &schema)?;
         tables.insert(name.to_string(), schema.clone());
@@ -629,6 +710,7 @@ mod tests {
             clustered_root: 3,
             index_roots: vec![4],
             dropped_indexes: vec![],
+            building_indexes: vec![],
         };
         let path = Path::new("f");
         let ok = serde_json::to_vec(&good).unwrap();
@@ -639,7 +721,46 @@ mod tests {
         dropped.dropped_indexes = vec![0];
         let bytes = serde_json::to_vec(&dropped).unwrap();
         assert_eq!(decode_entry(path, b"t", &bytes).unwrap(), dropped);
+        assert!(!String::from_utf8_lossy(&ok).contains("building_indexes"));
+        let building = TableSchema {
+            version: SCHEMA_VERSION_BUILDING,
+            building_indexes: vec![0],
+            ..good.clone()
+        };
+        let bytes = serde_json::to_vec(&building).unwrap();
+        assert_eq!(decode_entry(path, b"t", &bytes).unwrap(), building);
+        // A version this build does not know.
+        let future = TableSchema {
+            version: 3,
+            ..good.clone()
+        };
+        let bytes = serde_json::to_vec(&future).unwrap();
+        assert!(matches!(
+            decode_entry(path, b"t", &bytes),
+            Err(Error::UnsupportedVersion { found: 3, .. })
+        ));
         for bad in [
+            // Building index listed under the old version (C6).
+            TableSchema {
+                building_indexes: vec![0],
+                ..good.clone()
+            },
+            // The building version with nothing being built.
+            TableSchema {
+                version: SCHEMA_VERSION_BUILDING,
+                ..good.clone()
+            },
+            TableSchema {
+                version: SCHEMA_VERSION_BUILDING,
+                building_indexes: vec![1],
+                ..good.clone()
+            },
+            TableSchema {
+                version: SCHEMA_VERSION_BUILDING,
+                building_indexes: vec![0],
+                dropped_indexes: vec![0],
+                ..good.clone()
+            },
             TableSchema {
                 index_roots: vec![],
                 ..good.clone()

@@ -80,7 +80,11 @@ pub(crate) fn check(db: &DbInner) -> Result<CheckReport> {
             r.live_rows += 1;
             let values = table::decode(&schema, &row)?;
             for (i, ix) in schema.def.indexes.iter().enumerate() {
-                // Dropped indexes (catalog C5) have no tree to check.
+                // Dropped indexes (catalog C5) have no tree to check; one
+                // being built (C6) is not complete yet.
+                if !schema.index_is_ready(i) {
+                    continue;
+                }
                 let Some(t) = table::secondary(store, &schema, i) else {
                     continue;
                 };
@@ -94,7 +98,7 @@ pub(crate) fn check(db: &DbInner) -> Result<CheckReport> {
             }
         }
         for (i, ix) in schema.def.indexes.iter().enumerate() {
-            if !schema.index_is_live(i) {
+            if !schema.index_is_ready(i) {
                 continue;
             }
             let Some(t) = table::secondary(store, &schema, i) else {

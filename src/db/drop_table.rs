@@ -165,6 +165,33 @@ pub(crate) fn drop_index(db: &DbInner, table: &str, index: &str) -> Result<()> {
             reason: format!("table {table} has no index named {index}"),
         });
     };
+    if !schema.index_is_ready(i) {
+        return Err(Error::InvalidArgument {
+            what: "index",
+            reason: format!(
+                "index {index} of table {table} is still being built; cancel its CREATE INDEX instead"
+            ),
+        });
+    }
+    drop_position(db, table, &mut guard, i)
+}
+
+/// Drop secondary index `i` of `table`, whose schema's write lock the
+/// caller holds as `guard` (and the DDL lock): DROP5's steps from the
+/// listing of its tree on. Also ends an online build (catalog C6).
+pub(crate) fn drop_position(
+    db: &DbInner,
+    table: &str,
+    guard: &mut parking_lot::RwLockWriteGuard<'_, Arc<crate::catalog::schema::TableSchema>>,
+    i: usize,
+) -> Result<()> {
+    let schema: Arc<crate::catalog::schema::TableSchema> = (**guard).clone();
+    let index = schema
+        .def
+        .indexes
+        .get(i)
+        .map(|x| x.name.clone())
+        .unwrap_or_default();
     // Catalog: a schema has one root per index (checked when loaded).
     let Some(&root) = schema.index_roots.get(i) else {
         return Err(Error::InvalidArgument {
@@ -193,8 +220,7 @@ pub(crate) fn drop_index(db: &DbInner, table: &str, index: &str) -> Result<()> {
     // The commit point. An error leaves the index live in memory, so its
     // entry waits (DROP3), and the next open decides from the disk.
     let new = db.catalog.drop_index(&db.store, table, i)?;
-    *guard = new;
-    drop(guard);
+    **guard = new;
     tracing::info!(table, index, root, "index dropped");
     let (m, cv) = &db.purge_wake;
     *m.lock() = true;

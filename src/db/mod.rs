@@ -34,6 +34,7 @@
 
 pub mod check;
 mod drop_table;
+pub mod online_index;
 pub mod purge;
 pub mod table;
 #[cfg(test)]
@@ -578,6 +579,7 @@ impl Db {
             .history
             .store(report.history as i64, Ordering::Relaxed);
         inner.recovery = Some(report);
+        online_index::at_open(&inner)?;
         drop_table::at_open(&inner)?;
         let inner = Arc::new(inner);
         let handle = if inner.opts.purge {
@@ -712,9 +714,30 @@ impl Db {
         db.store.commit(lsn, Durability::Sync)?;
         let new = db
             .catalog
-            .add_index(&db.store, table, index, built.root())?;
+            .add_index(&db.store, table, index, built.root(), false)?;
         *guard = new;
         Ok(())
+    }
+
+    /// Add a secondary index to a table while other transactions keep
+    /// writing it (PostgreSQL's CREATE INDEX CONCURRENTLY; the steps and
+    /// their invariants are in [`online_index`]). Writers wait only for
+    /// two short catalog changes, at the start and at the end; the build
+    /// waits for each transaction that holds a row lock on a row it
+    /// visits. Fails with [`Error::DuplicateKey`] if `index` is unique and
+    /// two rows hold one key (counting a row that an uncommitted change
+    /// would give that key back by rolling back), with
+    /// [`Error::Canceled`] once `cancel` is set; the index is then
+    /// dropped. Do not call it from a thread whose own open transaction
+    /// holds row locks on the table: the build would wait for it until
+    /// canceled.
+    pub fn create_index_online(
+        &self,
+        table: &str,
+        index: IndexDef,
+        cancel: Option<&std::sync::atomic::AtomicBool>,
+    ) -> Result<online_index::IndexBuildReport> {
+        online_index::create_index(&self.inner, table, index, cancel, &mut |_| Ok(()))
     }
 
     /// Drop secondary index `index` of table `table` (DDL: it commits on

@@ -175,6 +175,9 @@ fn purge_record(db: &DbInner, seq: u64, rec: &UndoRecord, bound: TrxId, part: u8
     let me = PURGE_TRX - u64::from(part);
     let lock = table::row_lock(schema.id, &rec.key);
     db.locks.lock(me, &lock, LockMode::Exclusive)?;
+    // The schema again, under the row's lock: an index whose online build
+    // started since may hold entries of this row (`online_index` OI3).
+    let schema = t.schema.read().clone();
     let r = purge_row(db, &schema, seq, rec, bound);
     db.locks.release(me, &[lock]);
     r

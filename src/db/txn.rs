@@ -870,8 +870,10 @@ impl<'a> Ctx<'a> {
             .collect();
         let old_len = cur.as_ref().map(|(_, r)| REC_HEADER + r.len());
         self.check_fits(schema, &pk, &new_keys, Some(row.len()), old_len)?;
+        // An index being built checks uniqueness when it is finished
+        // (catalog C6, `online_index` OI4).
         for (i, ix) in schema.def.indexes.iter().enumerate() {
-            if ix.unique {
+            if ix.unique && schema.index_is_ready(i) {
                 self.check_unique(schema, i, &values, &pk)?;
             }
         }
@@ -968,7 +970,7 @@ impl<'a> Ctx<'a> {
         let old_len = Some(REC_HEADER + cur.1.len());
         self.check_fits(schema, &pk, &changed, Some(row.len()), old_len)?;
         for (i, _) in &changed {
-            if schema.def.indexes.get(*i).is_some_and(|x| x.unique) {
+            if schema.def.indexes.get(*i).is_some_and(|x| x.unique) && schema.index_is_ready(*i) {
                 self.check_unique(schema, *i, &values, &pk)?;
             }
         }
@@ -1113,6 +1115,15 @@ impl<'a> Ctx<'a> {
                 what: "index",
                 reason: format!("table {} has no index named {index}", schema.def.name),
             })?;
+        if !schema.index_is_ready(i) {
+            return Err(Error::InvalidArgument {
+                what: "index",
+                reason: format!(
+                    "index {index} of table {} is still being built",
+                    schema.def.name
+                ),
+            });
+        }
         let tree =
             table::secondary(&self.db.store, &schema, i).ok_or_else(|| Error::InvalidArgument {
                 what: "index",

@@ -4,7 +4,8 @@
 # directory: psycopg2 with the Insert Benchmark's statements and psycopg 3
 # (tests/e2e/python_clients.py), JDBC (tests/e2e/jdbc/QuillJdbc.java), 1,024
 # connections at once (tests/e2e/many_connections.py), sysbench 1.0's eight OLTP tests at 1, 16
-# and 64 threads with `quill check` afterwards (bench/sysbench.py), and a
+# and 64 threads with `quill check` afterwards (bench/sysbench.py), writers
+# during CREATE INDEX CONCURRENTLY (bench/online_index.py), and a
 # kill -9 of the server while clients commit (tests/e2e/crash.py).
 # tokio-postgres and psql run in `cargo test` (crates/quill-server/tests).
 #
@@ -62,5 +63,7 @@ kill "$pid"; wait "$pid" || true
 "$quill" check "$dir/data" >/dev/null
 echo "== sysbench: eight OLTP tests at 1, 16 and 64 threads, ${secs} s each"
 python3 bench/sysbench.py --quill "$quill" --threads 1,16,64 --time "$secs" --table-size 10000
+echo "== CREATE INDEX CONCURRENTLY while writers update the indexed column"
+python3 bench/online_index.py --quill "$quill" --rows 300000 --writers 2 --require-online | grep -E '^round|check'
 echo "== kill -9 while clients commit: every acknowledged commit survives"
 python3 tests/e2e/crash.py --quill "$quill" --seconds 3 --clients 8 --rounds 3

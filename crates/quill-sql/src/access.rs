@@ -194,7 +194,7 @@ pub fn choose(schema: &TableSchema, filter: Option<&Expr>, order: &[usize]) -> P
     let mut best: Option<(usize, Path)> = None;
     let live = || {
         schema
-            .live_indexes()
+            .ready_indexes()
             .filter_map(|i| schema.def.indexes.get(i))
     };
     for ix in live() {

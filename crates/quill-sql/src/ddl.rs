@@ -226,8 +226,16 @@ pub fn no_table(name: &str) -> SqlError {
     )
 }
 
-/// `CREATE [UNIQUE] INDEX [IF NOT EXISTS] name ON t (cols)`.
-pub fn create_index(db: &Db, c: &ast::CreateIndex) -> SqlResult<Output> {
+/// `CREATE [UNIQUE] INDEX [CONCURRENTLY] [IF NOT EXISTS] name ON t (cols)`.
+/// As in PostgreSQL, a plain build holds off writers of the table until
+/// it is done (and is the faster build: sorted, in bulk), and a
+/// CONCURRENTLY build lets them go on ([`Db::create_index_online`]); it
+/// stops with 57014 when `cancel` is set.
+pub fn create_index(
+    db: &Db,
+    c: &ast::CreateIndex,
+    cancel: &std::sync::atomic::AtomicBool,
+) -> SqlResult<Output> {
     let table = table_name(&c.table_name)?;
     let t = db.table(&table).map_err(|_| no_table(&table))?;
     let schema = t.schema();
@@ -259,14 +267,16 @@ pub fn create_index(db: &Db, c: &ast::CreateIndex) -> SqlResult<Output> {
             format!("relation \"{name}\" already exists"),
         ));
     }
-    db.create_index(
-        &table,
-        IndexDef {
-            name,
-            columns,
-            unique: c.unique,
-        },
-    )?;
+    let index = IndexDef {
+        name,
+        columns,
+        unique: c.unique,
+    };
+    if c.concurrently {
+        db.create_index_online(&table, index, Some(cancel))?;
+    } else {
+        db.create_index(&table, index)?;
+    }
     Ok(Output::tag("CREATE INDEX"))
 }
 

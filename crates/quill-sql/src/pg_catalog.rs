@@ -157,7 +157,7 @@ fn indexes(s: &TableSchema) -> Vec<IndexInfo> {
         .indexes
         .iter()
         .enumerate()
-        .filter(|(i, _)| s.index_is_live(*i))
+        .filter(|(i, _)| s.index_is_ready(*i))
     {
         out.push(IndexInfo {
             oid: base + 2 + i as i64,

@@ -742,6 +742,7 @@ fn no_columns() -> TableSchema {
         clustered_root: 0,
         index_roots: Vec::new(),
         dropped_indexes: Vec::new(),
+        building_indexes: Vec::new(),
     }
 }
 

@@ -417,7 +417,13 @@ impl Session {
                 names,
                 ..
             } => ddl::drop_tables(&self.db, names, *if_exists),
-            Statement::CreateIndex(c) => ddl::create_index(&self.db, c),
+            Statement::CreateIndex(c) if c.concurrently && self.txn.is_some() => {
+                Err(SqlError::new(
+                    SqlState::ACTIVE_SQL_TRANSACTION,
+                    "CREATE INDEX CONCURRENTLY cannot run inside a transaction block",
+                ))
+            }
+            Statement::CreateIndex(c) => ddl::create_index(&self.db, c, &cancel),
             Statement::Drop {
                 object_type: ast::ObjectType::Index,
                 if_exists,
