@@ -6,7 +6,9 @@ Run against a server on 127.0.0.1:PORT (tests/e2e/run.sh starts one):
     (schema, multi-row inserts, the delete with its subquery, SQL-level
     PREPARE/EXECUTE of the range and point queries), as iibench.py does;
   * psycopg 3 with server-side parameters (extended protocol, binary
-    parameters, a statement prepared after five runs) and transactions.
+    parameters, a statement prepared after five runs) and transactions;
+  * COPY FROM STDIN and TO STDOUT through psycopg 3's copy and psycopg2's
+    copy_expert (text and CSV).
 Each check asserts what it got; the first failure ends the run with
 exit status 1 and says what differed.
 """
@@ -150,10 +152,43 @@ def psycopg3(port):
     print("psycopg 3 (extended protocol, binary parameters, transactions): ok")
 
 
+def copy(port):
+    """COPY FROM STDIN and TO STDOUT with both drivers' copy APIs."""
+    import io
+
+    import psycopg
+    import psycopg2
+
+    with psycopg.connect(f"host=127.0.0.1 port={port} dbname=app user=app", autocommit=True) as conn:
+        conn.execute("create table cp (id bigint primary key, name varchar(30), score double precision)")
+        cur = conn.cursor()
+        with cur.copy("copy cp (id, name, score) from stdin") as cp:
+            for k in range(5000):
+                cp.write_row((k, f"name {k}" if k % 7 else None, k / 8))
+        check(cur.rowcount == 5000, f"psycopg 3 COPY row count {cur.rowcount}")
+        n, nulls = conn.execute("select count(*), count(*) - count(name) from cp").fetchone()
+        check((n, nulls) == (5000, 715), f"copied rows {(n, nulls)}")
+        with cur.copy("copy (select id, name from cp where id < 3 order by id) to stdout") as cp:
+            rows = list(cp.rows())
+        check(rows == [("0", None), ("1", "name 1"), ("2", "name 2")], f"COPY TO rows {rows}")
+    conn2 = psycopg2.connect(dbname="app", host="127.0.0.1", port=port, user="app")
+    c2 = conn2.cursor()
+    c2.copy_expert("copy cp (id, name) from stdin with (format csv)", io.StringIO("9000,\"a, b\"\n9001,c\n"))
+    conn2.commit()
+    out = io.StringIO()
+    c2.copy_expert("copy (select id, name from cp where id >= 9000 order by id) to stdout with (format csv, header)", out)
+    check(out.getvalue() == 'id,name\n9000,"a, b"\n9001,c\n', f"psycopg2 COPY TO {out.getvalue()!r}")
+    c2.execute("drop table cp")
+    conn2.commit()
+    conn2.close()
+    print("COPY (psycopg 3 copy, psycopg2 copy_expert): ok")
+
+
 def main():
     port = int(sys.argv[1])
     insert_benchmark(port)
     psycopg3(port)
+    copy(port)
 
 
 if __name__ == "__main__":

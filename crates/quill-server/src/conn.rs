@@ -39,11 +39,12 @@ use pgwire::api::auth::{
     save_startup_parameters_to_metadata,
 };
 use pgwire::api::cancel::CancelHandler;
+use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler, send_describe_response};
 use pgwire::api::results::{
-    DataRowEncoder, DescribePortalResponse, DescribeStatementResponse, FieldInfo, QueryResponse,
-    Response, Tag,
+    CopyResponse, DataRowEncoder, DescribePortalResponse, DescribeStatementResponse, FieldInfo,
+    QueryResponse, Response, Tag,
 };
 use pgwire::api::stmt::{QueryParser, StoredStatement};
 use pgwire::api::store::{Entry, PortalStore};
@@ -52,15 +53,17 @@ use pgwire::api::{
     PgWireConnectionState, PgWireServerHandlers, Type,
 };
 use pgwire::error::{PgWireError, PgWireResult};
+use pgwire::messages::PgWireBackendMessage as Backend;
 use pgwire::messages::cancel::CancelRequest;
+use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
 use pgwire::messages::data::ParameterDescription;
 use pgwire::messages::extendedquery::Describe;
 use pgwire::messages::startup::{Authentication, PasswordMessageFamily, SecretKey};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use quill::catalog::Value;
 use quill_sql::{
-    CancelHandle, ColumnDesc, Deferred, Output, Prepared, Session, SessionInfo, SqlError,
-    SqlResult, SqlState, TxnStatus,
+    CancelHandle, ColumnDesc, CopyStream, Deferred, Output, Prepared, Session, SessionInfo,
+    SqlError, SqlResult, SqlState, TxnStatus,
 };
 use tokio::sync::OwnedSemaphorePermit;
 
@@ -197,6 +200,27 @@ fn encode_rows(
 /// An Output as pgwire's response (`columns`: how the client asked for
 /// them, for a statement that returns rows).
 fn response(out: Output, format: &Format, returns_rows: bool) -> PgWireResult<Response> {
+    match out.copy {
+        // Text format on the wire, for every column.
+        Some(CopyStream::In { columns }) => {
+            return Ok(Response::CopyIn(CopyResponse::new(
+                0,
+                columns,
+                stream::empty(),
+            )));
+        }
+        Some(CopyStream::Out { columns, lines }) => {
+            let data = lines
+                .into_iter()
+                .map(|l| Ok(CopyData::new(bytes::Bytes::from(l))));
+            return Ok(Response::CopyOut(CopyResponse::new(
+                0,
+                columns,
+                stream::iter(data),
+            )));
+        }
+        None => {}
+    }
     if returns_rows || !out.columns.is_empty() {
         let fields = Arc::new(wire::fields(&out.columns, format));
         let rows = encode_rows(&fields, &out.rows)?;
@@ -255,6 +279,66 @@ impl SimpleQueryHandler for Conn {
             }
         }
         Ok(out)
+    }
+}
+
+/// COPY FROM STDIN's data, in the session that ran the COPY (which
+/// inserts rows as their lines arrive and keeps the first error for
+/// CopyDone).
+#[async_trait]
+impl CopyHandler for Conn {
+    async fn on_copy_data<C>(&self, _client: &mut C, data: CopyData) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<Backend> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<Backend>>::Error>,
+    {
+        let bytes = data.data;
+        let (r, _) = self
+            .run(move |s| s.copy_data(&bytes), |_| Vec::new())
+            .await?;
+        r.map_err(|e| wire::user_error(&e))
+    }
+
+    async fn on_copy_done<C>(&self, client: &mut C, _done: CopyDone) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<Backend> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<Backend>>::Error>,
+    {
+        let (r, commits) = self
+            .run(
+                |s| s.copy_done_deferred(),
+                |r: &mut SqlResult<Deferred>| {
+                    r.as_mut()
+                        .ok()
+                        .and_then(|d| d.commit.take())
+                        .into_iter()
+                        .collect()
+                },
+            )
+            .await?;
+        let out = settle(r, commits.into_iter().next()).map_err(|e| wire::user_error(&e))?;
+        client
+            .send(Backend::CommandComplete(Tag::new(&out.tag).into()))
+            .await?;
+        Ok(())
+    }
+
+    async fn on_copy_fail<C>(&self, _client: &mut C, fail: CopyFail) -> PgWireError
+    where
+        C: ClientInfo + Sink<Backend> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<Backend>>::Error>,
+    {
+        let message = fail.message;
+        match self
+            .run(move |s| s.copy_fail(&message), |_| Vec::new())
+            .await
+        {
+            Ok((e, _)) => wire::user_error(&e),
+            Err(e) => e,
+        }
     }
 }
 
@@ -750,5 +834,9 @@ impl PgWireServerHandlers for Handlers {
 
     fn cancel_handler(&self) -> Arc<impl CancelHandler> {
         Arc::new(Canceler(self.0.shared.clone()))
+    }
+
+    fn copy_handler(&self) -> Arc<impl CopyHandler> {
+        self.0.clone()
     }
 }

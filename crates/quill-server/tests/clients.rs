@@ -363,3 +363,130 @@ async fn scram_sha_256_against_a_users_file() {
         "{err}"
     );
 }
+
+/// COPY over the wire: tokio-postgres's copy_in and copy_out (extended
+/// protocol), a bad line failing the whole COPY with its line number and
+/// the session going on, and CopyFail when the client drops its sink.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_in_and_out_with_tokio_postgres() {
+    use bytes::Bytes;
+    use futures::{SinkExt, StreamExt};
+    let srv = start().await;
+    let c = connect(srv.port).await;
+    c.batch_execute("CREATE TABLE t (id int PRIMARY KEY, name text, score float8)")
+        .await
+        .unwrap();
+    let sink = c.copy_in("COPY t FROM STDIN").await.unwrap();
+    futures::pin_mut!(sink);
+    for k in 0..1000 {
+        let line = format!("{k}\tname {k}\t{}\n", f64::from(k) / 4.0);
+        sink.send(Bytes::from(line)).await.unwrap();
+    }
+    sink.send(Bytes::from_static(b"1000\t\\N\t\\N\n"))
+        .await
+        .unwrap();
+    assert_eq!(sink.finish().await.unwrap(), 1001);
+    let row = c
+        .query_one(
+            "SELECT count(*), sum(score) FROM t WHERE name IS NOT NULL",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), 1000);
+    assert_eq!(
+        row.get::<_, f64>(1),
+        (0..1000).map(|k| f64::from(k) / 4.0).sum::<f64>()
+    );
+    let out = c
+        .copy_out("COPY (SELECT id, name FROM t WHERE id < 3 ORDER BY id) TO STDOUT WITH (FORMAT csv, HEADER)")
+        .await
+        .unwrap();
+    let chunks: Vec<Bytes> = out.map(|r| r.unwrap()).collect().await;
+    assert_eq!(chunks.concat(), b"id,name\n0,name 0\n1,name 1\n2,name 2\n");
+    // A bad line: nothing of this COPY stays, the error names the line.
+    let sink = c.copy_in("COPY t FROM STDIN").await.unwrap();
+    futures::pin_mut!(sink);
+    sink.send(Bytes::from_static(b"2000\ta\t1\n2001\tb\tnot a number\n"))
+        .await
+        .unwrap();
+    let e = sink.finish().await.unwrap_err();
+    let db = e.as_db_error().expect("a server error");
+    assert_eq!(db.code(), &SqlState::INVALID_TEXT_REPRESENTATION, "{db:?}");
+    assert!(db.message().contains("line 2"), "{}", db.message());
+    let n: i64 = c
+        .query_one("SELECT count(*) FROM t", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 1001);
+    // The client gives up: CopyFail rolls the rows back.
+    {
+        let sink = c.copy_in::<_, Bytes>("COPY t FROM STDIN").await.unwrap();
+        futures::pin_mut!(sink);
+        sink.send(Bytes::from_static(b"3000\tc\t1\n"))
+            .await
+            .unwrap();
+        // Dropped without finish: tokio-postgres sends CopyFail.
+    }
+    let n: i64 = c
+        .query_one("SELECT count(*) FROM t", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 1001);
+}
+
+/// psql's \copy: a CSV file in through stdin and out again, and the
+/// server refusing a COPY that names a server-side file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn psql_copies_in_and_out() {
+    if !psql_installed("skipped") {
+        return;
+    }
+    let srv = start().await;
+    let port = srv.port.to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut child = std::process::Command::new("psql")
+            .args([
+                "-X",
+                "-q",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-U",
+                "me",
+                "-d",
+                "copy",
+                "-v",
+                "ON_ERROR_STOP=1",
+            ])
+            .args([
+                "-c",
+                "CREATE TABLE p (id int PRIMARY KEY, body varchar(40))",
+            ])
+            .args(["-c", "\\copy p FROM STDIN WITH (FORMAT csv, HEADER)"])
+            .args(["-c", "\\copy (SELECT * FROM p ORDER BY id) TO STDOUT"])
+            .args(["-c", "COPY p TO '/tmp/quill-should-not-write'"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(b"id,body\n1,plain\n2,\"with, comma\"\n3,\n")
+            .unwrap();
+        drop(stdin);
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(text, "1\tplain\n2\twith, comma\n3\t\\N\n", "stderr: {err}");
+    assert!(!out.status.success());
+    assert!(err.contains("not allowed"), "{err}");
+}

@@ -27,6 +27,21 @@ const SQL: &[&str] = &[
     "SELEC",
     "SELECT * FROM nowhere",
     "INSERT INTO t VALUES (1, 'dup', 1)",
+    "COPY t FROM STDIN",
+    "COPY t (k, v) FROM STDIN WITH (FORMAT csv, HEADER)",
+    "COPY t TO STDOUT",
+    "COPY (SELECT k FROM t) TO STDOUT WITH (FORMAT csv)",
+];
+
+/// COPY data lines: good rows, bad ones, escapes, the end marker.
+const COPY_DATA: &[&str] = &[
+    "7\tseven\t7\n",
+    "8,eight\n",
+    "9\t\\N\t\\N\n",
+    "bad\tline\n",
+    "10\t\\x41\\101\t1",
+    "\\.\n",
+    "\"open quote\n",
 ];
 
 fn cstring(s: &str) -> Vec<u8> {
@@ -139,6 +154,14 @@ fn frontend() -> impl Strategy<Value = Vec<u8>> {
         1 => describe_or_close(b'C', b'?'),
         3 => Just(message(b'S', &[])),
         1 => Just(message(b'H', &[])),
+        // The COPY sub-protocol: CopyData, CopyDone, CopyFail.
+        2 => prop_oneof![
+            prop::sample::select(COPY_DATA).prop_map(|d| d.as_bytes().to_vec()),
+            prop::collection::vec(any::<u8>(), 0..24),
+        ]
+        .prop_map(|d| message(b'd', &d)),
+        1 => Just(message(b'c', &[])),
+        1 => "[ -~]{0,12}".prop_map(|m| message(b'f', &cstring(&m))),
         1 => Just(message(b'X', &[])),
         // Any type byte, any body; or a length that lies.
         1 => (any::<u8>(), prop::collection::vec(any::<u8>(), 0..16))

@@ -31,7 +31,10 @@ fn out_of_row(col: usize) -> SqlError {
 
 /// The position and type of the column `name` names in `schema`, or
 /// 42703.
-fn column_of(schema: &TableSchema, name: &ast::ObjectName) -> SqlResult<(usize, ColumnType)> {
+pub(crate) fn column_of(
+    schema: &TableSchema,
+    name: &ast::ObjectName,
+) -> SqlResult<(usize, ColumnType)> {
     let n = expr::column_name(name)?;
     schema
         .def
@@ -70,6 +73,7 @@ impl Returning {
                 tag,
                 columns: r.columns,
                 rows,
+                copy: None,
             },
         }
     }

@@ -28,6 +28,12 @@ impl SqlState {
     pub const UNIQUE_VIOLATION: SqlState = SqlState("23505");
     /// 25001: BEGIN inside a transaction block (a warning in PostgreSQL).
     pub const ACTIVE_SQL_TRANSACTION: SqlState = SqlState("25001");
+    /// 42501: an action the server does not allow a client.
+    pub const INSUFFICIENT_PRIVILEGE: SqlState = SqlState("42501");
+    /// 22P04: COPY data that does not parse.
+    pub const BAD_COPY_FILE_FORMAT: SqlState = SqlState("22P04");
+    /// 22021: bytes that are not UTF-8.
+    pub const CHARACTER_NOT_IN_REPERTOIRE: SqlState = SqlState("22021");
     /// 25P02: a statement in a transaction that already failed.
     pub const IN_FAILED_SQL_TRANSACTION: SqlState = SqlState("25P02");
     /// 40001: a serialization failure or lock-wait timeout; retry.

@@ -23,6 +23,7 @@
 //! plans for prepared statements, RETURNING, the `pg_catalog` views.
 
 pub mod access;
+pub mod copy;
 pub mod ddl;
 pub mod dml;
 pub mod error;
@@ -39,4 +40,6 @@ pub mod types;
 
 pub use error::{SqlError, SqlResult, SqlState};
 pub use prepared::Prepared;
-pub use session::{CancelHandle, ColumnDesc, Deferred, Output, Session, SessionInfo, TxnStatus};
+pub use session::{
+    CancelHandle, ColumnDesc, CopyStream, Deferred, Output, Session, SessionInfo, TxnStatus,
+};

@@ -1210,6 +1210,7 @@ pub fn run(plan: &Plan, tx: Option<&mut OwnedTxn>, ctx: Ctx<'_>) -> SqlResult<Ou
         tag: format!("SELECT {}", rows.len()),
         columns: plan.columns.clone(),
         rows,
+        copy: None,
     })
 }
 

@@ -21,7 +21,7 @@ use crate::error::{SqlError, SqlResult, SqlState};
 use crate::expr::{self, Ctx};
 use crate::prepared::Prepared;
 use crate::settings::{self, Settings};
-use crate::{ddl, dml, infer, select, status, types};
+use crate::{copy, ddl, dml, infer, select, status, types};
 
 /// A result column: its name and type.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,6 +42,28 @@ pub struct Output {
     pub columns: Vec<ColumnDesc>,
     /// Result rows, one value per column.
     pub rows: Vec<Vec<Value>>,
+    /// COPY's data, for COPY FROM STDIN and COPY TO STDOUT.
+    pub copy: Option<CopyStream>,
+}
+
+/// What a COPY statement asks of the client connection.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CopyStream {
+    /// COPY FROM STDIN began: the client sends `columns` columns of data
+    /// (text format on the wire), which go to [`Session::copy_data`],
+    /// then [`Session::copy_done`] or [`Session::copy_fail`].
+    In {
+        /// Columns per line.
+        columns: usize,
+    },
+    /// COPY TO STDOUT: the lines to send, one CopyData each (the tag
+    /// counts the rows).
+    Out {
+        /// Columns per line.
+        columns: usize,
+        /// Encoded lines, each with its line break.
+        lines: Vec<Vec<u8>>,
+    },
 }
 
 impl Output {
@@ -136,6 +158,21 @@ pub struct Session {
     cancel: Arc<std::sync::atomic::AtomicBool>,
     /// SQL-level prepared statements (PREPARE name AS ...).
     prepared: std::collections::HashMap<String, Prepared>,
+    /// A COPY FROM STDIN waiting for its data.
+    copy: Option<CopyIn>,
+}
+
+/// A COPY FROM STDIN in progress: rows are inserted as their lines
+/// arrive, into the session's block or the copy's own transaction (all
+/// or nothing, as in PostgreSQL). The first error stops the inserts; it
+/// is reported when the data ends.
+struct CopyIn {
+    target: copy::Target,
+    decoder: copy::Decoder,
+    /// The copy's own transaction, when no block is open.
+    txn: Option<OwnedTxn>,
+    rows: u64,
+    error: Option<SqlError>,
 }
 
 impl std::fmt::Debug for Session {
@@ -182,6 +219,7 @@ impl Session {
             pending_commit: None,
             cancel: Arc::default(),
             prepared: std::collections::HashMap::new(),
+            copy: None,
         }
     }
 
@@ -195,12 +233,156 @@ impl Session {
         &self.info
     }
 
-    /// Where the session's transaction stands.
+    /// Where the session's transaction stands (a COPY FROM STDIN that
+    /// runs in its own transaction counts as in a block until it ends).
     pub fn status(&self) -> TxnStatus {
+        let copying = self.copy.as_ref().is_some_and(|c| c.txn.is_some());
         match (&self.txn, self.failed) {
             (_, true) => TxnStatus::Failed,
             (Some(_), false) => TxnStatus::InBlock,
+            (None, false) if copying => TxnStatus::InBlock,
             (None, false) => TxnStatus::Idle,
+        }
+    }
+
+    /// Whether a COPY FROM STDIN is waiting for data.
+    pub fn in_copy(&self) -> bool {
+        self.copy.is_some()
+    }
+
+    /// Data of the running COPY FROM STDIN, in chunks of any size: the
+    /// rows it completes are inserted. An error (bad data, a constraint,
+    /// a cancel) is kept and returned by [`Session::copy_done`]; the data
+    /// after it is read and dropped.
+    pub fn copy_data(&mut self, data: &[u8]) -> SqlResult<()> {
+        let canceled = self.cancel.load(std::sync::atomic::Ordering::Acquire);
+        let Some(c) = self.copy.as_mut() else {
+            return Err(SqlError::new(
+                SqlState::PROTOCOL_VIOLATION,
+                "COPY data arrived with no COPY FROM STDIN running",
+            ));
+        };
+        if c.error.is_some() {
+            return Ok(());
+        }
+        if canceled {
+            c.error = Some(SqlError::new(
+                SqlState::QUERY_CANCELED,
+                "canceling statement due to user request",
+            ));
+            return Ok(());
+        }
+        let tx = match (c.txn.as_mut(), self.txn.as_mut()) {
+            (Some(own), _) => own,
+            (None, Some(block)) => block,
+            (None, None) => {
+                return Err(SqlError::new(
+                    SqlState::INTERNAL_ERROR,
+                    "COPY lost its transaction",
+                ));
+            }
+        };
+        let CopyIn {
+            target,
+            decoder,
+            rows,
+            ..
+        } = c;
+        let mut line = decoder.line();
+        let r = decoder.feed(data, &mut |fields| {
+            line += 1;
+            let row = target.row(fields, line)?;
+            tx.insert(&target.table, &row)?;
+            *rows += 1;
+            Ok(())
+        });
+        if let Err(e) = r {
+            c.error = Some(e);
+        }
+        Ok(())
+    }
+
+    /// The running COPY FROM STDIN's data is complete: insert its last
+    /// line, and commit (its own transaction) or stay in the block.
+    /// Returns the tag `COPY n`, or the first error (a block is then
+    /// failed; the copy's own transaction is rolled back).
+    pub fn copy_done(&mut self) -> SqlResult<Output> {
+        let r = self.copy_done_deferred()?;
+        if let Some(tx) = r.commit {
+            tx.commit()?;
+        }
+        Ok(r.output)
+    }
+
+    /// [`Session::copy_done`] with the commit of the copy's own
+    /// transaction left to the caller, as
+    /// [`Session::execute_prepared_deferred`] leaves one.
+    pub fn copy_done_deferred(&mut self) -> SqlResult<Deferred> {
+        self.copy_data(&[])?;
+        let Some(mut c) = self.copy.take() else {
+            return Err(SqlError::new(
+                SqlState::PROTOCOL_VIOLATION,
+                "COPY done with no COPY FROM STDIN running",
+            ));
+        };
+        if c.error.is_none() {
+            let CopyIn {
+                target,
+                decoder,
+                rows,
+                txn,
+                ..
+            } = &mut c;
+            let tx = match (txn.as_mut(), self.txn.as_mut()) {
+                (Some(own), _) => Some(own),
+                (None, block) => block,
+            };
+            if let Some(tx) = tx {
+                let mut line = decoder.line();
+                let r = decoder.finish(&mut |fields| {
+                    line += 1;
+                    let row = target.row(fields, line)?;
+                    tx.insert(&target.table, &row)?;
+                    *rows += 1;
+                    Ok(())
+                });
+                if let Err(e) = r {
+                    c.error = Some(e);
+                }
+            }
+        }
+        if let Some(e) = c.error {
+            self.end_failed_copy(c.txn);
+            return Err(e);
+        }
+        let output = Output::tag(format!("COPY {}", c.rows));
+        Ok(Deferred {
+            output,
+            commit: c.txn,
+        })
+    }
+
+    /// The client gave up the running COPY FROM STDIN (CopyFail): its
+    /// rows are undone (its own transaction rolls back; a block fails).
+    /// Returns the error to report.
+    pub fn copy_fail(&mut self, message: &str) -> SqlError {
+        if let Some(c) = self.copy.take() {
+            self.end_failed_copy(c.txn);
+        }
+        SqlError::new(
+            SqlState::QUERY_CANCELED,
+            format!("COPY from stdin failed: {message}"),
+        )
+    }
+
+    fn end_failed_copy(&mut self, own: Option<OwnedTxn>) {
+        match own {
+            // The error is what the client needs; a rollback failure is
+            // logged by the engine.
+            Some(tx) => {
+                let _ = tx.rollback();
+            }
+            None => self.failed = self.txn.is_some(),
         }
     }
 
@@ -374,6 +556,10 @@ impl Session {
     fn run_stmt(&mut self, stmt: &Stmt, params: &[Value]) -> SqlResult<Output> {
         self.cancel
             .store(false, std::sync::atomic::Ordering::Release);
+        if self.copy.is_some() {
+            // A statement instead of the COPY's data: the COPY is over.
+            let _ = self.copy_fail("a statement arrived instead of its data");
+        }
         let stmt = match stmt {
             Stmt::Utility(u) => {
                 if self.failed {
@@ -417,6 +603,22 @@ impl Session {
                 names,
                 ..
             } => ddl::drop_tables(&self.db, names, *if_exists),
+            Statement::Copy {
+                source,
+                to,
+                target,
+                options,
+                legacy_options,
+                payload,
+            } => self.copy_stmt(
+                source,
+                *to,
+                target,
+                options,
+                legacy_options,
+                payload.as_ref(),
+                ctx,
+            ),
             Statement::CreateIndex(c) if c.concurrently && self.txn.is_some() => {
                 Err(SqlError::new(
                     SqlState::ACTIVE_SQL_TRANSACTION,
@@ -455,6 +657,7 @@ impl Session {
                         ty: TEXT,
                     }],
                     rows,
+                    copy: None,
                 })
             }
             Statement::Set(set) => self.set(set, ctx),
@@ -662,6 +865,7 @@ impl Session {
                 ty: TEXT,
             }],
             rows: vec![vec![Value::Text(v)]],
+            copy: None,
         };
         match name {
             "transaction_isolation" => {
@@ -690,6 +894,7 @@ impl Session {
                     .all()
                     .map(|(k, v)| vec![Value::Text(k.into()), Value::Text(v.into())])
                     .collect(),
+                copy: None,
             }),
             _ => Ok(text(self.settings.get(name)?.to_string())),
         }
@@ -765,6 +970,131 @@ impl Session {
 
     /// Run `f` in the block's transaction (failing the block if it fails)
     /// or in one of its own (committed on success).
+    /// COPY FROM STDIN (data inline after the statement, or from the
+    /// client next: [`CopyStream::In`]) or TO STDOUT, in text or CSV
+    /// format. Files and programs are the server's filesystem, which a
+    /// client has no business reaching: refused.
+    #[allow(clippy::too_many_arguments)]
+    fn copy_stmt(
+        &mut self,
+        source: &ast::CopySource,
+        to: bool,
+        target: &ast::CopyTarget,
+        options: &[ast::CopyOption],
+        legacy: &[ast::CopyLegacyOption],
+        payload: Option<&ast::CopyPayload>,
+        ctx: Ctx<'_>,
+    ) -> SqlResult<Output> {
+        let format = copy::CopyFormat::from_options(options, legacy)?;
+        match (target, to) {
+            (ast::CopyTarget::Stdin, false) | (ast::CopyTarget::Stdout, true) => {}
+            _ => {
+                return Err(SqlError::new(
+                    SqlState::INSUFFICIENT_PRIVILEGE,
+                    "COPY to or from a file or program is not allowed; use STDIN or STDOUT (psql's \\copy reads and writes the client's files)",
+                ));
+            }
+        }
+        if to {
+            let query = match source {
+                ast::CopySource::Query(q) => (**q).clone(),
+                ast::CopySource::Table {
+                    table_name,
+                    columns,
+                } => {
+                    let cols = if columns.is_empty() {
+                        "*".to_string()
+                    } else {
+                        columns
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    };
+                    let sql = format!("SELECT {cols} FROM {table_name}");
+                    match parse_statements(&sql)?.pop() {
+                        Some(Stmt::Sql(st)) => match *st {
+                            Statement::Query(q) => *q,
+                            _ => return Err(SqlError::unsupported("COPY of this source")),
+                        },
+                        _ => return Err(SqlError::unsupported("COPY of this source")),
+                    }
+                }
+            };
+            let out = self.in_txn(|db, tx| {
+                let plan = select::plan(db, &query, ctx, Some(&mut *tx))?;
+                select::run(&plan, Some(tx), ctx)
+            })?;
+            let columns = out.columns.len();
+            let mut lines = Vec::with_capacity(out.rows.len() + 1);
+            if format.header {
+                let names: Vec<Option<String>> =
+                    out.columns.iter().map(|c| Some(c.name.clone())).collect();
+                lines.push(copy::encode_row(&format, &names));
+            }
+            for r in &out.rows {
+                let fields: Vec<Option<String>> = r.iter().map(types::to_text).collect();
+                lines.push(copy::encode_row(&format, &fields));
+            }
+            if format.header && !lines.is_empty() {
+                // One CopyData per row: the header rides with the first.
+                let header = lines.remove(0);
+                match lines.first_mut() {
+                    Some(first) => {
+                        let mut l = header;
+                        l.append(first);
+                        *first = l;
+                    }
+                    None => lines.push(header),
+                }
+            }
+            return Ok(Output {
+                tag: format!("COPY {}", out.rows.len()),
+                copy: Some(CopyStream::Out { columns, lines }),
+                ..Output::default()
+            });
+        }
+        let ast::CopySource::Table {
+            table_name,
+            columns,
+        } = source
+        else {
+            return Err(SqlError::new(
+                SqlState::SYNTAX_ERROR,
+                "COPY FROM takes a table, not a query",
+            ));
+        };
+        let target = copy::Target::open(&self.db, table_name, columns)?;
+        let width = target.width();
+        self.block_ran = true;
+        let own = match self.txn {
+            Some(_) => None,
+            None => Some(self.begin_txn(self.settings.default_isolation())?),
+        };
+        self.copy = Some(CopyIn {
+            target,
+            decoder: copy::Decoder::new(format),
+            txn: own,
+            rows: 0,
+            error: None,
+        });
+        if let Some(p) = payload {
+            // The data came inline (a script with COPY ... FROM stdin;
+            // followed by its lines).
+            self.copy_data(p.data.as_bytes())?;
+            let d = self.copy_done_deferred()?;
+            if let Some(tx) = d.commit {
+                self.finish(tx)?;
+            }
+            return Ok(d.output);
+        }
+        Ok(Output {
+            tag: "COPY".into(),
+            copy: Some(CopyStream::In { columns: width }),
+            ..Output::default()
+        })
+    }
+
     fn in_txn(
         &mut self,
         f: impl FnOnce(&Db, &mut OwnedTxn) -> SqlResult<Output>,

@@ -74,5 +74,6 @@ pub fn show(db: &Db) -> Output {
             .into_iter()
             .map(|(k, v)| vec![Value::Text(k), Value::Text(v)])
             .collect(),
+        copy: None,
     }
 }

@@ -43,3 +43,55 @@ fn cancel_stops_a_statement_waiting_for_a_row_lock() {
         .unwrap();
     assert_eq!(out.rows, vec![vec![Value::Int32(1)]]);
 }
+
+/// CREATE INDEX CONCURRENTLY waits for a transaction holding a row lock
+/// (as PostgreSQL's waits for older transactions); a cancel ends it with
+/// 57014 and leaves no index, its name free; once the holder is gone
+/// the same build succeeds.
+#[test]
+fn cancel_stops_a_concurrent_index_build_waiting_for_a_row_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), Options::default()).unwrap());
+    let mut a = Session::new(db.clone());
+    let mut b = Session::new(db.clone());
+    for r in a.execute(
+        "CREATE TABLE t (k int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 0), (2, 5); \
+         BEGIN; UPDATE t SET v = 1 WHERE k = 1",
+    ) {
+        r.unwrap();
+    }
+    let cancel = b.cancel_handle();
+    let builder = std::thread::spawn(move || {
+        let r = b
+            .execute("CREATE INDEX CONCURRENTLY t_v ON t (v)")
+            .pop()
+            .unwrap();
+        (b, r)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !builder.is_finished(),
+        "the build waits for the row's writer"
+    );
+    cancel.cancel();
+    let (mut b, r) = builder.join().unwrap();
+    assert_eq!(r.unwrap_err().state, SqlState::QUERY_CANCELED);
+    assert!(
+        db.table("t")
+            .unwrap()
+            .schema()
+            .index_position("t_v")
+            .is_none()
+    );
+    a.execute("COMMIT").pop().unwrap().unwrap();
+    b.execute("CREATE INDEX CONCURRENTLY t_v ON t (v)")
+        .pop()
+        .unwrap()
+        .unwrap();
+    let out = b
+        .execute("SELECT k FROM t WHERE v = 1")
+        .pop()
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.rows, vec![vec![Value::Int32(1)]]);
+}
