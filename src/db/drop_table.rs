@@ -73,6 +73,7 @@ use crate::store::drops::{self, PendingDrop};
 use crate::{Error, Result};
 
 use super::DbInner;
+use super::table::TableState;
 
 /// Drop table `name` (steps 1-5 above); durable when this returns.
 pub(crate) fn drop_table(db: &DbInner, name: &str) -> Result<()> {
@@ -101,7 +102,7 @@ pub(crate) fn drop_table(db: &DbInner, name: &str) -> Result<()> {
             held.insert(root, schema.clone());
         }
     }
-    *guard = Arc::new((*schema).clone());
+    st.install(&mut guard, Arc::new((*schema).clone()));
     let n = {
         let slot = db.begin_slot()?;
         let id = slot.id();
@@ -165,7 +166,7 @@ pub(crate) fn drop_index(db: &DbInner, table: &str, index: &str) -> Result<()> {
             reason: format!("table {table} has no index named {index}"),
         });
     };
-    if !schema.index_is_ready(i) {
+    if st.builds.lock().contains(&i) {
         return Err(Error::InvalidArgument {
             what: "index",
             reason: format!(
@@ -173,7 +174,7 @@ pub(crate) fn drop_index(db: &DbInner, table: &str, index: &str) -> Result<()> {
             ),
         });
     }
-    drop_position(db, table, &mut guard, i)
+    drop_position(db, table, &st, &mut guard, i)
 }
 
 /// Drop secondary index `i` of `table`, whose schema's write lock the
@@ -182,6 +183,7 @@ pub(crate) fn drop_index(db: &DbInner, table: &str, index: &str) -> Result<()> {
 pub(crate) fn drop_position(
     db: &DbInner,
     table: &str,
+    st: &TableState,
     guard: &mut parking_lot::RwLockWriteGuard<'_, Arc<crate::catalog::schema::TableSchema>>,
     i: usize,
 ) -> Result<()> {
@@ -199,6 +201,14 @@ pub(crate) fn drop_position(
             reason: format!("table {table}: index {index} has no root"),
         });
     };
+    // A drop of this index that failed before its commit point may have
+    // listed the tree already (its entry waits while the catalog uses the
+    // tree, DROP3) with an older `N`: that entry goes, so the tree is
+    // listed once, with an `N` above every transaction that may write it.
+    if drops::pending(&db.store)?.iter().any(|d| d.root.0 == root) {
+        let gone = drops::discard(&db.store, |d| d.root.0 == root)?;
+        db.pending_drops.fetch_sub(gone, Ordering::Relaxed);
+    }
     // DROP5: statements that took `schema` may still read the tree.
     db.dropped.lock().insert(root, schema.clone());
     let n = {
@@ -220,7 +230,7 @@ pub(crate) fn drop_position(
     // The commit point. An error leaves the index live in memory, so its
     // entry waits (DROP3), and the next open decides from the disk.
     let new = db.catalog.drop_index(&db.store, table, i)?;
-    **guard = new;
+    st.install(guard, new);
     tracing::info!(table, index, root, "index dropped");
     let (m, cv) = &db.purge_wake;
     *m.lock() = true;

@@ -405,7 +405,9 @@ pub(crate) fn undo_change(db: &DbInner, rec: &UndoRecord, seq: u64) -> Result<()
     let Some(t) = db.table_by_id(rec.table) else {
         return Ok(());
     };
-    let schema = t.schema.read().clone();
+    // Not through the schema lock: the caller holds row locks
+    // (`TableState::latest`).
+    let schema = t.latest();
     let store = &db.store;
     let Some((h, row)) = table::read_rec(store, &schema, &rec.key)? else {
         return Ok(());
@@ -579,8 +581,10 @@ impl Db {
             .history
             .store(report.history as i64, Ordering::Relaxed);
         inner.recovery = Some(report);
-        online_index::at_open(&inner)?;
+        // Stale drop entries of live trees go first (DROP3), then the
+        // unfinished index builds are dropped (catalog C6).
         drop_table::at_open(&inner)?;
+        online_index::at_open(&inner)?;
         let inner = Arc::new(inner);
         let handle = if inner.opts.purge {
             Some(purge::start(inner.clone())?)
@@ -715,7 +719,7 @@ impl Db {
         let new = db
             .catalog
             .add_index(&db.store, table, index, built.root(), false)?;
-        *guard = new;
+        t.state.install(&mut guard, new);
         Ok(())
     }
 

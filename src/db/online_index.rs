@@ -48,14 +48,22 @@
 //!   entries are incomplete). The finishing step does, with no statement
 //!   running: a key is a duplicate if two rows may hold it, where a row
 //!   may hold a key if its newest version has it, or if a version its
-//!   uncommitted writer would restore by rolling back does. After that,
+//!   uncommitted writer would restore by rolling back does. Rollbacks
+//!   take no schema lock, so one may restore a row during the check: a
+//!   walk whose uncommitted version's undo vanished reads the row again.
+//!   After that,
 //!   writers check uniqueness as for any unique index; their check waits
 //!   for the writers of the other rows holding the key, so it needs no
 //!   unique-key lock from before.
-//! * OI5. The scan takes the table's current schema for each batch and
-//!   stops once the table is dropped; holding that schema keeps the
-//!   dropped table's trees (DROP2). DROP INDEX refuses an index being
-//!   built, so only the build ends it.
+//! * OI5. Each batch of the scan holds a registry slot, taken before it
+//!   takes the table's schema and checks that the table is not dropped:
+//!   a DROP TABLE that starts meanwhile takes a later id, and frees the
+//!   trees only once the purge bound passes that id (DROP2), so not while
+//!   the batch runs; the next batch sees the drop and stops. (The schema
+//!   `Arc` alone would not do: another DDL may replace it before the
+//!   drop.) DROP INDEX refuses an index while its build runs
+//!   (`TableState::builds`); one whose build ended without dropping it
+//!   (its drop failed) can be dropped.
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -112,16 +120,44 @@ pub(crate) fn create_index(
 ) -> Result<IndexBuildReport> {
     db.check_writable("creating an index")?;
     let (st, i) = announce(db, table, index)?;
-    on_step(Step::Announced)?;
-    let result =
-        scan(db, &st, i, cancel, on_step).and_then(|r| finish(db, table, &st, i).map(|()| r));
-    match result {
+    let result = on_step(Step::Announced)
+        .and_then(|()| scan(db, &st, i, cancel, on_step))
+        .and_then(|r| finish(db, table, &st, i).map(|()| r));
+    let result = match result {
         Ok(r) => Ok(r),
         Err(e) => {
             if let Err(drop_err) = abandon(db, table, &st, i) {
-                tracing::error!(table, error = %drop_err, "could not drop the index whose build failed; it is dropped at the next open");
+                tracing::error!(table, error = %drop_err, "could not drop the index whose build failed; DROP INDEX drops it, or the next open");
             }
             Err(e)
+        }
+    };
+    // OI5: no build runs on the index any more; DROP INDEX may drop it.
+    st.builds.lock().retain(|&b| b != i);
+    result
+}
+
+/// A registry slot held for one batch of the scan (OI5): a DROP TABLE
+/// that starts meanwhile takes a later id, and frees the table's trees
+/// only once the purge bound passes it, so not before this is released.
+struct BatchSlot<'a> {
+    db: &'a DbInner,
+    token: Option<crate::txn::SlotToken>,
+}
+
+impl<'a> BatchSlot<'a> {
+    fn begin(db: &'a DbInner) -> Result<Self> {
+        Ok(BatchSlot {
+            db,
+            token: Some(db.begin_slot()?),
+        })
+    }
+}
+
+impl Drop for BatchSlot<'_> {
+    fn drop(&mut self) {
+        if let Some(t) = self.token.take() {
+            self.db.registry.release(t);
         }
     }
 }
@@ -153,7 +189,8 @@ fn announce(db: &DbInner, table: &str, index: IndexDef) -> Result<(Arc<TableStat
         new.building_indexes.contains(&i),
         "catalog C6: the announced index is listed as being built"
     );
-    *guard = new;
+    st.install(&mut guard, new);
+    st.builds.lock().push(i);
     Ok((st.clone(), i))
 }
 
@@ -172,7 +209,9 @@ fn scan(
         if cancel.is_some_and(|c| c.load(Ordering::Acquire)) {
             return Err(Error::Canceled { trx: me });
         }
-        // OI5: the schema as it is now, checked after it is taken.
+        // OI5: a slot first, then the schema as it is now, checked after
+        // it is taken.
+        let _slot = BatchSlot::begin(db)?;
         let schema = st.schema.read().clone();
         st.check_live(&schema)?;
         assert!(
@@ -305,7 +344,8 @@ fn finish(db: &DbInner, table: &str, st: &TableState, i: usize) -> Result<()> {
             index: def.name,
         });
     }
-    *guard = db.catalog.finish_index(&db.store, table, i)?;
+    let new = db.catalog.finish_index(&db.store, table, i)?;
+    st.install(&mut guard, new);
     Ok(())
 }
 
@@ -361,23 +401,42 @@ fn may_hold(
     pk: &[u8],
     committed: &dyn Fn(TrxId) -> bool,
 ) -> Result<bool> {
-    let mut cur = table::read_rec(&db.store, schema, pk)?;
-    let mut walk = table::VersionWalk::default();
-    while let Some(rec) = cur {
-        if !rec.0.deleted {
-            let values = table::decode(schema, &rec.1)?;
-            if !table::sec_key_has_null(schema, i, &values)
-                && table::sec_key_of(schema, i, &values) == sec
-            {
-                return Ok(true);
+    // A rollback may be restoring the row meanwhile (rollbacks need no
+    // schema lock): when an uncommitted version's undo vanishes, the
+    // record was restored first, so the walk starts again from it.
+    for _ in 0..100 {
+        let mut cur = table::read_rec(&db.store, schema, pk)?;
+        let mut walk = table::VersionWalk::default();
+        loop {
+            let Some(rec) = cur else {
+                return Ok(false);
+            };
+            if !rec.0.deleted {
+                let values = table::decode(schema, &rec.1)?;
+                if !table::sec_key_has_null(schema, i, &values)
+                    && table::sec_key_of(schema, i, &values) == sec
+                {
+                    return Ok(true);
+                }
+            }
+            if committed(rec.0.trx) {
+                return Ok(false);
+            }
+            match table::previous(db, &rec, &mut walk)? {
+                Some(prev) => cur = prev,
+                None if rec.0.roll == crate::txn::RollPtr::NONE => return Ok(false),
+                None => break,
             }
         }
-        if committed(rec.0.trx) {
-            return Ok(false);
-        }
-        cur = table::previous(db, &rec, &mut walk)?.flatten();
     }
-    Ok(false)
+    Err(Error::corrupt(
+        db.dir.clone(),
+        0,
+        format!(
+            "table {}: the versions of a row kept changing while a unique index was checked",
+            schema.def.name
+        ),
+    ))
 }
 
 /// Drop the index whose build failed (DROP5), unless the table is gone.
@@ -387,7 +446,7 @@ fn abandon(db: &DbInner, table: &str, st: &TableState, i: usize) -> Result<()> {
     if st.check_live(&guard).is_err() || !guard.index_is_live(i) {
         return Ok(());
     }
-    super::drop_table::drop_position(db, table, &mut guard, i)
+    super::drop_table::drop_position(db, table, st, &mut guard, i)
 }
 
 /// At open: drop every index whose build a crash ended (catalog C6).
@@ -404,13 +463,23 @@ pub(crate) fn at_open(db: &DbInner) -> Result<()> {
     for (name, st) in states {
         let _ddl = db.ddl.lock();
         let mut guard = st.schema.write();
-        while let Some(&i) = guard.building_indexes.first() {
+        for i in guard.building_indexes.clone() {
+            let index = guard
+                .def
+                .indexes
+                .get(i)
+                .map(|x| x.name.clone())
+                .unwrap_or_default();
             tracing::warn!(
                 table = %name,
-                index = guard.def.indexes.get(i).map(|x| x.name.as_str()).unwrap_or(""),
+                index,
                 "an online CREATE INDEX did not finish before the database closed; the index is dropped"
             );
-            super::drop_table::drop_position(db, &name, &mut guard, i)?;
+            // Left as it is (kept by writers, used by nobody, dropped by
+            // DROP INDEX or the next open) if it cannot be dropped now.
+            if let Err(e) = super::drop_table::drop_position(db, &name, &st, &mut guard, i) {
+                tracing::error!(table = %name, index, error = %e, "could not drop the unfinished index");
+            }
         }
     }
     Ok(())
@@ -832,6 +901,101 @@ mod tests {
         let mut tx = db.begin().unwrap();
         assert_eq!(through_both(&db, &mut tx).len(), 1_000);
         tx.commit().unwrap();
+        db.close().unwrap();
+    }
+
+    /// A drop of the unfinished index that listed its tree and crashed
+    /// before its commit point, then the open that drops the index: the
+    /// tree is listed once and freed once (review finding: it was listed
+    /// twice, and the second free hit a freed page).
+    #[test]
+    fn an_unfinished_index_already_listed_for_freeing_is_freed_once() {
+        use crate::store::drops::{self, PendingDrop};
+        let fs = SimFs::new(7);
+        let db = open(&fs, false);
+        table(&db, 1_000, 10);
+        let mut crashed = None;
+        let _ = build(&db, false, &mut |step| {
+            if let Step::Scanned { .. } = step {
+                let schema = db.table("t")?.schema();
+                let root = crate::page::PageId(schema.index_roots[0]);
+                drops::add(
+                    &db.inner.store,
+                    &[PendingDrop {
+                        root,
+                        table: schema.id,
+                        trx: 1,
+                    }],
+                )?;
+                crashed = Some(fs.crash(CrashMode::DropUnsynced));
+                return Err(Error::Canceled { trx: 0 });
+            }
+            Ok(())
+        });
+        std::mem::forget(db);
+        let db = open(&crashed.unwrap(), false);
+        assert_eq!(db.stats().pending_drops, 1);
+        db.purge_now().unwrap();
+        assert_eq!(db.stats().pending_drops, 0);
+        assert_clean(&db);
+        db.close().unwrap();
+    }
+
+    /// DROP TABLE while the scan is in a batch, after another DDL on the
+    /// table replaced its schema: the batch's registry slot keeps the
+    /// trees until it ends (OI5), the build stops with NoSuchTable, and a
+    /// table created meanwhile is untouched (review finding: the scan
+    /// wrote into trees freed and reused by the new table).
+    #[test]
+    fn a_drop_table_during_the_scan_frees_nothing_under_it() {
+        let fs = SimFs::new(8);
+        let db = open(&fs, false);
+        table(&db, 600, 10);
+        let mut once = true;
+        let e = build(&db, false, &mut |step| {
+            if let Step::RowRead { .. } = step
+                && std::mem::take(&mut once)
+            {
+                db.create_index(
+                    "t",
+                    IndexDef {
+                        name: "by_pad".into(),
+                        columns: vec![2],
+                        unique: false,
+                    },
+                )?;
+                db.drop_table("t")?;
+                db.purge_now()?;
+                let u = db.create_table(TableDef {
+                    name: "u".into(),
+                    columns: vec![
+                        Column::new("id", ColumnType::Int64, false),
+                        Column::new("v", ColumnType::Int64, true),
+                        Column::new("pad", ColumnType::Text { max_len: 100 }, true),
+                    ],
+                    primary_key: vec![0],
+                    indexes: vec![by_v(false)],
+                })?;
+                let mut tx = db.begin()?;
+                for id in 0..50 {
+                    tx.insert(&u, &row(id, Some(id)))?;
+                }
+                tx.commit()?;
+            }
+            Ok(())
+        })
+        .unwrap_err();
+        assert!(matches!(e, Error::NoSuchTable { .. }), "{e}");
+        db.purge_now().unwrap();
+        let u = db.table("u").unwrap();
+        let mut tx = db.begin().unwrap();
+        let n = tx
+            .scan(&u, Unbounded, Unbounded, Direction::Forward)
+            .unwrap()
+            .count();
+        tx.commit().unwrap();
+        assert_eq!(n, 50);
+        assert_clean(&db);
         db.close().unwrap();
     }
 

@@ -177,7 +177,7 @@ fn purge_record(db: &DbInner, seq: u64, rec: &UndoRecord, bound: TrxId, part: u8
     db.locks.lock(me, &lock, LockMode::Exclusive)?;
     // The schema again, under the row's lock: an index whose online build
     // started since may hold entries of this row (`online_index` OI3).
-    let schema = t.schema.read().clone();
+    let schema = t.latest();
     let r = purge_row(db, &schema, seq, rec, bound);
     db.locks.release(me, &[lock]);
     r

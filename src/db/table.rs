@@ -113,16 +113,41 @@ pub(crate) struct TableState {
     /// Set (under the schema's write lock) when the table is dropped;
     /// never cleared once the drop reached its commit point (DROP1).
     pub(crate) dropped: AtomicBool,
+    /// The schema the lock holds, readable without it (`latest`).
+    latest: Mutex<Arc<TableSchema>>,
+    /// Positions of indexes whose online build is running
+    /// (`online_index` OI5): DROP INDEX refuses them.
+    pub(crate) builds: Mutex<Vec<usize>>,
 }
 
 impl TableState {
     pub(crate) fn new(schema: Arc<TableSchema>) -> TableState {
         TableState {
+            latest: Mutex::new(schema.clone()),
             schema: RwLock::new(schema),
             autoinc: Mutex::new(None),
             explicit: AtomicBool::new(false),
             dropped: AtomicBool::new(false),
+            builds: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Replace the schema, holding its write lock as `guard`.
+    pub(crate) fn install(
+        &self,
+        guard: &mut parking_lot::RwLockWriteGuard<'_, Arc<TableSchema>>,
+        new: Arc<TableSchema>,
+    ) {
+        *self.latest.lock() = new.clone();
+        **guard = new;
+    }
+
+    /// The schema as last installed, without the schema lock: for purge
+    /// and rollback, which read it holding row locks. Taking the lock
+    /// there could wait behind a DDL that waits for a statement that
+    /// waits for one of those row locks.
+    pub(crate) fn latest(&self) -> Arc<TableSchema> {
+        self.latest.lock().clone()
     }
 
     /// `NoSuchTable` once the table is dropped (DROP1): write statements
