@@ -131,11 +131,11 @@ impl PartialEq for RegexRef {
 pub struct LookupRef(pub std::sync::Arc<std::collections::HashMap<i64, Value>>);
 
 /// Evaluates a scalar subquery over the enclosing query's row.
-pub type SubqueryFn = dyn Fn(&[Value]) -> SqlResult<Value>;
+pub type SubqueryFn = dyn Fn(&[Value]) -> SqlResult<Value> + Send + Sync;
 
 /// A scalar subquery's evaluation over the enclosing row.
 #[derive(Clone)]
-pub struct SubqueryRef(pub std::rc::Rc<SubqueryFn>);
+pub struct SubqueryRef(pub std::sync::Arc<SubqueryFn>);
 
 impl std::fmt::Debug for SubqueryRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -145,7 +145,7 @@ impl std::fmt::Debug for SubqueryRef {
 
 impl PartialEq for SubqueryRef {
     fn eq(&self, o: &Self) -> bool {
-        std::rc::Rc::ptr_eq(&self.0, &o.0)
+        std::sync::Arc::ptr_eq(&self.0, &o.0)
     }
 }
 
@@ -1097,10 +1097,46 @@ impl Expr {
     /// This expression with `outer`'s values in place of
     /// [`Expr::Outer`] references.
     pub fn with_outer(&self, outer: &[Value]) -> Expr {
-        let b = |e: &Expr| Box::new(e.with_outer(outer));
+        self.map_leaves(&|e| match e {
+            Expr::Outer(i) => Some(Expr::Const(outer.get(*i).cloned().unwrap_or(Value::Null))),
+            _ => None,
+        })
+    }
+
+    /// This expression with parameter values in place of
+    /// [`Expr::Param`] leaves (a parameter with no value stays).
+    pub fn with_params(&self, params: &[Value]) -> Expr {
+        self.map_leaves(&|e| match e {
+            Expr::Param(n) => params.get(*n).cloned().map(Expr::Const),
+            _ => None,
+        })
+    }
+
+    /// Whether any node of this expression satisfies `f`.
+    pub fn any(&self, f: &dyn Fn(&Expr) -> bool) -> bool {
+        let found = std::cell::Cell::new(false);
+        self.map_leaves(&|e| {
+            if f(e) {
+                found.set(true);
+            }
+            None
+        });
+        found.get()
+    }
+
+    /// This expression with each leaf (or opaque node) that `leaf` maps
+    /// replaced by what it returns.
+    fn map_leaves(&self, leaf: &dyn Fn(&Expr) -> Option<Expr>) -> Expr {
+        if let Some(e) = leaf(self) {
+            return e;
+        }
+        let b = |e: &Expr| Box::new(e.map_leaves(leaf));
         match self {
-            Expr::Outer(i) => Expr::Const(outer.get(*i).cloned().unwrap_or(Value::Null)),
-            Expr::Column(_) | Expr::Const(_) | Expr::Param(_) | Expr::Subquery(_) => self.clone(),
+            Expr::Outer(_)
+            | Expr::Column(_)
+            | Expr::Const(_)
+            | Expr::Param(_)
+            | Expr::Subquery(_) => self.clone(),
             Expr::Cmp(op, x, y) => Expr::Cmp(*op, b(x), b(y)),
             Expr::Arith(op, x, y) => Expr::Arith(*op, b(x), b(y)),
             Expr::Neg(x) => Expr::Neg(b(x)),
@@ -1109,19 +1145,19 @@ impl Expr {
             Expr::Not(x) => Expr::Not(b(x)),
             Expr::IsNull(x, n) => Expr::IsNull(b(x), *n),
             Expr::InList(x, l, n) => {
-                Expr::InList(b(x), l.iter().map(|e| e.with_outer(outer)).collect(), *n)
+                Expr::InList(b(x), l.iter().map(|e| e.map_leaves(leaf)).collect(), *n)
             }
             Expr::Between(x, lo, hi, n) => Expr::Between(b(x), b(lo), b(hi), *n),
             Expr::Cast(x, t) => Expr::Cast(b(x), *t),
             Expr::Func(name, args) => Expr::Func(
                 name.clone(),
-                args.iter().map(|e| e.with_outer(outer)).collect(),
+                args.iter().map(|e| e.map_leaves(leaf)).collect(),
             ),
             Expr::Case(op, whens, other) => Expr::Case(
                 op.as_deref().map(b),
                 whens
                     .iter()
-                    .map(|(c, r)| (c.with_outer(outer), r.with_outer(outer)))
+                    .map(|(c, r)| (c.map_leaves(leaf), r.map_leaves(leaf)))
                     .collect(),
                 other.as_deref().map(b),
             ),

@@ -4,8 +4,12 @@
 //! This is what the extended query protocol's Parse/Describe/Bind/Execute
 //! and SQL-level PREPARE/EXECUTE use.
 
-use quill::catalog::ColumnType;
+use std::sync::{Arc, Mutex, PoisonError};
 
+use quill::catalog::{ColumnType, Value};
+
+use crate::expr::Ctx;
+use crate::select::{Generic, Plan};
 use crate::session::{ColumnDesc, Stmt};
 
 /// A statement ready to run with parameters.
@@ -17,6 +21,78 @@ pub struct Prepared {
     pub(crate) param_types: Vec<ColumnType>,
     pub(crate) columns: Option<Vec<ColumnDesc>>,
     pub(crate) tag: &'static str,
+    /// A query's generic plan, made at its first execution (shared by
+    /// the copies of this statement).
+    pub(crate) generic: Arc<GenericCache>,
+}
+
+/// The generic plan of a prepared query, once made.
+#[derive(Debug, Default)]
+pub(crate) struct GenericCache(Mutex<GenericSlot>);
+
+/// Where a prepared query's generic plan stands.
+#[derive(Debug, Default)]
+pub(crate) enum GenericSlot {
+    /// Not tried yet, or the table's schema changed since.
+    #[default]
+    Untried,
+    /// The query is not one a generic plan is kept for.
+    No,
+    /// The plan.
+    Plan(Arc<Generic>),
+}
+
+impl GenericCache {
+    /// The plan of this query for `params`: its generic plan bound to
+    /// them, made first if there is none or the table's schema changed
+    /// (`None`: the query is planned at each execution instead). `ctx`
+    /// carries no parameter values.
+    pub(crate) fn generic_plan(
+        &self,
+        db: &quill::Db,
+        q: &sqlparser::ast::Query,
+        params: &[Value],
+        ctx: Ctx<'_>,
+    ) -> Option<Plan> {
+        let mut slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*slot {
+            GenericSlot::Plan(g) => {
+                if let Some(plan) = g.bind(params) {
+                    return Some(plan);
+                }
+            }
+            GenericSlot::No => return None,
+            GenericSlot::Untried => {}
+        }
+        // First use, or the table's schema changed: plan again.
+        match Generic::new(db, q, ctx) {
+            Some(g) => {
+                let plan = g.bind(params);
+                *slot = GenericSlot::Plan(Arc::new(g));
+                plan
+            }
+            None => {
+                *slot = GenericSlot::No;
+                None
+            }
+        }
+    }
+}
+
+impl Prepared {
+    /// Whether this statement runs from a generic plan (a query over one
+    /// table, executed at least once): each execution binds its
+    /// parameters to that plan instead of planning the query again.
+    pub fn has_generic_plan(&self) -> bool {
+        matches!(
+            *self
+                .generic
+                .0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+            GenericSlot::Plan(_)
+        )
+    }
 }
 
 impl Prepared {

@@ -11,7 +11,7 @@
 //! refer to the enclosing query's columns (correlated): it is planned
 //! once and run per row with those columns' values.
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 use quill::catalog::{ColumnType, Value};
 use quill::{Db, OwnedTxn, Table};
@@ -40,7 +40,7 @@ pub struct RelInfo {
 #[derive(Clone)]
 pub enum RelData {
     /// Rows generated when the query was planned (a catalog).
-    Rows(Rc<Vec<Vec<Value>>>),
+    Rows(Arc<Vec<Vec<Value>>>),
     /// A table, read whole in the statement's transaction.
     Table(Table),
 }
@@ -138,7 +138,7 @@ pub fn resolve(
                 columns: v.columns,
                 offset,
             },
-            RelData::Rows(Rc::new(v.rows)),
+            RelData::Rows(Arc::new(v.rows)),
         )),
         None => Err(crate::ddl::no_table(&name.to_string())),
     }
@@ -251,8 +251,8 @@ impl RelScope<'_> {
                 "subquery must return only one column",
             ));
         }
-        let plan = Rc::new(plan);
-        Ok(Expr::Subquery(SubqueryRef(Rc::new(
+        let plan = Arc::new(plan);
+        Ok(Expr::Subquery(SubqueryRef(Arc::new(
             move |row: &[Value]| {
                 let bound = plan.with_outer(row);
                 let mut out = crate::select::run_generated(&bound)?;

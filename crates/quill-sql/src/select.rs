@@ -389,6 +389,9 @@ pub struct Plan {
     sort: Vec<(Expr, bool)>,
     /// Rows come in the order ORDER BY asks for (primary-key order).
     in_order: bool,
+    /// The columns of an ascending ORDER BY of plain columns, all of them
+    /// (empty otherwise): a path in this order makes the sort needless.
+    order_cols: Vec<usize>,
     limit: Option<usize>,
     offset: usize,
 }
@@ -606,6 +609,7 @@ fn plan_body(
             distinct: false,
             sort: Vec::new(),
             in_order: true,
+            order_cols: Vec::new(),
             limit,
             offset,
         });
@@ -708,6 +712,7 @@ fn plan_union(
         distinct: !all,
         in_order: sort.is_empty(),
         sort,
+        order_cols: Vec::new(),
         limit,
         offset,
     })
@@ -985,6 +990,11 @@ fn plan_with_scope(
     let in_order = grouping.is_none()
         && (sort.is_empty()
             || (order_cols.len() == sort.len() && path_order.starts_with(&order_cols)));
+    let order_cols = if order_cols.len() == sort.len() {
+        order_cols
+    } else {
+        Vec::new()
+    };
     let columns = outputs
         .iter()
         .map(|(n, e)| ColumnDesc {
@@ -1001,9 +1011,119 @@ fn plan_with_scope(
         distinct,
         sort,
         in_order,
+        order_cols,
         limit,
         offset,
     })
+}
+
+/// A query planned once with its parameters as [`Expr::Param`] leaves
+/// (a generic plan), for a prepared statement to run many times: each
+/// execution puts the values in and chooses the access path from them
+/// ([`Generic::bind`]), which is all the planning it does. Only plans
+/// over one table with no subquery, regular expression or catalog lookup
+/// and no parameter in LIMIT or OFFSET are kept; a plan stays good while
+/// the table's schema is the one it was planned against.
+///
+/// It holds no strong reference to that schema: a dropped table's pages
+/// are freed only once no statement holds its schema (`quill::db`'s
+/// DROP2), and a prepared statement may outlive the table by far.
+pub struct Generic {
+    /// The plan, its table source's schema left out (a placeholder).
+    plan: Plan,
+    schema: std::sync::Weak<TableSchema>,
+    table: Table,
+}
+
+impl std::fmt::Debug for Generic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Generic")
+            .field("table", &self.table.name())
+            .finish()
+    }
+}
+
+impl Generic {
+    /// The generic plan of `q`, if it is one this keeps (see the type's
+    /// docs); `ctx` carries no parameter values.
+    pub fn new(db: &Db, q: &ast::Query, ctx: Ctx<'_>) -> Option<Generic> {
+        debug_assert!(
+            ctx.params.is_none(),
+            "a generic plan has no parameter values"
+        );
+        let params_in_limit = match &q.limit_clause {
+            None => false,
+            Some(l) => l.to_string().contains('$'),
+        };
+        if params_in_limit {
+            return None;
+        }
+        let mut plan = plan(db, q, ctx, None).ok()?;
+        let Source::Table { t, schema, .. } = &mut plan.source else {
+            return None;
+        };
+        let weak = std::sync::Arc::downgrade(schema);
+        let table = t.clone();
+        *schema = std::sync::Arc::new(no_columns());
+        let opaque = |e: &Expr| {
+            matches!(
+                e,
+                Expr::Subquery(_) | Expr::Regex(..) | Expr::Lookup(..) | Expr::Outer(_)
+            )
+        };
+        if plan.exprs().any(|e| e.any(&opaque)) {
+            return None;
+        }
+        Some(Generic {
+            schema: weak,
+            table,
+            plan,
+        })
+    }
+
+    /// The plan for one execution with `params`, unless the table's
+    /// schema is no longer the one the plan was made for.
+    pub fn bind(&self, params: &[Value]) -> Option<Plan> {
+        let current = self.table.schema();
+        if self.table.is_dropped()
+            || !std::sync::Weak::ptr_eq(&self.schema, &std::sync::Arc::downgrade(&current))
+        {
+            return None;
+        }
+        let m = |e: &Expr| e.with_params(params);
+        let mut p = self.plan.clone();
+        if let Source::Table {
+            filter,
+            path,
+            schema,
+            ..
+        } = &mut p.source
+        {
+            *filter = filter.as_ref().map(m);
+            *path = access::choose(&current, filter.as_ref(), &p.order_cols);
+            *schema = std::sync::Arc::clone(&current);
+        }
+        if let Some((groups, aggs)) = &mut p.grouping {
+            for g in groups.iter_mut() {
+                *g = m(g);
+            }
+            for a in aggs.iter_mut() {
+                a.arg = a.arg.as_ref().map(m);
+            }
+        }
+        p.having = p.having.as_ref().map(m);
+        p.outputs = p.outputs.iter().map(m).collect();
+        p.sort = p.sort.iter().map(|(e, asc)| (m(e), *asc)).collect();
+        // As `plan_body` decides it, for the path chosen now.
+        let path_order: &[usize] = match &p.source {
+            Source::Table { path, .. } => path.order(&current),
+            _ => &[],
+        };
+        p.in_order = p.grouping.is_none()
+            && (p.sort.is_empty()
+                || (p.order_cols.len() == p.sort.len() && path_order.starts_with(&p.order_cols)));
+        Some(p)
+    }
 }
 
 /// Whether `e` calls an aggregate (outside a subquery).
@@ -1226,6 +1346,29 @@ impl Plan {
                 rels.iter().all(|r| matches!(r.data, RelData::Rows(_)))
             }
         }
+    }
+
+    /// Every expression of the plan (not those of a union's parts).
+    fn exprs(&self) -> impl Iterator<Item = &Expr> {
+        let source: Vec<&Expr> = match &self.source {
+            Source::Table { filter, .. } => filter.iter().collect(),
+            Source::Relations { rels, filter } => filter
+                .iter()
+                .chain(rels.iter().filter_map(|r| r.on.as_ref()))
+                .collect(),
+            Source::Union { .. } | Source::Nothing | Source::Empty => Vec::new(),
+        };
+        let (groups, aggs) = match &self.grouping {
+            Some((g, a)) => (g.as_slice(), a.as_slice()),
+            None => (&[][..], &[][..]),
+        };
+        source
+            .into_iter()
+            .chain(groups)
+            .chain(aggs.iter().filter_map(|a| a.arg.as_ref()))
+            .chain(self.having.iter())
+            .chain(self.outputs.iter())
+            .chain(self.sort.iter().map(|(e, _)| e))
     }
 
     /// This plan with the enclosing row's values in place of its outer

@@ -160,6 +160,9 @@ pub struct Session {
     prepared: std::collections::HashMap<String, Prepared>,
     /// A COPY FROM STDIN waiting for its data.
     copy: Option<CopyIn>,
+    /// The prepared statement running now, whose generic plan a query
+    /// uses (`Prepared::generic_plan`).
+    current: Option<Arc<crate::prepared::GenericCache>>,
 }
 
 /// A COPY FROM STDIN in progress: rows are inserted as their lines
@@ -220,6 +223,7 @@ impl Session {
             cancel: Arc::default(),
             prepared: std::collections::HashMap::new(),
             copy: None,
+            current: None,
         }
     }
 
@@ -448,6 +452,7 @@ impl Session {
             stmt,
             param_types,
             columns,
+            generic: Arc::default(),
         })
     }
 
@@ -494,7 +499,12 @@ impl Session {
         }
         match &p.stmt {
             None => Ok(Output::tag("")),
-            Some(s) => self.run_stmt(s, params),
+            Some(s) => {
+                self.current = Some(Arc::clone(&p.generic));
+                let r = self.run_stmt(s, params);
+                self.current = None;
+                r
+            }
         }
     }
 
@@ -635,10 +645,22 @@ impl Session {
             Statement::Insert(i) => self.in_txn(|db, tx| dml::insert(db, tx, i, ctx)),
             Statement::Update(u) => self.in_txn(|db, tx| dml::update(db, tx, u, ctx)),
             Statement::Delete(d) => self.in_txn(|db, tx| dml::delete(db, tx, d, ctx)),
-            Statement::Query(q) => self.in_txn(|db, tx| {
-                let plan = select::plan(db, q, ctx, Some(&mut *tx))?;
-                select::run(&plan, Some(tx), ctx)
-            }),
+            Statement::Query(q) => {
+                let generic = self.current.take().and_then(|cache| {
+                    let describe = Ctx {
+                        params: None,
+                        ..ctx
+                    };
+                    cache.generic_plan(&self.db, q, params, describe)
+                });
+                self.in_txn(|db, tx| {
+                    let plan = match generic {
+                        Some(plan) => plan,
+                        None => select::plan(db, q, ctx, Some(&mut *tx))?,
+                    };
+                    select::run(&plan, Some(tx), ctx)
+                })
+            }
             Statement::Explain { statement, .. } => {
                 let Statement::Query(q) = statement.as_ref() else {
                     return Err(SqlError::unsupported(
@@ -737,7 +759,10 @@ impl Session {
                                 ),
                             ));
                         }
-                        self.run_sql(s, &values)
+                        self.current = Some(Arc::clone(&p.generic));
+                        let r = self.run_sql(s, &values);
+                        self.current = None;
+                        r
                     }
                     Some(u @ Stmt::Utility(_)) => self.run_stmt(u, &[]),
                 }

@@ -5,16 +5,19 @@
 //! `Session` and through a `BTreeMap` of rows with SQL's three-valued
 //! logic. Every answer must match. The table has a primary key and two
 //! secondary indexes (one on two columns), so equality and range
-//! predicates take index paths as well as full scans. Failures print
-//! proptest's seed and the statement, so a run replays.
+//! predicates take index paths as well as full scans. Every query also
+//! runs as a prepared statement with its literals as parameters, twice
+//! (the generic plan is made, then reused; the statements live across
+//! cases, so a plan made for an earlier case's table must be replaced).
+//! Failures print proptest's seed and the statement, so a run replays.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use proptest::prelude::*;
-use quill::catalog::Value;
+use quill::catalog::{ColumnType, Value};
 use quill::{Db, Options};
-use quill_sql::{Session, SqlState};
+use quill_sql::{Prepared, Session, SqlState};
 
 /// A row of `m (k int PRIMARY KEY, a int, b varchar(40), c bigint)`.
 #[derive(Clone, Debug, PartialEq)]
@@ -81,19 +84,34 @@ enum Pred {
 
 impl Pred {
     fn sql(&self) -> String {
+        self.sql_with(&mut |v| lit(v))
+    }
+
+    /// The SQL with each value written by `value` (a literal, or a
+    /// parameter it records).
+    fn sql_with(&self, value: &mut dyn FnMut(&V) -> String) -> String {
         match self {
-            Pred::Cmp(c, op, v) => format!("{} {op} {}", c.name(), lit(v)),
-            Pred::Between(c, lo, hi) => format!("{} BETWEEN {} AND {}", c.name(), lit(lo), lit(hi)),
+            Pred::Cmp(c, op, v) => format!("{} {op} {}", c.name(), value(v)),
+            Pred::Between(c, lo, hi) => {
+                let lo = value(lo);
+                format!("{} BETWEEN {lo} AND {}", c.name(), value(hi))
+            }
             Pred::In(c, vs) => format!(
                 "{} IN ({})",
                 c.name(),
-                vs.iter().map(lit).collect::<Vec<_>>().join(", ")
+                vs.iter().map(&mut *value).collect::<Vec<_>>().join(", ")
             ),
             Pred::IsNull(c, true) => format!("{} IS NULL", c.name()),
             Pred::IsNull(c, false) => format!("{} IS NOT NULL", c.name()),
-            Pred::And(x, y) => format!("({} AND {})", x.sql(), y.sql()),
-            Pred::Or(x, y) => format!("({} OR {})", x.sql(), y.sql()),
-            Pred::Not(x) => format!("NOT ({})", x.sql()),
+            Pred::And(x, y) => {
+                let x = x.sql_with(value);
+                format!("({x} AND {})", y.sql_with(value))
+            }
+            Pred::Or(x, y) => {
+                let x = x.sql_with(value);
+                format!("({x} OR {})", y.sql_with(value))
+            }
+            Pred::Not(x) => format!("NOT ({})", x.sql_with(value)),
         }
     }
 
@@ -248,6 +266,67 @@ fn where_sql(p: &Option<Pred>) -> String {
         .unwrap_or_default()
 }
 
+/// The WHERE clause with `$n` for each value, and the values.
+fn where_params(p: &Option<Pred>) -> (String, Vec<V>) {
+    let mut values = Vec::new();
+    let sql = p
+        .as_ref()
+        .map(|p| {
+            let w = p.sql_with(&mut |v| {
+                values.push(v.clone());
+                format!("${}", values.len())
+            });
+            format!(" WHERE {w}")
+        })
+        .unwrap_or_default();
+    (sql, values)
+}
+
+/// Run `template` (a query with `$n` parameters) prepared, with
+/// `values`, twice: the first execution makes the generic plan, the
+/// second binds to it. Statements are kept by text across cases.
+fn run_prepared(s: &mut Session, template: &str, values: &[V]) -> Result<Vec<Vec<V>>, SqlState> {
+    static PREPARED: OnceLock<Mutex<std::collections::HashMap<String, Prepared>>> = OnceLock::new();
+    let map = PREPARED.get_or_init(Mutex::default);
+    let p = {
+        let mut m = map.lock().unwrap_or_else(|e| e.into_inner());
+        match m.get(template) {
+            Some(p) => p.clone(),
+            None => {
+                let p = s.prepare(template, &[]).map_err(|e| e.state)?;
+                m.insert(template.to_string(), p.clone());
+                p
+            }
+        }
+    };
+    let params: Vec<Value> = values
+        .iter()
+        .zip(p.param_types())
+        .map(|(v, ty)| match (v, ty) {
+            (V::Null, _) => Value::Null,
+            (V::I(i), ColumnType::Int32) => Value::Int32(i32::try_from(*i).expect("int")),
+            (V::I(i), ColumnType::Int64) => Value::Int64(*i),
+            (V::I(i), _) => Value::Text(i.to_string()),
+            (V::T(t), _) => Value::Text(t.clone()),
+        })
+        .collect();
+    let mut last = None;
+    for _ in 0..2 {
+        let out = s.execute_prepared(&p, &params).map_err(|e| e.state)?;
+        let rows: Vec<Vec<V>> = out
+            .rows
+            .iter()
+            .map(|r| r.iter().map(cell).collect())
+            .collect();
+        if let Some(prev) = &last {
+            assert_eq!(prev, &rows, "{template}: the second execution differs");
+        }
+        last = Some(rows);
+    }
+    assert!(p.has_generic_plan(), "{template}: no generic plan");
+    Ok(last.unwrap_or_default())
+}
+
 fn matches(p: &Option<Pred>, k: i64, r: &Row) -> bool {
     p.as_ref().is_none_or(|p| p.eval(k, r) == Some(true))
 }
@@ -348,7 +427,20 @@ fn check(ops: Vec<Op>) {
                             .to_vec()
                     })
                     .collect();
-                assert_eq!(run(s, &sql), Ok(want), "{sql}");
+                assert_eq!(run(s, &sql), Ok(want.clone()), "{sql}");
+                let (w, values) = where_params(&p);
+                let mut template = format!("SELECT k, a, b, c FROM m{w} ORDER BY k");
+                if let Some(l) = limit {
+                    template.push_str(&format!(" LIMIT {l}"));
+                }
+                if offset > 0 {
+                    template.push_str(&format!(" OFFSET {offset}"));
+                }
+                assert_eq!(
+                    run_prepared(s, &template, &values),
+                    Ok(want),
+                    "{template} {values:?}"
+                );
             }
             Op::Aggregate(p) => {
                 let sql = format!(
@@ -382,7 +474,16 @@ fn check(ops: Vec<Op>) {
                     some(col(Col::B), min),
                     some(col(Col::B), max),
                 ]];
-                assert_eq!(run(s, &sql), Ok(want), "{sql}");
+                assert_eq!(run(s, &sql), Ok(want.clone()), "{sql}");
+                let (w, values) = where_params(&p);
+                let template = format!(
+                    "SELECT count(*), count(a), sum(a), min(c), max(c), min(b), max(b) FROM m{w}"
+                );
+                assert_eq!(
+                    run_prepared(s, &template, &values),
+                    Ok(want),
+                    "{template} {values:?}"
+                );
             }
             Op::Group(p) => {
                 let sql = format!(
@@ -404,7 +505,15 @@ fn check(ops: Vec<Op>) {
                 if let Some((n, m)) = groups.get(&None) {
                     want.push(vec![V::Null, V::I(*n), V::I(*m)]);
                 }
-                assert_eq!(run(s, &sql), Ok(want), "{sql}");
+                assert_eq!(run(s, &sql), Ok(want.clone()), "{sql}");
+                let (w, values) = where_params(&p);
+                let template =
+                    format!("SELECT a, count(*), max(k) FROM m{w} GROUP BY a ORDER BY a");
+                assert_eq!(
+                    run_prepared(s, &template, &values),
+                    Ok(want),
+                    "{template} {values:?}"
+                );
             }
         }
     }
