@@ -241,10 +241,11 @@ pub fn insert(db: &Db, tx: &mut OwnedTxn, i: &ast::Insert, ctx: Ctx<'_>) -> SqlR
     Ok(Returning::output(ret, format!("INSERT 0 {n}"), out))
 }
 
-/// The table and WHERE of an UPDATE or DELETE.
+/// The table and WHERE of an UPDATE or DELETE (`tx`: for a subquery
+/// in WHERE; without one, such a WHERE is an error).
 fn target(
     db: &Db,
-    tx: &mut OwnedTxn,
+    tx: Option<&mut OwnedTxn>,
     relation: &ast::TableFactor,
     selection: Option<&ast::Expr>,
     ctx: Ctx<'_>,
@@ -261,7 +262,7 @@ fn target(
     let scope = WhereScope {
         table: TableScope(&schema, ctx),
         db,
-        tx: std::cell::RefCell::new(Some(tx)),
+        tx: std::cell::RefCell::new(tx),
     };
     let filter = selection.map(|e| expr::bind(e, &scope)).transpose()?;
     Ok((t, schema, filter))
@@ -319,14 +320,34 @@ pub fn update(db: &Db, tx: &mut OwnedTxn, u: &ast::Update, ctx: Ctx<'_>) -> SqlR
     if !u.table.joins.is_empty() {
         return Err(SqlError::unsupported("UPDATE with JOIN"));
     }
-    let (t, schema, filter) = target(db, tx, &u.table.relation, u.selection.as_ref(), ctx)?;
-    let scope = TableScope(&schema, ctx);
-    let mut sets: Vec<(usize, ColumnType, Domain, Expr)> = Vec::new();
-    for a in &u.assignments {
+    let (t, schema, filter) = target(
+        db,
+        Some(&mut *tx),
+        &u.table.relation,
+        u.selection.as_ref(),
+        ctx,
+    )?;
+    let sets = bind_sets(&schema, &u.assignments, ctx)?;
+    let ret = returning(&schema, u.returning.as_deref(), ctx)?;
+    apply_update(ctx, tx, &t, &schema, filter.as_ref(), &sets, ret)
+}
+
+/// One `SET column = expr` of an UPDATE: the column, its type and
+/// domain, and the bound expression.
+type Set = (usize, ColumnType, Domain, Expr);
+
+fn bind_sets(
+    schema: &TableSchema,
+    assignments: &[ast::Assignment],
+    ctx: Ctx<'_>,
+) -> SqlResult<Vec<Set>> {
+    let scope = TableScope(schema, ctx);
+    let mut sets: Vec<Set> = Vec::new();
+    for a in assignments {
         let ast::AssignmentTarget::ColumnName(c) = &a.target else {
             return Err(SqlError::unsupported("a tuple assignment"));
         };
-        let (col, ty) = column_of(&schema, c)?;
+        let (col, ty) = column_of(schema, c)?;
         if schema.def.primary_key.contains(&col) {
             return Err(SqlError::unsupported("updating a primary key column"));
         }
@@ -335,14 +356,25 @@ pub fn update(db: &Db, tx: &mut OwnedTxn, u: &ast::Update, ctx: Ctx<'_>) -> SqlR
         });
         sets.push((col, ty, dom, expr::bind(&a.value, &scope)?));
     }
-    let ret = returning(&schema, u.returning.as_deref(), ctx)?;
+    Ok(sets)
+}
+
+fn apply_update(
+    ctx: Ctx<'_>,
+    tx: &mut OwnedTxn,
+    t: &quill::Table,
+    schema: &TableSchema,
+    filter: Option<&Expr>,
+    sets: &[Set],
+    ret: Option<Returning>,
+) -> SqlResult<Output> {
     let mut out = Vec::new();
-    let n = for_each_locked(ctx, tx, &t, &schema, filter.as_ref(), |tx, key, row| {
+    let n = for_each_locked(ctx, tx, t, schema, filter, |tx, key, row| {
         let changes = sets
             .iter()
             .map(|(col, ty, dom, e)| Ok((*col, types::store_as(e.eval(row)?, *ty, *dom)?)))
             .collect::<SqlResult<Vec<_>>>()?;
-        let changed = tx.update(&t, key, &changes)?;
+        let changed = tx.update(t, key, &changes)?;
         if changed && let Some(ret) = &ret {
             let mut new = row.to_vec();
             for (col, v) in changes {
@@ -368,15 +400,135 @@ pub fn delete(db: &Db, tx: &mut OwnedTxn, d: &ast::Delete, ctx: Ctx<'_>) -> SqlR
     let [from] = from.as_slice() else {
         return Err(SqlError::unsupported("DELETE from several tables"));
     };
-    let (t, schema, filter) = target(db, tx, &from.relation, d.selection.as_ref(), ctx)?;
+    let (t, schema, filter) = target(
+        db,
+        Some(&mut *tx),
+        &from.relation,
+        d.selection.as_ref(),
+        ctx,
+    )?;
     let ret = returning(&schema, d.returning.as_deref(), ctx)?;
+    apply_delete(ctx, tx, &t, &schema, filter.as_ref(), ret)
+}
+
+fn apply_delete(
+    ctx: Ctx<'_>,
+    tx: &mut OwnedTxn,
+    t: &quill::Table,
+    schema: &TableSchema,
+    filter: Option<&Expr>,
+    ret: Option<Returning>,
+) -> SqlResult<Output> {
     let mut out = Vec::new();
-    let n = for_each_locked(ctx, tx, &t, &schema, filter.as_ref(), |tx, key, row| {
-        let gone = tx.delete(&t, key)?;
+    let n = for_each_locked(ctx, tx, t, schema, filter, |tx, key, row| {
+        let gone = tx.delete(t, key)?;
         if gone && let Some(ret) = &ret {
             out.push(ret.row(row)?);
         }
         Ok(gone)
     })?;
     Ok(Returning::output(ret, format!("DELETE {n}"), out))
+}
+
+/// An UPDATE or DELETE without RETURNING planned once with its
+/// parameters as [`Expr::Param`] leaves, as [`crate::select::Generic`]
+/// plans a query: each execution binds the values and finds the rows
+/// through the access path they give. Holds no strong reference to the
+/// table's schema (a dropped table's pages must be freed).
+pub struct GenericWrite {
+    table: quill::Table,
+    schema: std::sync::Weak<TableSchema>,
+    filter: Option<Expr>,
+    /// `None` for a DELETE.
+    sets: Option<Vec<Set>>,
+}
+
+impl std::fmt::Debug for GenericWrite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GenericWrite")
+            .field("table", &self.table.name())
+            .field("delete", &self.sets.is_none())
+            .finish()
+    }
+}
+
+impl GenericWrite {
+    /// The generic plan of `stmt` if it is an UPDATE or DELETE of one
+    /// table with no RETURNING and nothing in it a generic plan cannot
+    /// keep (a subquery, a regular expression, a catalog lookup); `ctx`
+    /// carries no parameter values.
+    pub fn new(db: &Db, stmt: &ast::Statement, ctx: Ctx<'_>) -> Option<GenericWrite> {
+        // Without a transaction a subquery reads as empty (see
+        // `select::Generic::new`): none here.
+        if select::selects_in(&stmt.to_string()) > 0 {
+            return None;
+        }
+        let (t, schema, filter, sets) = match stmt {
+            ast::Statement::Update(u)
+                if u.from.is_none() && u.table.joins.is_empty() && u.returning.is_none() =>
+            {
+                let (t, schema, filter) =
+                    target(db, None, &u.table.relation, u.selection.as_ref(), ctx).ok()?;
+                let sets = bind_sets(&schema, &u.assignments, ctx).ok()?;
+                (t, schema, filter, Some(sets))
+            }
+            ast::Statement::Delete(d) if d.using.is_none() && d.returning.is_none() => {
+                let from = match &d.from {
+                    ast::FromTable::WithFromKeyword(f) | ast::FromTable::WithoutKeyword(f) => f,
+                };
+                let [from] = from.as_slice() else {
+                    return None;
+                };
+                let (t, schema, filter) =
+                    target(db, None, &from.relation, d.selection.as_ref(), ctx).ok()?;
+                (t, schema, filter, None)
+            }
+            _ => return None,
+        };
+        let opaque = |e: &Expr| {
+            matches!(
+                e,
+                Expr::Subquery(_) | Expr::Regex(..) | Expr::Lookup(..) | Expr::Outer(_)
+            )
+        };
+        let exprs = filter
+            .iter()
+            .chain(sets.iter().flatten().map(|(_, _, _, e)| e));
+        if exprs.into_iter().any(|e| e.any(&opaque)) {
+            return None;
+        }
+        Some(GenericWrite {
+            table: t,
+            schema: std::sync::Arc::downgrade(&schema),
+            filter,
+            sets,
+        })
+    }
+
+    /// Run it with `params` in `tx`; `None` when the table's schema is no
+    /// longer the one it was planned against (plan it again).
+    pub fn run(
+        &self,
+        tx: &mut OwnedTxn,
+        params: &[Value],
+        ctx: Ctx<'_>,
+    ) -> Option<SqlResult<Output>> {
+        let current = self.table.schema();
+        if self.table.is_dropped()
+            || !std::sync::Weak::ptr_eq(&self.schema, &std::sync::Arc::downgrade(&current))
+        {
+            return None;
+        }
+        let filter = self.filter.as_ref().map(|e| e.with_params(params));
+        Some(match &self.sets {
+            Some(sets) => {
+                let sets: Vec<Set> = sets
+                    .iter()
+                    .map(|(c, ty, dom, e)| (*c, *ty, *dom, e.with_params(params)))
+                    .collect();
+                apply_update(ctx, tx, &self.table, &current, filter.as_ref(), &sets, None)
+            }
+            None => apply_delete(ctx, tx, &self.table, &current, filter.as_ref(), None),
+        })
+    }
 }

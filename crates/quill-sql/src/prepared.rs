@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use quill::catalog::{ColumnType, Value};
 
+use crate::dml::GenericWrite;
 use crate::expr::Ctx;
 use crate::select::{Generic, Plan};
 use crate::session::{ColumnDesc, Stmt};
@@ -36,10 +37,12 @@ pub(crate) enum GenericSlot {
     /// Not tried yet, or the table's schema changed since.
     #[default]
     Untried,
-    /// The query is not one a generic plan is kept for.
+    /// The statement is not one a generic plan is kept for.
     No,
-    /// The plan.
-    Plan(Arc<Generic>),
+    /// A query's plan.
+    Query(Arc<Generic>),
+    /// An UPDATE's or DELETE's plan.
+    Write(Arc<GenericWrite>),
 }
 
 impl GenericCache {
@@ -56,20 +59,50 @@ impl GenericCache {
     ) -> Option<Plan> {
         let mut slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         match &*slot {
-            GenericSlot::Plan(g) => {
+            GenericSlot::Query(g) => {
                 if let Some(plan) = g.bind(params) {
                     return Some(plan);
                 }
             }
             GenericSlot::No => return None,
-            GenericSlot::Untried => {}
+            GenericSlot::Untried | GenericSlot::Write(_) => {}
         }
         // First use, or the table's schema changed: plan again.
         match Generic::new(db, q, ctx) {
             Some(g) => {
                 let plan = g.bind(params);
-                *slot = GenericSlot::Plan(Arc::new(g));
+                *slot = GenericSlot::Query(Arc::new(g));
                 plan
+            }
+            None => {
+                *slot = GenericSlot::No;
+                None
+            }
+        }
+    }
+
+    /// The generic plan of an UPDATE or DELETE, made first if there is
+    /// none (`None`: the statement is planned at each execution).
+    /// `stale` says the one kept last time no longer matches the table's
+    /// schema. `ctx` carries no parameter values.
+    pub(crate) fn write_plan(
+        &self,
+        db: &quill::Db,
+        stmt: &sqlparser::ast::Statement,
+        ctx: Ctx<'_>,
+        stale: bool,
+    ) -> Option<Arc<GenericWrite>> {
+        let mut slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*slot {
+            GenericSlot::Write(g) if !stale => return Some(Arc::clone(g)),
+            GenericSlot::No => return None,
+            _ => {}
+        }
+        match GenericWrite::new(db, stmt, ctx) {
+            Some(g) => {
+                let g = Arc::new(g);
+                *slot = GenericSlot::Write(Arc::clone(&g));
+                Some(g)
             }
             None => {
                 *slot = GenericSlot::No;
@@ -80,9 +113,9 @@ impl GenericCache {
 }
 
 impl Prepared {
-    /// Whether this statement runs from a generic plan (a query over one
-    /// table, executed at least once): each execution binds its
-    /// parameters to that plan instead of planning the query again.
+    /// Whether this statement runs from a generic plan (a query, UPDATE
+    /// or DELETE over one table, executed at least once): each execution
+    /// binds its parameters to that plan instead of planning again.
     pub fn has_generic_plan(&self) -> bool {
         matches!(
             *self
@@ -90,7 +123,7 @@ impl Prepared {
                 .0
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner),
-            GenericSlot::Plan(_)
+            GenericSlot::Query(_) | GenericSlot::Write(_)
         )
     }
 }

@@ -1055,7 +1055,11 @@ impl Generic {
             None => false,
             Some(l) => l.to_string().contains('$'),
         };
-        if params_in_limit {
+        // Planned without a transaction, a subquery in WHERE reads as
+        // empty (describing needs no rows): no generic plan for a query
+        // with one. Counting the keyword may refuse a query whose text
+        // merely says SELECT twice; that only costs it the cache.
+        if params_in_limit || selects_in(&q.to_string()) > 1 {
             return None;
         }
         let mut plan = plan(db, q, ctx, None).ok()?;
@@ -1124,6 +1128,11 @@ impl Generic {
                 || (p.order_cols.len() == p.sort.len() && path_order.starts_with(&p.order_cols)));
         Some(p)
     }
+}
+
+/// How many times `sql` says SELECT (a subquery says it again).
+pub(crate) fn selects_in(sql: &str) -> usize {
+    sql.to_ascii_uppercase().matches("SELECT").count()
 }
 
 /// Whether `e` calls an aggregate (outside a subquery).

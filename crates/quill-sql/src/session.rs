@@ -643,8 +643,12 @@ impl Session {
                 ..
             } => ddl::drop_indexes(&self.db, names, *if_exists),
             Statement::Insert(i) => self.in_txn(|db, tx| dml::insert(db, tx, i, ctx)),
-            Statement::Update(u) => self.in_txn(|db, tx| dml::update(db, tx, u, ctx)),
-            Statement::Delete(d) => self.in_txn(|db, tx| dml::delete(db, tx, d, ctx)),
+            Statement::Update(u) => {
+                self.write_stmt(stmt, params, ctx, |db, tx| dml::update(db, tx, u, ctx))
+            }
+            Statement::Delete(d) => {
+                self.write_stmt(stmt, params, ctx, |db, tx| dml::delete(db, tx, d, ctx))
+            }
             Statement::Query(q) => {
                 let generic = self.current.take().and_then(|cache| {
                     let describe = Ctx {
@@ -1117,6 +1121,36 @@ impl Session {
             tag: "COPY".into(),
             copy: Some(CopyStream::In { columns: width }),
             ..Output::default()
+        })
+    }
+
+    /// An UPDATE or DELETE: from the running prepared statement's generic
+    /// plan when it has one, else planned now by `plan_and_run`.
+    fn write_stmt(
+        &mut self,
+        stmt: &Statement,
+        params: &[Value],
+        ctx: Ctx<'_>,
+        plan_and_run: impl FnOnce(&Db, &mut OwnedTxn) -> SqlResult<Output>,
+    ) -> SqlResult<Output> {
+        let cache = self.current.take();
+        self.in_txn(|db, tx| {
+            if let Some(cache) = cache {
+                let describe = Ctx {
+                    params: None,
+                    ..ctx
+                };
+                let mut stale = false;
+                while let Some(g) = cache.write_plan(db, stmt, describe, stale) {
+                    match g.run(tx, params, ctx) {
+                        Some(r) => return r,
+                        // Planned against an older schema: once more.
+                        None if !stale => stale = true,
+                        None => break,
+                    }
+                }
+            }
+            plan_and_run(db, tx)
         })
     }
 

@@ -286,6 +286,16 @@ fn where_params(p: &Option<Pred>) -> (String, Vec<V>) {
 /// `values`, twice: the first execution makes the generic plan, the
 /// second binds to it. Statements are kept by text across cases.
 fn run_prepared(s: &mut Session, template: &str, values: &[V]) -> Result<Vec<Vec<V>>, SqlState> {
+    run_prepared_n(s, template, values, 2)
+}
+
+/// [`run_prepared`] executing `times` times (once for a write).
+fn run_prepared_n(
+    s: &mut Session,
+    template: &str,
+    values: &[V],
+    times: usize,
+) -> Result<Vec<Vec<V>>, SqlState> {
     static PREPARED: OnceLock<Mutex<std::collections::HashMap<String, Prepared>>> = OnceLock::new();
     let map = PREPARED.get_or_init(Mutex::default);
     let p = {
@@ -311,7 +321,7 @@ fn run_prepared(s: &mut Session, template: &str, values: &[V]) -> Result<Vec<Vec
         })
         .collect();
     let mut last = None;
-    for _ in 0..2 {
+    for _ in 0..times {
         let out = s.execute_prepared(&p, &params).map_err(|e| e.state)?;
         let rows: Vec<Vec<V>> = out
             .rows
@@ -373,6 +383,8 @@ fn check(ops: Vec<Op>) {
         r.unwrap();
     }
     let mut model: BTreeMap<i64, Row> = BTreeMap::new();
+    // Writes alternate between literal SQL and prepared statements.
+    let mut prepared_write = false;
     for op in ops {
         match op {
             Op::Insert(k, r) => {
@@ -394,8 +406,18 @@ fn check(ops: Vec<Op>) {
                 }
             }
             Op::Update(d, p) => {
-                let sql = format!("UPDATE m SET a = a + {d}, c = c - 1{}", where_sql(&p));
-                run(s, &sql).unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+                prepared_write = !prepared_write;
+                if prepared_write {
+                    let (w, mut values) = where_params(&p);
+                    values.push(V::I(d));
+                    let n = values.len();
+                    let template = format!("UPDATE m SET a = a + ${n}, c = c - 1{w}");
+                    run_prepared_n(s, &template, &values, 1)
+                        .unwrap_or_else(|e| panic!("{template} {values:?}: {e:?}"));
+                } else {
+                    let sql = format!("UPDATE m SET a = a + {d}, c = c - 1{}", where_sql(&p));
+                    run(s, &sql).unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+                }
                 for (k, r) in model.iter_mut() {
                     if matches(&p, *k, r) {
                         r.a = r.a.map(|a| a + d);
@@ -404,8 +426,16 @@ fn check(ops: Vec<Op>) {
                 }
             }
             Op::Delete(p) => {
-                let sql = format!("DELETE FROM m WHERE {}", p.sql());
-                run(s, &sql).unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+                prepared_write = !prepared_write;
+                if prepared_write {
+                    let (w, values) = where_params(&Some(p.clone()));
+                    let template = format!("DELETE FROM m{w}");
+                    run_prepared_n(s, &template, &values, 1)
+                        .unwrap_or_else(|e| panic!("{template} {values:?}: {e:?}"));
+                } else {
+                    let sql = format!("DELETE FROM m WHERE {}", p.sql());
+                    run(s, &sql).unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+                }
                 model.retain(|k, r| p.eval(*k, r) != Some(true));
             }
             Op::Select(p, limit, offset) => {

@@ -314,6 +314,20 @@ fn generic_plans_follow_the_schema_and_do_not_hold_dropped_tables() {
         assert!(p.has_generic_plan(), "{sql}");
         prepared.push(p);
     }
+    // A subquery is read when the statement runs, so such a statement
+    // keeps no generic plan (planned without a transaction, its subquery
+    // would read as empty).
+    let sub = s
+        .prepare(
+            "SELECT id FROM sbtest1 WHERE id IN (SELECT id FROM sbtest1 WHERE k >= $1)",
+            &[],
+        )
+        .unwrap();
+    for _ in 0..2 {
+        let rows = s.execute_prepared(&sub, &[Value::Int32(20)]).unwrap().rows;
+        assert_eq!(rows, vec![vec![Value::Int64(2)], vec![Value::Int64(3)]]);
+    }
+    assert!(!sub.has_generic_plan());
     // An index on k: the statement plans again and takes it.
     s.execute("CREATE INDEX k_1 ON sbtest1 (k)")
         .pop()
