@@ -460,7 +460,8 @@ impl GenericWrite {
     pub fn new(db: &Db, stmt: &ast::Statement, ctx: Ctx<'_>) -> Option<GenericWrite> {
         // Without a transaction a subquery reads as empty (see
         // `select::Generic::new`): none here.
-        if select::selects_in(&stmt.to_string()) > 0 {
+        let text = stmt.to_string();
+        if select::selects_in(&text) > 0 || select::reads_the_clock(&text) {
             return None;
         }
         let (t, schema, filter, sets) = match stmt {
@@ -519,16 +520,23 @@ impl GenericWrite {
         {
             return None;
         }
-        let filter = self.filter.as_ref().map(|e| e.with_params(params));
-        Some(match &self.sets {
-            Some(sets) => {
-                let sets: Vec<Set> = sets
-                    .iter()
-                    .map(|(c, ty, dom, e)| (*c, *ty, *dom, e.with_params(params)))
-                    .collect();
-                apply_update(ctx, tx, &self.table, &current, filter.as_ref(), &sets, None)
+        let mut run = || {
+            let filter = self
+                .filter
+                .as_ref()
+                .map(|e| e.with_params(params))
+                .transpose()?;
+            match &self.sets {
+                Some(sets) => {
+                    let sets = sets
+                        .iter()
+                        .map(|(c, ty, dom, e)| Ok((*c, *ty, *dom, e.with_params(params)?)))
+                        .collect::<SqlResult<Vec<Set>>>()?;
+                    apply_update(ctx, tx, &self.table, &current, filter.as_ref(), &sets, None)
+                }
+                None => apply_delete(ctx, tx, &self.table, &current, filter.as_ref(), None),
             }
-            None => apply_delete(ctx, tx, &self.table, &current, filter.as_ref(), None),
-        })
+        };
+        Some(run())
     }
 }

@@ -653,12 +653,10 @@ pub fn bind(e: &ast::Expr, scope: &dyn Scope) -> SqlResult<Expr> {
         E::UnaryOp { op, expr } => match op {
             UnaryOperator::Not => Expr::Not(b(expr)?),
             UnaryOperator::Minus => match bind(expr, scope)? {
-                Expr::Const(Value::Int32(i)) => Expr::Const(Value::Int32(-i)),
                 Expr::Const(Value::Int64(i)) if i == i64::from(i32::MAX) + 1 => {
                     Expr::Const(Value::Int32(i32::MIN))
                 }
-                Expr::Const(Value::Int64(i)) => Expr::Const(Value::Int64(-i)),
-                Expr::Const(Value::Float64(f)) => Expr::Const(Value::Float64(-f)),
+                Expr::Const(v) => Expr::Const(negate(&v)?),
                 x => Expr::Neg(Box::new(x)),
             },
             UnaryOperator::Plus => bind(expr, scope)?,
@@ -958,18 +956,7 @@ impl Expr {
                     arith(*op, &a, &b)?
                 }
             }
-            Expr::Neg(a) => match a.eval(row)? {
-                Value::Null => Value::Null,
-                Value::Int32(x) => Value::Int32(x.checked_neg().ok_or_else(overflow)?),
-                Value::Int64(x) => Value::Int64(x.checked_neg().ok_or_else(overflow)?),
-                Value::Float64(x) => Value::Float64(-x),
-                other => {
-                    return Err(SqlError::new(
-                        SqlState::UNDEFINED_FUNCTION,
-                        format!("operator does not exist: - {}", other.type_name()),
-                    ));
-                }
-            },
+            Expr::Neg(a) => negate(&a.eval(row)?)?,
             Expr::And(a, b) => {
                 let (a, b) = (truth(&a.eval(row)?)?, truth(&b.eval(row)?)?);
                 bool_value(match (a, b) {
@@ -1104,12 +1091,37 @@ impl Expr {
     }
 
     /// This expression with parameter values in place of
-    /// [`Expr::Param`] leaves (a parameter with no value stays).
-    pub fn with_params(&self, params: &[Value]) -> Expr {
-        self.map_leaves(&|e| match e {
+    /// [`Expr::Param`] leaves (a parameter with no value stays), a cast
+    /// or negation of a parameter folded as [`bind`] folds one of a
+    /// constant: its error (`'abc'::int`) is the statement's, and the
+    /// result is a constant an access path can use.
+    pub fn with_params(&self, params: &[Value]) -> SqlResult<Expr> {
+        let error = std::cell::Cell::new(None);
+        let folded = |r: SqlResult<Value>| match r {
+            Ok(v) => Some(Expr::Const(v)),
+            Err(e) => {
+                error.set(Some(e));
+                Some(Expr::Const(Value::Null))
+            }
+        };
+        let out = self.map_leaves(&|e| match e {
             Expr::Param(n) => params.get(*n).cloned().map(Expr::Const),
+            Expr::Cast(x, ty) => match x.as_ref() {
+                Expr::Param(n) => params
+                    .get(*n)
+                    .and_then(|v| folded(types::coerce(v.clone(), *ty))),
+                _ => None,
+            },
+            Expr::Neg(x) => match x.as_ref() {
+                Expr::Param(n) => params.get(*n).and_then(|v| folded(negate(v))),
+                _ => None,
+            },
             _ => None,
-        })
+        });
+        match error.take() {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
     }
 
     /// Whether any node of this expression satisfies `f`.
@@ -1182,4 +1194,21 @@ impl Expr {
             e => vec![e],
         }
     }
+}
+
+/// `-v`: an integer with no negation (the smallest of its type) is out
+/// of range, as in PostgreSQL.
+fn negate(v: &Value) -> SqlResult<Value> {
+    Ok(match v {
+        Value::Null => Value::Null,
+        Value::Int32(x) => Value::Int32(x.checked_neg().ok_or_else(overflow)?),
+        Value::Int64(x) => Value::Int64(x.checked_neg().ok_or_else(overflow)?),
+        Value::Float64(x) => Value::Float64(-x),
+        other => {
+            return Err(SqlError::new(
+                SqlState::UNDEFINED_FUNCTION,
+                format!("operator does not exist: - {}", other.type_name()),
+            ));
+        }
+    })
 }

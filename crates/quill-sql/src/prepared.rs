@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use quill::catalog::{ColumnType, Value};
 
 use crate::dml::GenericWrite;
+use crate::error::SqlResult;
 use crate::expr::Ctx;
 use crate::select::{Generic, Plan};
 use crate::session::{ColumnDesc, Stmt};
@@ -56,7 +57,7 @@ impl GenericCache {
         q: &sqlparser::ast::Query,
         params: &[Value],
         ctx: Ctx<'_>,
-    ) -> Option<Plan> {
+    ) -> Option<SqlResult<Plan>> {
         let mut slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         match &*slot {
             GenericSlot::Query(g) => {

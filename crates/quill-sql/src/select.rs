@@ -1059,7 +1059,8 @@ impl Generic {
         // empty (describing needs no rows): no generic plan for a query
         // with one. Counting the keyword may refuse a query whose text
         // merely says SELECT twice; that only costs it the cache.
-        if params_in_limit || selects_in(&q.to_string()) > 1 {
+        let text = q.to_string();
+        if params_in_limit || selects_in(&text) > 1 || reads_the_clock(&text) {
             return None;
         }
         let mut plan = plan(db, q, ctx, None).ok()?;
@@ -1085,16 +1086,22 @@ impl Generic {
         })
     }
 
-    /// The plan for one execution with `params`, unless the table's
-    /// schema is no longer the one the plan was made for.
-    pub fn bind(&self, params: &[Value]) -> Option<Plan> {
+    /// The plan for one execution with `params` (`None` when the table's
+    /// schema is no longer the one the plan was made for), or the error
+    /// a parameter's cast gives.
+    pub fn bind(&self, params: &[Value]) -> Option<SqlResult<Plan>> {
         let current = self.table.schema();
         if self.table.is_dropped()
             || !std::sync::Weak::ptr_eq(&self.schema, &std::sync::Arc::downgrade(&current))
         {
             return None;
         }
+        Some(self.bind_to(&current, params))
+    }
+
+    fn bind_to(&self, current: &std::sync::Arc<TableSchema>, params: &[Value]) -> SqlResult<Plan> {
         let m = |e: &Expr| e.with_params(params);
+        let opt = |e: &Option<Expr>| e.as_ref().map(m).transpose();
         let mut p = self.plan.clone();
         if let Source::Table {
             filter,
@@ -1103,36 +1110,57 @@ impl Generic {
             ..
         } = &mut p.source
         {
-            *filter = filter.as_ref().map(m);
-            *path = access::choose(&current, filter.as_ref(), &p.order_cols);
-            *schema = std::sync::Arc::clone(&current);
+            *filter = opt(filter)?;
+            *path = access::choose(current, filter.as_ref(), &p.order_cols);
+            *schema = std::sync::Arc::clone(current);
         }
         if let Some((groups, aggs)) = &mut p.grouping {
             for g in groups.iter_mut() {
-                *g = m(g);
+                *g = m(g)?;
             }
             for a in aggs.iter_mut() {
-                a.arg = a.arg.as_ref().map(m);
+                a.arg = opt(&a.arg)?;
             }
         }
-        p.having = p.having.as_ref().map(m);
-        p.outputs = p.outputs.iter().map(m).collect();
-        p.sort = p.sort.iter().map(|(e, asc)| (m(e), *asc)).collect();
+        p.having = opt(&p.having)?;
+        p.outputs = p.outputs.iter().map(m).collect::<SqlResult<_>>()?;
+        p.sort = p
+            .sort
+            .iter()
+            .map(|(e, asc)| Ok((m(e)?, *asc)))
+            .collect::<SqlResult<_>>()?;
         // As `plan_body` decides it, for the path chosen now.
         let path_order: &[usize] = match &p.source {
-            Source::Table { path, .. } => path.order(&current),
+            Source::Table { path, .. } => path.order(current),
             _ => &[],
         };
         p.in_order = p.grouping.is_none()
             && (p.sort.is_empty()
                 || (p.order_cols.len() == p.sort.len() && path_order.starts_with(&p.order_cols)));
-        Some(p)
+        Ok(p)
     }
 }
 
 /// How many times `sql` says SELECT (a subquery says it again).
 pub(crate) fn selects_in(sql: &str) -> usize {
     sql.to_ascii_uppercase().matches("SELECT").count()
+}
+
+/// Whether `sql` may call a function whose value binding fixes at plan
+/// time and that changes between executions (`now()` and its kin): no
+/// generic plan for it. Matching the text may refuse a statement that
+/// only names such a word; that costs it the cache, nothing else.
+pub(crate) fn reads_the_clock(sql: &str) -> bool {
+    let s = sql.to_ascii_uppercase();
+    [
+        "NOW",
+        "CURRENT_TIMESTAMP",
+        "LOCALTIMESTAMP",
+        "CURRENT_DATE",
+        "CURRENT_TIME",
+    ]
+    .iter()
+    .any(|f| s.contains(f))
 }
 
 /// Whether `e` calls an aggregate (outside a subquery).

@@ -659,7 +659,7 @@ impl Session {
                 });
                 self.in_txn(|db, tx| {
                     let plan = match generic {
-                        Some(plan) => plan,
+                        Some(plan) => plan?,
                         None => select::plan(db, q, ctx, Some(&mut *tx))?,
                     };
                     select::run(&plan, Some(tx), ctx)

@@ -328,6 +328,26 @@ fn generic_plans_follow_the_schema_and_do_not_hold_dropped_tables() {
         assert_eq!(rows, vec![vec![Value::Int64(2)], vec![Value::Int64(3)]]);
     }
     assert!(!sub.has_generic_plan());
+    // A cast of a parameter fails as it would planned with the value,
+    // even when no row is read (review finding).
+    let cast = s
+        .prepare("SELECT c FROM sbtest1 WHERE id = 99 AND k = $1::int4", &[])
+        .unwrap();
+    for _ in 0..2 {
+        let e = s
+            .execute_prepared(&cast, &[Value::Text("abc".into())])
+            .unwrap_err();
+        assert_eq!(e.state.0, "22P02", "{e:?}");
+    }
+    // now() is read at each execution: no generic plan (review finding).
+    let clock = s
+        .prepare("SELECT now() FROM sbtest1 WHERE id = $1", &[])
+        .unwrap();
+    let first = s.execute_prepared(&clock, &[Value::Int32(1)]).unwrap().rows;
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let second = s.execute_prepared(&clock, &[Value::Int32(1)]).unwrap().rows;
+    assert_ne!(first, second);
+    assert!(!clock.has_generic_plan());
     // An index on k: the statement plans again and takes it.
     s.execute("CREATE INDEX k_1 ON sbtest1 (k)")
         .pop()
