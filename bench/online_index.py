@@ -16,6 +16,8 @@ and after the last round `quill check` must find the database clean.
     bench/online_index.py --quill target/release/quill [--rows 300000]
         [--writers 4] [--rounds 1] [--json out.json] [--require-online]
 
+--writers 0 times the two builds alone.
+
 --require-online fails the run unless, during every CONCURRENTLY build,
 writers committed at least a quarter as fast as before it (the build takes
 its share of the CPU) and no commit took

@@ -5,24 +5,10 @@
 //! data is cut.
 
 use libfuzzer_sys::fuzz_target;
-use quill_sql::copy::{CopyFormat, Decoder, Fields};
+use quill_sql::copy::{CopyFormat, Fields};
 
 fn decode(format: &CopyFormat, chunks: &[&[u8]]) -> Result<Vec<Fields>, String> {
-    let mut d = Decoder::new(format.clone());
-    let mut rows = Vec::new();
-    for c in chunks {
-        d.feed(c, &mut |r| {
-            rows.push(r);
-            Ok(())
-        })
-        .map_err(|e| e.message)?;
-    }
-    d.finish(&mut |r| {
-        rows.push(r);
-        Ok(())
-    })
-    .map_err(|e| e.message)?;
-    Ok(rows)
+    quill_sql::copy::decode(format, chunks).map_err(|e| e.message)
 }
 
 fuzz_target!(|data: &[u8]| {

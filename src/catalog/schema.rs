@@ -531,25 +531,15 @@ impl Catalog {
     /// Mark secondary index `i` of table `name` dropped (C5); durable
     /// when this returns. Returns the new schema.
     pub fn drop_index(&self, store: &Store, name: &str, i: usize) -> Result<Arc<TableSchema>> {
-        let mut tables = self.tables.lock();
-        let old = tables
-            .get(name)
-            .cloned()
-            .ok_or_else(|| Error::NoSuchTable {
-                name: name.to_string(),
-            })?;
-        assert!(
-            old.index_is_live(i),
-            "catalog C5: dropping index {i} of {name}, which is not a live index"
-        );
-        let mut schema = (*old).clone();
-        schema.dropped_indexes.push(i);
-        schema.building_indexes.retain(|&b| b != i);
-        schema.version = schema.format_version();
-        let schema = Arc::new(schema);
-        self.store_entry(store, &schema)?;
-        tables.insert(name.to_string(), schema.clone());
-        Ok(schema)
+        self.change(store, name, |schema| {
+            assert!(
+                schema.index_is_live(i),
+                "catalog C5: dropping index {i} of {name}, which is not a live index"
+            );
+            schema.dropped_indexes.push(i);
+            schema.building_indexes.retain(|&b| b != i);
+            Ok(())
+        })
     }
 
     /// Whether `root` is a tree in use (the clustered tree or a live
@@ -579,47 +569,48 @@ impl Catalog {
         root: PageId,
         building: bool,
     ) -> Result<Arc<TableSchema>> {
-        let mut tables = self.tables.lock();
-        let old = tables
-            .get(name)
-            .cloned()
-            .ok_or_else(|| Error::NoSuchTable {
-                name: name.to_string(),
-            })?;
-        let mut schema = (*old).clone();
-        schema.def.indexes.push(index);
-        schema.index_roots.push(root.0);
-        if building {
-            schema.building_indexes.push(schema.def.indexes.len() - 1);
-        }
-        schema.version = schema.format_version();
-        schema.def.validate_except(&schema.dropped_indexes)?;
-        schema.def.check_key_lengths_except(
-            Tree::open(store, self.root).max_key_len(),
-            &schema.dropped_indexes,
-        )?;
-        let schema = Arc::new(schema);
-        self.store_entry(store, &schema)?;
-        tables.insert(name.to_string(), schema.clone());
-        Ok(schema)
+        let max_key_len = Tree::open(store, self.root).max_key_len();
+        self.change(store, name, |schema| {
+            schema.def.indexes.push(index);
+            schema.index_roots.push(root.0);
+            if building {
+                schema.building_indexes.push(schema.def.indexes.len() - 1);
+            }
+            schema.def.validate_except(&schema.dropped_indexes)?;
+            schema
+                .def
+                .check_key_lengths_except(max_key_len, &schema.dropped_indexes)
+        })
     }
 
     /// Mark index `i` of table `name`, built online, ready (C6): from the
     /// returned schema on, readers may use it. Durable when this returns.
     pub fn finish_index(&self, store: &Store, name: &str, i: usize) -> Result<Arc<TableSchema>> {
+        self.change(store, name, |schema| {
+            assert!(
+                schema.index_is_live(i) && schema.building_indexes.contains(&i),
+                "catalog C6: finishing index {i} of {name}, which is not being built"
+            );
+            schema.building_indexes.retain(|&b| b != i);
+            Ok(())
+        })
+    }
+
+    /// Change table `name`'s schema with `f` and store it (its format
+    /// version set to what it now holds, C6); durable when this returns.
+    /// Returns the new schema.
+    fn change(
+        &self,
+        store: &Store,
+        name: &str,
+        f: impl FnOnce(&mut TableSchema) -> Result<()>,
+    ) -> Result<Arc<TableSchema>> {
         let mut tables = self.tables.lock();
-        let old = tables
-            .get(name)
-            .cloned()
-            .ok_or_else(|| Error::NoSuchTable {
-                name: name.to_string(),
-            })?;
-        assert!(
-            old.index_is_live(i) && old.building_indexes.contains(&i),
-            "catalog C6: finishing index {i} of {name}, which is not being built"
-        );
-        let mut schema = (*old).clone();
-        schema.building_indexes.retain(|&b| b != i);
+        let old = tables.get(name).ok_or_else(|| Error::NoSuchTable {
+            name: name.to_string(),
+        })?;
+        let mut schema = (**old).clone();
+        f(&mut schema)?;
         schema.version = schema.format_version();
         let schema = Arc::new(schema);
         self.store_entry(store, &schema)?;

@@ -237,6 +237,15 @@ fn response(out: Output, format: &Format, returns_rows: bool) -> PgWireResult<Re
     })
 }
 
+/// The commit a statement left to the caller, if it left one.
+fn deferred_commit(r: &mut SqlResult<Deferred>) -> Vec<quill::OwnedTxn> {
+    r.as_mut()
+        .ok()
+        .and_then(|d| d.commit.take())
+        .into_iter()
+        .collect()
+}
+
 /// The outcome of a statement whose commit may have been deferred.
 fn settle(r: SqlResult<Deferred>, commit: Option<SqlResult<()>>) -> SqlResult<Output> {
     let d = r?;
@@ -307,16 +316,7 @@ impl CopyHandler for Conn {
         PgWireError: From<<C as Sink<Backend>>::Error>,
     {
         let (r, commits) = self
-            .run(
-                |s| s.copy_done_deferred(),
-                |r: &mut SqlResult<Deferred>| {
-                    r.as_mut()
-                        .ok()
-                        .and_then(|d| d.commit.take())
-                        .into_iter()
-                        .collect()
-                },
-            )
+            .run(|s| s.copy_done_deferred(), deferred_commit)
             .await?;
         let out = settle(r, commits.into_iter().next()).map_err(|e| wire::user_error(&e))?;
         client
@@ -564,13 +564,7 @@ impl ExtendedQueryHandler for Conn {
         let (r, mut commits) = self
             .run(
                 move |s| s.execute_prepared_deferred(&p, &values),
-                |r: &mut SqlResult<Deferred>| {
-                    r.as_mut()
-                        .ok()
-                        .and_then(|d| d.commit.take())
-                        .into_iter()
-                        .collect()
-                },
+                deferred_commit,
             )
             .await?;
         // An error goes back as an Err: pgwire sends it, marks a block

@@ -442,6 +442,24 @@ fn csv_fields(f: &CopyFormat, line: &[u8], n: u64) -> SqlResult<Fields> {
     }
 }
 
+/// Every row of `chunks` of `format` data, fed in that order (for tests
+/// and fuzzing: a COPY inserts each row as its line arrives).
+pub fn decode(format: &CopyFormat, chunks: &[&[u8]]) -> SqlResult<Vec<Fields>> {
+    let mut d = Decoder::new(format.clone());
+    let mut rows = Vec::new();
+    for c in chunks {
+        d.feed(c, &mut |r| {
+            rows.push(r);
+            Ok(())
+        })?;
+    }
+    d.finish(&mut |r| {
+        rows.push(r);
+        Ok(())
+    })?;
+    Ok(rows)
+}
+
 /// Encode one row as a line of `format` (with its line break).
 pub fn encode_row(format: &CopyFormat, fields: &[Option<String>]) -> Vec<u8> {
     let mut out = Vec::new();
@@ -538,18 +556,8 @@ impl Target {
         };
         Ok(Target {
             table: t,
-            defaults: schema
-                .def
-                .columns
-                .iter()
-                .map(|c| c.default.clone().unwrap_or(quill::catalog::Value::Null))
-                .collect(),
-            domains: schema
-                .def
-                .columns
-                .iter()
-                .map(|c| crate::types::domain(c.declared_type.as_deref(), c.ty))
-                .collect(),
+            defaults: crate::dml::column_defaults(&schema),
+            domains: crate::dml::column_domains(&schema),
             schema,
             columns,
         })
@@ -605,21 +613,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn decode_all(format: &CopyFormat, chunks: &[&[u8]]) -> SqlResult<Vec<Fields>> {
-        let mut d = Decoder::new(format.clone());
-        let mut rows = Vec::new();
-        for c in chunks {
-            d.feed(c, &mut |r| {
-                rows.push(r);
-                Ok(())
-            })?;
-        }
-        d.finish(&mut |r| {
-            rows.push(r);
-            Ok(())
-        })?;
-        Ok(rows)
-    }
+    use super::decode as decode_all;
 
     fn s(x: &str) -> Option<String> {
         Some(x.to_string())

@@ -157,6 +157,27 @@ pub fn describe(
     Ok(returning(&schema, items, ctx)?.map(|r| r.columns))
 }
 
+/// What each column of `schema` takes when a row omits it: its
+/// default, NULL without one.
+pub(crate) fn column_defaults(schema: &TableSchema) -> Vec<Value> {
+    schema
+        .def
+        .columns
+        .iter()
+        .map(|c| c.default.clone().unwrap_or(Value::Null))
+        .collect()
+}
+
+/// The declared-type rules of each column of `schema`.
+pub(crate) fn column_domains(schema: &TableSchema) -> Vec<Domain> {
+    schema
+        .def
+        .columns
+        .iter()
+        .map(|c| types::domain(c.declared_type.as_deref(), c.ty))
+        .collect()
+}
+
 /// INSERT INTO t [(cols)] VALUES (...), ...
 pub fn insert(db: &Db, tx: &mut OwnedTxn, i: &ast::Insert, ctx: Ctx<'_>) -> SqlResult<Output> {
     let ast::TableObject::TableName(name) = &i.table else {
@@ -167,13 +188,7 @@ pub fn insert(db: &Db, tx: &mut OwnedTxn, i: &ast::Insert, ctx: Ctx<'_>) -> SqlR
     }
     let (t, schema) = access::open(db, &table_name(name)?)?;
     let ncols = schema.def.columns.len();
-    // Omitted columns take their defaults (NULL without one).
-    let defaults: Vec<Value> = schema
-        .def
-        .columns
-        .iter()
-        .map(|c| c.default.clone().unwrap_or(Value::Null))
-        .collect();
+    let defaults = column_defaults(&schema);
     let targets: Vec<(usize, ColumnType)> = if i.columns.is_empty() {
         schema
             .def
@@ -188,12 +203,7 @@ pub fn insert(db: &Db, tx: &mut OwnedTxn, i: &ast::Insert, ctx: Ctx<'_>) -> SqlR
             .map(|c| column_of(&schema, c))
             .collect::<SqlResult<_>>()?
     };
-    let domains: Vec<Domain> = schema
-        .def
-        .columns
-        .iter()
-        .map(|c| types::domain(c.declared_type.as_deref(), c.ty))
-        .collect();
+    let domains = column_domains(&schema);
     let Some(source) = &i.source else {
         return Err(SqlError::unsupported("INSERT without VALUES"));
     };

@@ -178,6 +178,54 @@ struct CopyIn {
     error: Option<SqlError>,
 }
 
+impl CopyIn {
+    /// Insert the rows `data` completes (`None`: the data ended, insert
+    /// the last line), in the copy's own transaction or the session's
+    /// `block`; the first error (or a cancel) is kept, and after it the
+    /// data is dropped.
+    fn take(&mut self, block: Option<&mut OwnedTxn>, data: Option<&[u8]>, canceled: bool) {
+        if self.error.is_some() {
+            return;
+        }
+        if canceled {
+            self.error = Some(SqlError::new(
+                SqlState::QUERY_CANCELED,
+                "canceling statement due to user request",
+            ));
+            return;
+        }
+        let CopyIn {
+            target,
+            decoder,
+            txn,
+            rows,
+            error,
+        } = self;
+        let Some(tx) = txn.as_mut().or(block) else {
+            *error = Some(SqlError::new(
+                SqlState::INTERNAL_ERROR,
+                "COPY lost its transaction",
+            ));
+            return;
+        };
+        let mut line = decoder.line();
+        let mut insert = |fields| {
+            line += 1;
+            let row = target.row(fields, line)?;
+            tx.insert(&target.table, &row)?;
+            *rows += 1;
+            Ok(())
+        };
+        let r = match data {
+            Some(d) => decoder.feed(d, &mut insert),
+            None => decoder.finish(&mut insert),
+        };
+        if let Err(e) = r {
+            *error = Some(e);
+        }
+    }
+}
+
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Session")
@@ -266,43 +314,7 @@ impl Session {
                 "COPY data arrived with no COPY FROM STDIN running",
             ));
         };
-        if c.error.is_some() {
-            return Ok(());
-        }
-        if canceled {
-            c.error = Some(SqlError::new(
-                SqlState::QUERY_CANCELED,
-                "canceling statement due to user request",
-            ));
-            return Ok(());
-        }
-        let tx = match (c.txn.as_mut(), self.txn.as_mut()) {
-            (Some(own), _) => own,
-            (None, Some(block)) => block,
-            (None, None) => {
-                return Err(SqlError::new(
-                    SqlState::INTERNAL_ERROR,
-                    "COPY lost its transaction",
-                ));
-            }
-        };
-        let CopyIn {
-            target,
-            decoder,
-            rows,
-            ..
-        } = c;
-        let mut line = decoder.line();
-        let r = decoder.feed(data, &mut |fields| {
-            line += 1;
-            let row = target.row(fields, line)?;
-            tx.insert(&target.table, &row)?;
-            *rows += 1;
-            Ok(())
-        });
-        if let Err(e) = r {
-            c.error = Some(e);
-        }
+        c.take(self.txn.as_mut(), Some(data), canceled);
         Ok(())
     }
 
@@ -322,39 +334,14 @@ impl Session {
     /// transaction left to the caller, as
     /// [`Session::execute_prepared_deferred`] leaves one.
     pub fn copy_done_deferred(&mut self) -> SqlResult<Deferred> {
-        self.copy_data(&[])?;
+        let canceled = self.cancel.load(std::sync::atomic::Ordering::Acquire);
         let Some(mut c) = self.copy.take() else {
             return Err(SqlError::new(
                 SqlState::PROTOCOL_VIOLATION,
                 "COPY done with no COPY FROM STDIN running",
             ));
         };
-        if c.error.is_none() {
-            let CopyIn {
-                target,
-                decoder,
-                rows,
-                txn,
-                ..
-            } = &mut c;
-            let tx = match (txn.as_mut(), self.txn.as_mut()) {
-                (Some(own), _) => Some(own),
-                (None, block) => block,
-            };
-            if let Some(tx) = tx {
-                let mut line = decoder.line();
-                let r = decoder.finish(&mut |fields| {
-                    line += 1;
-                    let row = target.row(fields, line)?;
-                    tx.insert(&target.table, &row)?;
-                    *rows += 1;
-                    Ok(())
-                });
-                if let Err(e) = r {
-                    c.error = Some(e);
-                }
-            }
-        }
+        c.take(self.txn.as_mut(), None, canceled);
         if let Some(e) = c.error {
             self.end_failed_copy(c.txn);
             return Err(e);
