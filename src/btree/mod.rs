@@ -736,6 +736,11 @@ impl<'s> Tree<'s> {
                 Some(c) => node::decode_leaf(c).map_err(self.ne(id))?.key,
                 None => b"",
             };
+            // A damaged leaf may hold keys out of order; BT2's separator
+            // exists only between ordered keys.
+            if lk >= rk {
+                return Err(self.corrupt(id.0, "leaf keys out of order at a split"));
+            }
             return Ok((short_separator(lk, rk), right.to_vec()));
         }
         let (rk, child) = node::decode_internal(first).map_err(self.ne(id))?;
