@@ -57,10 +57,11 @@ use pgwire::messages::PgWireBackendMessage as Backend;
 use pgwire::messages::cancel::CancelRequest;
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
 use pgwire::messages::data::ParameterDescription;
-use pgwire::messages::extendedquery::Describe;
+use pgwire::messages::extendedquery::{Describe, Execute};
 use pgwire::messages::startup::{Authentication, PasswordMessageFamily, SecretKey};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use quill::catalog::Value;
+use quill_sql::select::MAX_RESULT_ROWS;
 use quill_sql::{
     CancelHandle, ColumnDesc, CopyStream, Deferred, Output, Prepared, Session, SessionInfo,
     SqlError, SqlResult, SqlState, TxnStatus,
@@ -235,6 +236,20 @@ fn response(out: Output, format: &Format, returns_rows: bool) -> PgWireResult<Re
         "" => Response::EmptyQuery,
         _ => Response::Execution(tag),
     })
+}
+
+/// The row limit of an Execute as pgwire should apply it. As in
+/// PostgreSQL, zero or less means every row. pgwire reserves room for the
+/// limit before fetching, so a client's `i32::MAX` (or a negative limit,
+/// which wraps to a huge `usize`) aborted the whole server on a failed
+/// allocation (found by the bounded libFuzzer run, `fuzz/bounded.sh`). No
+/// result holds more than [`MAX_RESULT_ROWS`] rows, so a limit above that
+/// is the same as none.
+pub(crate) fn row_limit(max_rows: i32) -> i32 {
+    match usize::try_from(max_rows) {
+        Ok(n) if n <= MAX_RESULT_ROWS => max_rows,
+        _ => 0,
+    }
 }
 
 /// The commit a statement left to the caller, if it left one.
@@ -452,6 +467,17 @@ impl ExtendedQueryHandler for Conn {
 
     fn query_parser(&self) -> Arc<Self::QueryParser> {
         self.parser.clone()
+    }
+
+    async fn on_execute<C>(&self, client: &mut C, mut message: Execute) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        message.max_rows = row_limit(message.max_rows);
+        self._on_execute(client, message).await
     }
 
     async fn on_describe<C>(&self, client: &mut C, message: Describe) -> PgWireResult<()>
@@ -832,5 +858,23 @@ impl PgWireServerHandlers for Handlers {
 
     fn copy_handler(&self) -> Arc<impl CopyHandler> {
         self.0.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_limits_above_any_result_or_below_one_mean_every_row() {
+        assert_eq!(row_limit(0), 0);
+        assert_eq!(row_limit(1), 1);
+        assert_eq!(row_limit(100), 100);
+        let most = i32::try_from(MAX_RESULT_ROWS).unwrap();
+        assert_eq!(row_limit(most), most);
+        assert_eq!(row_limit(most + 1), 0);
+        assert_eq!(row_limit(i32::MAX), 0);
+        assert_eq!(row_limit(-1), 0);
+        assert_eq!(row_limit(i32::MIN), 0);
     }
 }

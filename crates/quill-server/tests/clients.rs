@@ -95,6 +95,40 @@ async fn tokio_postgres_round_trips() {
         .await
         .unwrap();
     assert_eq!(n, 1);
+    // Result columns computed from a parameter come back in binary, in
+    // the type the description gave them (tokio-postgres checks it).
+    let row = c
+        .query_one(
+            "SELECT id + $1, $2::bigint, big * $3, coalesce($4, id) FROM t WHERE id = 1",
+            &[&1i32, &7i64, &2i64, &None::<i32>],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i32>(0), 2);
+    assert_eq!(row.get::<_, i64>(1), 7);
+    assert_eq!(row.get::<_, i64>(2), 20);
+    assert_eq!(row.get::<_, i32>(3), 1);
+    // Portals with row limits, including ones no result can reach and a
+    // negative one (every row, as in PostgreSQL; such a limit once made
+    // the server reserve gigabytes and abort).
+    {
+        let mut c2 = connect(srv.port).await;
+        let tx = c2.transaction().await.unwrap();
+        let all = tx.prepare("SELECT id FROM t ORDER BY id").await.unwrap();
+        for limit in [1, 2, i32::MAX, -1] {
+            let portal = tx.bind(&all, &[]).await.unwrap();
+            let mut got = Vec::new();
+            loop {
+                let rows = tx.query_portal(&portal, limit).await.unwrap();
+                if rows.is_empty() {
+                    break;
+                }
+                got.extend(rows.iter().map(|r| r.get::<_, i32>(0)));
+            }
+            assert_eq!(got, vec![1, 2], "row limit {limit}");
+        }
+        tx.commit().await.unwrap();
+    }
     let stmt = c.prepare("SELECT count(*), sum(big) FROM t").await.unwrap();
     let row = c.query_one(&stmt, &[]).await.unwrap();
     assert_eq!(row.get::<_, i64>(0), 2);

@@ -146,7 +146,8 @@ fn frontend() -> impl Strategy<Value = Vec<u8>> {
                 message(b'B', &b)
             }),
         2 => describe_or_close(b'D', b'x'),
-        2 => (name(), prop_oneof![Just(0i32), Just(1), any::<i32>()]).prop_map(|(n, rows)| {
+        // Row limits: none, small, past any result, negative.
+        2 => (name(), prop_oneof![Just(0i32), Just(1), Just(i32::MAX), Just(-1), any::<i32>()]).prop_map(|(n, rows)| {
             let mut b = cstring(&n);
             b.extend(rows.to_be_bytes());
             message(b'E', &b)

@@ -468,7 +468,7 @@ pub fn encode_row(format: &CopyFormat, fields: &[Option<String>]) -> Vec<u8> {
             out.push(format.delimiter);
         }
         match field {
-            None if format.csv => out.extend_from_slice(format.null.as_bytes()),
+            // NULL is the NULL string, unquoted, in both formats.
             None => out.extend_from_slice(format.null.as_bytes()),
             Some(s) if format.csv => csv_field(format, s, &mut out),
             Some(s) => text_field(format, s, &mut out),

@@ -186,6 +186,7 @@ fn default_value(column: &str, e: &ast::Expr, declared: &str, ty: ColumnType) ->
     let info = SessionInfo::default();
     let ctx = Ctx {
         params: Some(&[]),
+        param_types: &[],
         info: &info,
         cancel: &crate::expr::NEVER_CANCELED,
     };

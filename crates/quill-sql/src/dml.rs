@@ -62,8 +62,19 @@ pub struct Returning {
 }
 
 impl Returning {
-    fn row(&self, row: &[Value]) -> SqlResult<Vec<Value>> {
-        self.outputs.iter().map(|e| e.eval(row)).collect()
+    /// Add the RETURNING row for the written `row` to `out` (54000 past
+    /// [`select::MAX_RESULT_ROWS`]).
+    fn push(&self, out: &mut Vec<Vec<Value>>, row: &[Value]) -> SqlResult<()> {
+        if out.len() >= select::MAX_RESULT_ROWS {
+            return Err(select::too_many_rows());
+        }
+        out.push(
+            self.outputs
+                .iter()
+                .map(|e| e.eval(row))
+                .collect::<SqlResult<_>>()?,
+        );
+        Ok(())
     }
 
     fn output(ret: Option<Returning>, tag: String, rows: Vec<Vec<Value>>) -> Output {
@@ -111,7 +122,7 @@ pub fn returning(
         let b = expr::bind(e, &scope)?;
         columns.push(ColumnDesc {
             name,
-            ty: select::type_of(&b, &types),
+            ty: select::type_of(&b, &types, ctx.param_types),
         });
         outputs.push(b);
     }
@@ -245,7 +256,7 @@ pub fn insert(db: &Db, tx: &mut OwnedTxn, i: &ast::Insert, ctx: Ctx<'_>) -> SqlR
                     *slot = v;
                 }
             }
-            out.push(ret.row(&full)?);
+            ret.push(&mut out, &full)?;
         }
     }
     Ok(Returning::output(ret, format!("INSERT 0 {n}"), out))
@@ -392,7 +403,7 @@ fn apply_update(
                     *slot = v;
                 }
             }
-            out.push(ret.row(&new)?);
+            ret.push(&mut out, &new)?;
         }
         Ok(changed)
     })?;
@@ -433,7 +444,7 @@ fn apply_delete(
     let n = for_each_locked(ctx, tx, t, schema, filter, |tx, key, row| {
         let gone = tx.delete(t, key)?;
         if gone && let Some(ret) = &ret {
-            out.push(ret.row(row)?);
+            ret.push(&mut out, row)?;
         }
         Ok(gone)
     })?;

@@ -265,6 +265,10 @@ pub struct Ctx<'a> {
     /// The values of `$1..$n`, or `None` while a prepared statement is
     /// being described (parameters then bind to [`Expr::Param`]).
     pub params: Option<&'a [Value]>,
+    /// While describing (`params` is `None`): the types of `$1..$n`, which
+    /// give [`Expr::Param`] its type in a result's column description (a
+    /// parameter past the end is text). Empty when running.
+    pub param_types: &'a [ColumnType],
     /// The session, for `current_database()` and the like.
     pub info: &'a SessionInfo,
     /// Set when the client asked to cancel the running statement.

@@ -2,9 +2,15 @@
 //! no types, as tokio-postgres sends), inferred as PostgreSQL does for
 //! the common forms: a parameter compared with a column (`id = $1`,
 //! `BETWEEN $1 AND $2`, `IN ($1, $2)`), stored into one (`VALUES ($1)`,
-//! `SET c = $1`) or combined with one (`k + $1`) takes that column's
-//! type; one in LIMIT or OFFSET is a bigint. Others stay unknown (the
-//! caller makes them text, which coerces on use).
+//! `SET c = $1`) or combined with one (`k + $1`, `coalesce($1, k)`)
+//! takes that column's type, in WHERE, the select list, GROUP BY, HAVING
+//! and RETURNING; one combined with a number (`$1 + 1`) takes the
+//! number's type; one cast (`$1::bigint`) the cast's; one in LIMIT or OFFSET is a bigint. Others stay unknown
+//! (the caller makes them text, which coerces on use).
+//!
+//! The types matter beyond decoding the values: a result column computed
+//! from a parameter is described with the parameter's type, and a
+//! binary-format client decodes the column by that description.
 
 use quill::Db;
 use quill::catalog::ColumnType;
@@ -67,6 +73,9 @@ pub fn param_types(db: &Db, s: &Statement, n: usize) -> Vec<Option<ColumnType>> 
                     }
                 }
             }
+            if let Some(r) = &i.returning {
+                w.items(&schema, r);
+            }
         }
         Statement::Update(u) => {
             if let ast::TableFactor::Table { name, .. } = &u.table.relation
@@ -84,6 +93,9 @@ pub fn param_types(db: &Db, s: &Statement, n: usize) -> Vec<Option<ColumnType>> 
                 if let Some(sel) = &u.selection {
                     w.expr(&schema, sel);
                 }
+                if let Some(r) = &u.returning {
+                    w.items(&schema, r);
+                }
             }
         }
         Statement::Delete(d) => {
@@ -93,10 +105,14 @@ pub fn param_types(db: &Db, s: &Statement, n: usize) -> Vec<Option<ColumnType>> 
             if let [t] = from.as_slice()
                 && let ast::TableFactor::Table { name, .. } = &t.relation
                 && let Some(schema) = schema_of(db, name)
-                && let Some(sel) = &d.selection
             {
-                w.expr(&schema, sel);
-                w.subqueries(db, sel);
+                if let Some(sel) = &d.selection {
+                    w.expr(&schema, sel);
+                    w.subqueries(db, sel);
+                }
+                if let Some(r) = &d.returning {
+                    w.items(&schema, r);
+                }
             }
         }
         _ => {}
@@ -154,6 +170,13 @@ impl Walker<'_> {
             E::Identifier(i) => column(schema, &expr::name_of(i)),
             E::CompoundIdentifier(p) => column(schema, &expr::name_of(p.last()?)),
             E::Nested(x) => Self::type_of(schema, x),
+            // A number: `$1 + 1` makes `$1` an integer, as in PostgreSQL.
+            E::Value(v) => match &v.value {
+                ast::Value::Number(n, _) if n.parse::<i32>().is_ok() => Some(ColumnType::Int32),
+                ast::Value::Number(n, _) if n.parse::<i64>().is_ok() => Some(ColumnType::Int64),
+                ast::Value::Number(..) => Some(ColumnType::Float64),
+                _ => None,
+            },
             E::BinaryOp { left, right, .. } => {
                 Self::type_of(schema, left).or_else(|| Self::type_of(schema, right))
             }
@@ -193,7 +216,42 @@ impl Walker<'_> {
                 }
             }
             E::Nested(x) | E::UnaryOp { expr: x, .. } => self.expr(schema, x),
+            // `$1::bigint` is a bigint, as in PostgreSQL.
+            E::Cast {
+                expr: x, data_type, ..
+            } => {
+                if let Ok(t) = crate::types::column_type(data_type) {
+                    self.expect(x, t.stored);
+                }
+                self.expr(schema, x);
+            }
+            E::Function(f) => {
+                let args = function_args(f);
+                // The arguments of these are all of one type.
+                let name = f.name.to_string().to_lowercase();
+                if matches!(name.as_str(), "coalesce" | "nullif" | "greatest" | "least")
+                    && let Some(t) = args.iter().find_map(|a| Self::type_of(schema, a))
+                {
+                    for a in &args {
+                        self.expect(a, t);
+                    }
+                }
+                for a in args {
+                    self.expr(schema, a);
+                }
+            }
             _ => {}
+        }
+    }
+
+    /// The output expressions of a select list or RETURNING.
+    fn items(&mut self, schema: &TableSchema, items: &[ast::SelectItem]) {
+        for i in items {
+            if let ast::SelectItem::UnnamedExpr(e)
+            | ast::SelectItem::ExprWithAlias { expr: e, .. } = i
+            {
+                self.expr(schema, e);
+            }
         }
     }
 
@@ -239,6 +297,30 @@ impl Walker<'_> {
             self.expr(&schema, w);
             self.subqueries(db, w);
         }
+        self.items(&schema, &sel.projection);
+        if let ast::GroupByExpr::Expressions(groups, _) = &sel.group_by {
+            for g in groups {
+                self.expr(&schema, g);
+            }
+        }
+        if let Some(h) = &sel.having {
+            self.expr(&schema, h);
+        }
+    }
+}
+
+/// The plain arguments of a function call (`f(a, b)`; none for `f(*)`).
+fn function_args(f: &ast::Function) -> Vec<&ast::Expr> {
+    match &f.args {
+        ast::FunctionArguments::List(l) => l
+            .args
+            .iter()
+            .filter_map(|a| match a {
+                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Some(e),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
     }
 }
 

@@ -22,9 +22,11 @@ use crate::expr::{self, Ctx, Expr, Scope};
 use crate::relations::{self, JoinKind, Rel, RelData, RelScope};
 use crate::session::{ColumnDesc, Output};
 
-/// Rows a sort or a grouping may hold in memory; a query over more is
-/// refused (54000) rather than exhausting the server's memory.
-pub const MAX_SORT_ROWS: usize = 4_000_000;
+/// Rows a result, a sort or a grouping may hold in memory; a statement
+/// that would hold more is refused (54000) rather than exhausting the
+/// server's memory. So no result has more rows than this, and a protocol
+/// row limit above it is the same as none (the server relies on that).
+pub const MAX_RESULT_ROWS: usize = 4_000_000;
 
 fn count(e: &ast::Expr, ctx: Ctx<'_>) -> SqlResult<Option<usize>> {
     match expr::bind(e, &expr::NoColumns(ctx))? {
@@ -44,33 +46,37 @@ fn count(e: &ast::Expr, ctx: Ctx<'_>) -> SqlResult<Option<usize>> {
 }
 
 /// The static type of a bound expression over `cols` (for the result's
-/// column description).
-pub fn type_of(e: &Expr, cols: &[ColumnType]) -> ColumnType {
+/// column description), with `params` the types of `$1..$n` while the
+/// statement is described. It is the type of the values the expression
+/// gives when run: a binary-format client decodes them by it.
+pub fn type_of(e: &Expr, cols: &[ColumnType], params: &[ColumnType]) -> ColumnType {
+    let type_of = |e: &Expr| type_of(e, cols, params);
     match e {
         Expr::Column(i) => cols.get(*i).copied().unwrap_or(ColumnType::Int64),
         Expr::Const(Value::Int32(_)) => ColumnType::Int32,
         Expr::Const(Value::Float64(_)) => ColumnType::Float64,
-        Expr::Const(Value::Text(_)) | Expr::Param(_) | Expr::Const(Value::Null) => TEXT,
+        Expr::Param(n) => params.get(*n).copied().unwrap_or(TEXT),
+        Expr::Const(Value::Text(_)) | Expr::Const(Value::Null) => TEXT,
         Expr::Const(Value::Bytes(_)) => ColumnType::Bytes { max_len: u32::MAX },
         Expr::Const(Value::Timestamp(_)) => ColumnType::Timestamp,
         Expr::Const(Value::Bool(_)) => ColumnType::Bool,
         Expr::Const(_) => ColumnType::Int64,
-        Expr::Arith(_, a, b) => match (type_of(a, cols), type_of(b, cols)) {
+        Expr::Arith(_, a, b) => match (type_of(a), type_of(b)) {
             (ColumnType::Float64, _) | (_, ColumnType::Float64) => ColumnType::Float64,
             (ColumnType::Int32, ColumnType::Int32) => ColumnType::Int32,
             _ => ColumnType::Int64,
         },
-        Expr::Neg(a) => type_of(a, cols),
+        Expr::Neg(a) => type_of(a),
         Expr::Cast(_, t) => *t,
         Expr::Case(_, whens, other) => whens
             .first()
             .map(|(_, r)| r)
             .or(other.as_deref())
-            .map_or(TEXT, |e| type_of(e, cols)),
+            .map_or(TEXT, type_of),
         Expr::Lookup(..) | Expr::Subquery(_) | Expr::Outer(_) => TEXT,
         Expr::Func(name, args) => match name.as_str() {
             "length" | "octet_length" => ColumnType::Int32,
-            "coalesce" => args.first().map_or(ColumnType::Int64, |a| type_of(a, cols)),
+            "coalesce" => args.first().map_or(ColumnType::Int64, type_of),
             _ => ColumnType::Text { max_len: u32::MAX },
         },
         _ => ColumnType::Bool,
@@ -264,9 +270,9 @@ impl GroupScope<'_> {
             };
             (func, Some(a))
         };
-        let arg_ty = arg
-            .as_ref()
-            .map_or(ColumnType::Int64, |a| type_of(a, &self.col_types));
+        let arg_ty = arg.as_ref().map_or(ColumnType::Int64, |a| {
+            type_of(a, &self.col_types, self.table.ctx().param_types)
+        });
         let ty = match func {
             AggFn::CountStar | AggFn::Count => ColumnType::Int64,
             AggFn::Avg => ColumnType::Float64,
@@ -849,6 +855,7 @@ fn plan_with_scope(
     limit: Option<usize>,
     offset: usize,
 ) -> SqlResult<Plan> {
+    let param_types = base.ctx().param_types;
     let grouped = !group_by.is_empty()
         || sel.having.is_some()
         || sel.projection.iter().any(|i| match i {
@@ -958,7 +965,7 @@ fn plan_with_scope(
         None => col_types,
         Some((groups, aggs)) => groups
             .iter()
-            .map(|g| type_of(g, &col_types))
+            .map(|g| type_of(g, &col_types, param_types))
             .chain(aggs.iter().map(|a| a.ty))
             .collect(),
     };
@@ -999,7 +1006,7 @@ fn plan_with_scope(
         .iter()
         .map(|(n, e)| ColumnDesc {
             name: n.clone(),
-            ty: type_of(e, &row_types),
+            ty: type_of(e, &row_types, param_types),
         })
         .collect();
     Ok(Plan {
@@ -1177,10 +1184,13 @@ fn has_aggregate(e: &ast::Expr) -> bool {
     }
 }
 
-fn too_many_rows() -> SqlError {
+/// 54000: a statement would hold more than [`MAX_RESULT_ROWS`] rows.
+pub fn too_many_rows() -> SqlError {
     SqlError::new(
         SqlState::PROGRAM_LIMIT_EXCEEDED,
-        format!("the query would sort or group more than {MAX_SORT_ROWS} rows in memory"),
+        format!(
+            "the statement would hold more than {MAX_RESULT_ROWS} rows in memory (a result, a sort or a grouping); narrow it with WHERE or LIMIT"
+        ),
     )
 }
 
@@ -1243,7 +1253,7 @@ pub fn run(plan: &Plan, tx: Option<&mut OwnedTxn>, ctx: Ctx<'_>) -> SqlResult<Ou
     };
     match &plan.grouping {
         None => for_each_input(plan, tx, ctx, |row| {
-            if rows.len() >= MAX_SORT_ROWS && stop_at.is_none() {
+            if rows.len() >= MAX_RESULT_ROWS {
                 return Err(too_many_rows());
             }
             rows.push(row);
@@ -1264,7 +1274,7 @@ pub fn run(plan: &Plan, tx: Option<&mut OwnedTxn>, ctx: Ctx<'_>) -> SqlResult<Ou
                 let at = match index.get(&kbuf) {
                     Some(&i) => i,
                     None => {
-                        if keys.len() >= MAX_SORT_ROWS {
+                        if keys.len() >= MAX_RESULT_ROWS {
                             return Err(too_many_rows());
                         }
                         index.insert(kbuf.clone(), keys.len());
@@ -1448,6 +1458,7 @@ pub fn run_generated(plan: &Plan) -> SqlResult<Output> {
     let info = crate::session::SessionInfo::default();
     let ctx = Ctx {
         params: Some(&[]),
+        param_types: &[],
         info: &info,
         cancel: &expr::NEVER_CANCELED,
     };

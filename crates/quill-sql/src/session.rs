@@ -428,7 +428,7 @@ impl Session {
                             })
                     })
                     .collect();
-                let columns = self.describe(s)?;
+                let columns = self.describe(s, &types)?;
                 (types, columns)
             }
             _ => (Vec::new(), None),
@@ -443,10 +443,16 @@ impl Session {
         })
     }
 
-    /// The result columns `s` returns (`None`: it returns no rows).
-    fn describe(&self, s: &Statement) -> SqlResult<Option<Vec<ColumnDesc>>> {
+    /// The result columns `s` returns (`None`: it returns no rows), with
+    /// `param_types` the types of its parameters.
+    fn describe(
+        &self,
+        s: &Statement,
+        param_types: &[ColumnType],
+    ) -> SqlResult<Option<Vec<ColumnDesc>>> {
         let ctx = Ctx {
             params: None,
+            param_types,
             info: &self.info,
             cancel: &self.cancel,
         };
@@ -589,6 +595,7 @@ impl Session {
         let cancel = Arc::clone(&self.cancel);
         let ctx = Ctx {
             params: Some(params),
+            param_types: &[],
             info: &info,
             cancel: &cancel,
         };

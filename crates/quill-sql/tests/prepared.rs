@@ -379,3 +379,127 @@ fn lit(v: &Value) -> String {
         other => panic!("{other:?}"),
     }
 }
+
+/// Whether `v` is a value of type `ty` (NULL is of every type).
+fn of_type(v: &Value, ty: ColumnType) -> bool {
+    matches!(
+        (v, ty),
+        (Value::Null, _)
+            | (Value::Bool(_), ColumnType::Bool)
+            | (Value::Int32(_), ColumnType::Int32)
+            | (Value::Int64(_), ColumnType::Int64)
+            | (Value::Float64(_), ColumnType::Float64)
+            | (Value::Text(_), ColumnType::Text { .. })
+            | (Value::Bytes(_), ColumnType::Bytes { .. })
+            | (Value::Timestamp(_), ColumnType::Timestamp)
+    )
+}
+
+/// A binary-format client decodes each value by the type the statement's
+/// description gave its column, so the values an execution returns must
+/// be of exactly those types, also where an output is computed from a
+/// parameter (`k + $1`, `$1` alone, `coalesce($1, k)`): a description
+/// that called `k + $1` bigint while the rows held 4-byte integers broke
+/// such clients.
+#[test]
+fn results_have_the_described_types_with_parameters() {
+    let (_d, mut s) = session();
+    let int4 = Some(ColumnType::Int32);
+    let int8 = Some(ColumnType::Int64);
+    let float8 = Some(ColumnType::Float64);
+    /// A statement, the parameter types the client gives, the values.
+    type Case = (&'static str, Vec<Option<ColumnType>>, Vec<Value>);
+    let cases: Vec<Case> = vec![
+        (
+            "SELECT k + $1 FROM sbtest1",
+            vec![None],
+            vec![Value::Int32(1)],
+        ),
+        (
+            "SELECT k + $1 FROM sbtest1",
+            vec![int4],
+            vec![Value::Int32(1)],
+        ),
+        (
+            "SELECT k + $1 FROM sbtest1",
+            vec![int8],
+            vec![Value::Int64(1)],
+        ),
+        (
+            "SELECT k * $1 FROM sbtest1",
+            vec![float8],
+            vec![Value::Float64(0.5)],
+        ),
+        ("SELECT $1 FROM sbtest1", vec![int4], vec![Value::Int32(7)]),
+        (
+            "SELECT $1 FROM sbtest1",
+            vec![None],
+            vec![Value::Text("x".into())],
+        ),
+        (
+            "SELECT $1 + 1 FROM sbtest1",
+            vec![None],
+            vec![Value::Int32(2)],
+        ),
+        (
+            "SELECT k FROM sbtest1 WHERE k > $1 + 1",
+            vec![None],
+            vec![Value::Int32(2)],
+        ),
+        (
+            "SELECT $1, k FROM sbtest1",
+            vec![int8],
+            vec![Value::Int64(7)],
+        ),
+        ("SELECT -$1 FROM sbtest1", vec![int8], vec![Value::Int64(7)]),
+        (
+            "SELECT coalesce($1, k) FROM sbtest1",
+            vec![int4],
+            vec![Value::Null],
+        ),
+        (
+            "SELECT k, sum(k + $1) FROM sbtest1 GROUP BY k",
+            vec![int4],
+            vec![Value::Int32(1)],
+        ),
+        (
+            "SELECT k + $1 FROM sbtest1 GROUP BY k + $1",
+            vec![int8],
+            vec![Value::Int64(1)],
+        ),
+        (
+            "UPDATE sbtest1 SET k = k + 1 WHERE id = $1 RETURNING k + $2",
+            vec![int8, int8],
+            vec![Value::Int64(1), Value::Int64(5)],
+        ),
+        (
+            "INSERT INTO sbtest1(k) VALUES ($1) RETURNING id, k * $2",
+            vec![int4, int8],
+            vec![Value::Int32(4), Value::Int64(3)],
+        ),
+    ];
+    for (sql, given, values) in cases {
+        let p = s.prepare(sql, &given).unwrap();
+        // The values are of the parameters' types, given or inferred.
+        for (v, ty) in values.iter().zip(p.param_types()) {
+            assert!(of_type(v, *ty), "{sql}: ${ty:?} inferred, test gives {v:?}");
+        }
+        let cols = p.columns().unwrap();
+        // Twice: the second execution may run a kept plan.
+        for _ in 0..2 {
+            let out = s.execute_prepared(&p, &values).unwrap();
+            assert!(!out.rows.is_empty(), "{sql}: no rows");
+            for row in &out.rows {
+                assert_eq!(row.len(), cols.len(), "{sql}");
+                for (v, c) in row.iter().zip(cols) {
+                    assert!(
+                        of_type(v, c.ty),
+                        "{sql} with {given:?}: column {} described as {:?} returned {v:?}",
+                        c.name,
+                        c.ty
+                    );
+                }
+            }
+        }
+    }
+}
