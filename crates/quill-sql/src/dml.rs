@@ -191,6 +191,22 @@ pub(crate) fn column_domains(schema: &TableSchema) -> Vec<Domain> {
 
 /// INSERT INTO t [(cols)] VALUES (...), ...
 pub fn insert(db: &Db, tx: &mut OwnedTxn, i: &ast::Insert, ctx: Ctx<'_>) -> SqlResult<Output> {
+    let (t, schema, targets, values) = insert_target(db, i)?;
+    let ret = returning(&schema, i.returning.as_deref(), ctx)?;
+    apply_insert(ctx, tx, &t, &schema, &targets, Rows::Ast(&values.rows), ret)
+}
+
+/// What an INSERT writes: the table, its schema, the target columns
+/// (position and type, in the statement's order) and the VALUES.
+type InsertTarget<'i> = (
+    quill::Table,
+    std::sync::Arc<TableSchema>,
+    Vec<(usize, ColumnType)>,
+    &'i ast::Values,
+);
+
+/// The table an INSERT writes, its target columns and its VALUES.
+fn insert_target<'i>(db: &Db, i: &'i ast::Insert) -> SqlResult<InsertTarget<'i>> {
     let ast::TableObject::TableName(name) = &i.table else {
         return Err(SqlError::unsupported("INSERT into a table function"));
     };
@@ -198,8 +214,6 @@ pub fn insert(db: &Db, tx: &mut OwnedTxn, i: &ast::Insert, ctx: Ctx<'_>) -> SqlR
         return Err(SqlError::unsupported("ON CONFLICT"));
     }
     let (t, schema) = access::open(db, &table_name(name)?)?;
-    let ncols = schema.def.columns.len();
-    let defaults = column_defaults(&schema);
     let targets: Vec<(usize, ColumnType)> = if i.columns.is_empty() {
         schema
             .def
@@ -214,40 +228,83 @@ pub fn insert(db: &Db, tx: &mut OwnedTxn, i: &ast::Insert, ctx: Ctx<'_>) -> SqlR
             .map(|c| column_of(&schema, c))
             .collect::<SqlResult<_>>()?
     };
-    let domains = column_domains(&schema);
     let Some(source) = &i.source else {
         return Err(SqlError::unsupported("INSERT without VALUES"));
     };
     let SetExpr::Values(values) = source.body.as_ref() else {
         return Err(SqlError::unsupported("INSERT ... SELECT"));
     };
-    let ret = returning(&schema, i.returning.as_deref(), ctx)?;
+    if values.rows.iter().any(|r| r.len() > targets.len()) {
+        return Err(SqlError::new(
+            SqlState::SYNTAX_ERROR,
+            "INSERT has more expressions than target columns",
+        ));
+    }
+    Ok((t, schema, targets, values))
+}
+
+/// Whether a VALUES item is the keyword DEFAULT.
+fn is_default(e: &ast::Expr) -> bool {
+    matches!(e, ast::Expr::Identifier(id)
+        if id.value.eq_ignore_ascii_case("default") && id.quote_style.is_none())
+}
+
+/// Where an INSERT's values come from.
+enum Rows<'a> {
+    /// The statement's VALUES, each bound as its row is inserted (with the
+    /// execution's parameters as constants).
+    Ast(&'a [ast::Parens<Vec<ast::Expr>>]),
+    /// A generic plan's VALUES, bound once (`None`: DEFAULT), and this
+    /// execution's parameters.
+    Bound(&'a [Vec<Option<Expr>>], &'a [Value]),
+}
+
+/// Insert the rows of `rows` into `t`, each target column its value and
+/// every other its default.
+fn apply_insert(
+    ctx: Ctx<'_>,
+    tx: &mut OwnedTxn,
+    t: &quill::Table,
+    schema: &TableSchema,
+    targets: &[(usize, ColumnType)],
+    rows: Rows<'_>,
+    ret: Option<Returning>,
+) -> SqlResult<Output> {
+    let ncols = schema.def.columns.len();
+    let defaults = column_defaults(schema);
+    let domains = column_domains(schema);
+    let nrows = match rows {
+        Rows::Ast(r) => r.len(),
+        Rows::Bound(r, _) => r.len(),
+    };
     let mut out = Vec::new();
     let mut n = 0u64;
-    for row in &values.rows {
-        if row.len() > targets.len() {
-            return Err(SqlError::new(
-                SqlState::SYNTAX_ERROR,
-                "INSERT has more expressions than target columns",
-            ));
-        }
+    for r in 0..nrows {
         let mut full = defaults.clone();
         debug_assert_eq!(full.len(), ncols);
-        for (e, &(col, ty)) in row.iter().zip(&targets) {
-            let v = match e {
-                ast::Expr::Identifier(id)
-                    if id.value.eq_ignore_ascii_case("default") && id.quote_style.is_none() =>
-                {
-                    defaults.get(col).cloned().ok_or_else(|| out_of_row(col))?
-                }
-                e => expr::bind(e, &expr::NoColumns(ctx))?.eval(&[])?,
+        for (k, &(col, ty)) in targets.iter().enumerate() {
+            let given = match rows {
+                Rows::Ast(rows) => match rows[r].get(k) {
+                    None => break,
+                    Some(e) if is_default(e) => None,
+                    Some(e) => Some(expr::bind(e, &expr::NoColumns(ctx))?.eval(&[])?),
+                },
+                Rows::Bound(rows, params) => match rows[r].get(k) {
+                    None => break,
+                    Some(None) => None,
+                    Some(Some(e)) => Some(e.with_params(params)?.eval(&[])?),
+                },
+            };
+            let v = match given {
+                Some(v) => v,
+                None => defaults.get(col).cloned().ok_or_else(|| out_of_row(col))?,
             };
             let dom = *domains.get(col).ok_or_else(|| out_of_row(col))?;
             let slot = full.get_mut(col).ok_or_else(|| out_of_row(col))?;
             *slot = types::store_as(v, ty, dom)?;
         }
         ctx.check_cancel()?;
-        let key = tx.insert(&t, &full)?;
+        let key = tx.insert(t, &full)?;
         n += 1;
         if let Some(ret) = &ret {
             // The key as stored (an automatic one filled in).
@@ -451,33 +508,53 @@ fn apply_delete(
     Ok(Returning::output(ret, format!("DELETE {n}"), out))
 }
 
-/// An UPDATE or DELETE without RETURNING planned once with its
+/// An INSERT, UPDATE or DELETE without RETURNING planned once with its
 /// parameters as [`Expr::Param`] leaves, as [`crate::select::Generic`]
-/// plans a query: each execution binds the values and finds the rows
-/// through the access path they give. Holds no strong reference to the
-/// table's schema (a dropped table's pages must be freed).
+/// plans a query: each execution binds the values (and an UPDATE or
+/// DELETE finds its rows through the access path they give). Holds no
+/// strong reference to the table's schema (a dropped table's pages must
+/// be freed).
 pub struct GenericWrite {
     table: quill::Table,
     schema: std::sync::Weak<TableSchema>,
-    filter: Option<Expr>,
-    /// `None` for a DELETE.
-    sets: Option<Vec<Set>>,
+    kind: WriteKind,
+}
+
+/// What a [`GenericWrite`] does.
+enum WriteKind {
+    Insert {
+        targets: Vec<(usize, ColumnType)>,
+        /// Each row's value per target (`None`: DEFAULT).
+        rows: Vec<Vec<Option<Expr>>>,
+    },
+    Update {
+        filter: Option<Expr>,
+        sets: Vec<Set>,
+    },
+    Delete {
+        filter: Option<Expr>,
+    },
 }
 
 impl std::fmt::Debug for GenericWrite {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.kind {
+            WriteKind::Insert { .. } => "INSERT",
+            WriteKind::Update { .. } => "UPDATE",
+            WriteKind::Delete { .. } => "DELETE",
+        };
         f.debug_struct("GenericWrite")
             .field("table", &self.table.name())
-            .field("delete", &self.sets.is_none())
+            .field("kind", &kind)
             .finish()
     }
 }
 
 impl GenericWrite {
-    /// The generic plan of `stmt` if it is an UPDATE or DELETE of one
-    /// table with no RETURNING and nothing in it a generic plan cannot
-    /// keep (a subquery, a regular expression, a catalog lookup); `ctx`
-    /// carries no parameter values.
+    /// The generic plan of `stmt` if it is an INSERT ... VALUES, UPDATE
+    /// or DELETE of one table with no RETURNING and nothing in it a
+    /// generic plan cannot keep (a subquery, a regular expression, a
+    /// catalog lookup, the clock); `ctx` carries no parameter values.
     pub fn new(db: &Db, stmt: &ast::Statement, ctx: Ctx<'_>) -> Option<GenericWrite> {
         // Without a transaction a subquery reads as empty (see
         // `select::Generic::new`): none here.
@@ -485,14 +562,32 @@ impl GenericWrite {
         if select::selects_in(&text) > 0 || select::reads_the_clock(&text) {
             return None;
         }
-        let (t, schema, filter, sets) = match stmt {
+        let (t, schema, kind) = match stmt {
+            ast::Statement::Insert(i) if i.returning.is_none() => {
+                let (t, schema, targets, values) = insert_target(db, i).ok()?;
+                let rows = values
+                    .rows
+                    .iter()
+                    .map(|row| {
+                        row.iter()
+                            .map(|e| {
+                                (!is_default(e))
+                                    .then(|| expr::bind(e, &expr::NoColumns(ctx)))
+                                    .transpose()
+                            })
+                            .collect::<SqlResult<Vec<_>>>()
+                    })
+                    .collect::<SqlResult<Vec<_>>>()
+                    .ok()?;
+                (t, schema, WriteKind::Insert { targets, rows })
+            }
             ast::Statement::Update(u)
                 if u.from.is_none() && u.table.joins.is_empty() && u.returning.is_none() =>
             {
                 let (t, schema, filter) =
                     target(db, None, &u.table.relation, u.selection.as_ref(), ctx).ok()?;
                 let sets = bind_sets(&schema, &u.assignments, ctx).ok()?;
-                (t, schema, filter, Some(sets))
+                (t, schema, WriteKind::Update { filter, sets })
             }
             ast::Statement::Delete(d) if d.using.is_none() && d.returning.is_none() => {
                 let from = match &d.from {
@@ -503,7 +598,7 @@ impl GenericWrite {
                 };
                 let (t, schema, filter) =
                     target(db, None, &from.relation, d.selection.as_ref(), ctx).ok()?;
-                (t, schema, filter, None)
+                (t, schema, WriteKind::Delete { filter })
             }
             _ => return None,
         };
@@ -513,17 +608,21 @@ impl GenericWrite {
                 Expr::Subquery(_) | Expr::Regex(..) | Expr::Lookup(..) | Expr::Outer(_)
             )
         };
-        let exprs = filter
-            .iter()
-            .chain(sets.iter().flatten().map(|(_, _, _, e)| e));
+        let exprs: Vec<&Expr> = match &kind {
+            WriteKind::Insert { rows, .. } => rows.iter().flatten().flatten().collect(),
+            WriteKind::Update { filter, sets } => filter
+                .iter()
+                .chain(sets.iter().map(|(_, _, _, e)| e))
+                .collect(),
+            WriteKind::Delete { filter } => filter.iter().collect(),
+        };
         if exprs.into_iter().any(|e| e.any(&opaque)) {
             return None;
         }
         Some(GenericWrite {
             table: t,
             schema: std::sync::Arc::downgrade(&schema),
-            filter,
-            sets,
+            kind,
         })
     }
 
@@ -541,21 +640,29 @@ impl GenericWrite {
         {
             return None;
         }
-        let mut run = || {
-            let filter = self
-                .filter
-                .as_ref()
-                .map(|e| e.with_params(params))
-                .transpose()?;
-            match &self.sets {
-                Some(sets) => {
-                    let sets = sets
-                        .iter()
-                        .map(|(c, ty, dom, e)| Ok((*c, *ty, *dom, e.with_params(params)?)))
-                        .collect::<SqlResult<Vec<Set>>>()?;
-                    apply_update(ctx, tx, &self.table, &current, filter.as_ref(), &sets, None)
-                }
-                None => apply_delete(ctx, tx, &self.table, &current, filter.as_ref(), None),
+        let bind =
+            |filter: &Option<Expr>| filter.as_ref().map(|e| e.with_params(params)).transpose();
+        let mut run = || match &self.kind {
+            WriteKind::Insert { targets, rows } => apply_insert(
+                ctx,
+                tx,
+                &self.table,
+                &current,
+                targets,
+                Rows::Bound(rows, params),
+                None,
+            ),
+            WriteKind::Update { filter, sets } => {
+                let filter = bind(filter)?;
+                let sets = sets
+                    .iter()
+                    .map(|(c, ty, dom, e)| Ok((*c, *ty, *dom, e.with_params(params)?)))
+                    .collect::<SqlResult<Vec<Set>>>()?;
+                apply_update(ctx, tx, &self.table, &current, filter.as_ref(), &sets, None)
+            }
+            WriteKind::Delete { filter } => {
+                let filter = bind(filter)?;
+                apply_delete(ctx, tx, &self.table, &current, filter.as_ref(), None)
             }
         };
         Some(run())

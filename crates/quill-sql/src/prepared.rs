@@ -82,7 +82,7 @@ impl GenericCache {
         }
     }
 
-    /// The generic plan of an UPDATE or DELETE, made first if there is
+    /// The generic plan of an INSERT, UPDATE or DELETE, made first if there is
     /// none (`None`: the statement is planned at each execution).
     /// `stale` says the one kept last time no longer matches the table's
     /// schema. `ctx` carries no parameter values.

@@ -636,7 +636,9 @@ impl Session {
                 names,
                 ..
             } => ddl::drop_indexes(&self.db, names, *if_exists),
-            Statement::Insert(i) => self.in_txn(|db, tx| dml::insert(db, tx, i, ctx)),
+            Statement::Insert(i) => {
+                self.write_stmt(stmt, params, ctx, |db, tx| dml::insert(db, tx, i, ctx))
+            }
             Statement::Update(u) => {
                 self.write_stmt(stmt, params, ctx, |db, tx| dml::update(db, tx, u, ctx))
             }
@@ -1118,7 +1120,7 @@ impl Session {
         })
     }
 
-    /// An UPDATE or DELETE: from the running prepared statement's generic
+    /// An INSERT, UPDATE or DELETE: from the running prepared statement's generic
     /// plan when it has one, else planned now by `plan_and_run`.
     fn write_stmt(
         &mut self,

@@ -8,7 +8,8 @@
 //! predicates take index paths as well as full scans. Every query also
 //! runs as a prepared statement with its literals as parameters, twice
 //! (the generic plan is made, then reused; the statements live across
-//! cases, so a plan made for an earlier case's table must be replaced).
+//! cases, so a plan made for an earlier case's table must be replaced),
+//! and every other insert, update and delete runs prepared.
 //! Failures print proptest's seed and the statement, so a run replays.
 
 use std::collections::BTreeMap;
@@ -388,13 +389,21 @@ fn check(ops: Vec<Op>) {
     for op in ops {
         match op {
             Op::Insert(k, r) => {
-                let sql = format!(
-                    "INSERT INTO m VALUES ({k}, {}, {}, {})",
-                    lit(&Col::A.get(k, &r)),
-                    lit(&Col::B.get(k, &r)),
-                    lit(&Col::C.get(k, &r))
-                );
-                let got = run(s, &sql);
+                prepared_write = !prepared_write;
+                let values = [Col::K, Col::A, Col::B, Col::C].map(|c| c.get(k, &r));
+                let (sql, got) = if prepared_write {
+                    // Columns named in another order than the table's.
+                    let sql = "INSERT INTO m (b, k, c, a) VALUES ($3, $1, $4, $2)".to_string();
+                    let got = run_prepared_n(s, &sql, &values, 1);
+                    (sql, got)
+                } else {
+                    let sql = format!(
+                        "INSERT INTO m VALUES ({})",
+                        values.iter().map(lit).collect::<Vec<_>>().join(", ")
+                    );
+                    let got = run(s, &sql);
+                    (sql, got)
+                };
                 match model.entry(k) {
                     std::collections::btree_map::Entry::Occupied(_) => {
                         assert_eq!(got, Err(SqlState::UNIQUE_VIOLATION), "{sql}");

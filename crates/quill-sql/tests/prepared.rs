@@ -503,3 +503,142 @@ fn results_have_the_described_types_with_parameters() {
         }
     }
 }
+
+/// A prepared INSERT is planned once (sysbench's oltp_insert): each
+/// execution binds its values into the kept plan, with DEFAULT, several
+/// rows, columns in any order, and every check a planned INSERT makes
+/// (type, length, NOT NULL, unique key); a changed table is planned again.
+#[test]
+fn prepared_inserts_keep_a_generic_plan() {
+    let (_d, mut s) = session();
+    let ins = s
+        .prepare(
+            "INSERT INTO sbtest1 (pad, id, k, c) VALUES ($1, $2, $3, $4)",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(
+        ins.param_types(),
+        &[
+            // Lengths in bytes (four per character); SERIAL is stored as
+            // a bigint.
+            ColumnType::Text { max_len: 240 },
+            ColumnType::Int64,
+            ColumnType::Int32,
+            ColumnType::Text { max_len: 480 }
+        ]
+    );
+    let text = |s: &str| Value::Text(s.into());
+    for id in 10..13 {
+        let out = s
+            .execute_prepared(
+                &ins,
+                &[
+                    text("p"),
+                    Value::Int64(id),
+                    Value::Int32(id as i32 * 2),
+                    text("c"),
+                ],
+            )
+            .unwrap();
+        assert_eq!(out.tag, "INSERT 0 1");
+    }
+    assert!(ins.has_generic_plan());
+    let rows = s
+        .execute("SELECT id, k, c, pad FROM sbtest1 WHERE id >= 10 ORDER BY id")
+        .pop()
+        .unwrap()
+        .unwrap()
+        .rows;
+    assert_eq!(rows.len(), 3);
+    assert_eq!(
+        rows[2],
+        vec![Value::Int64(12), Value::Int32(24), text("c"), text("p")]
+    );
+
+    // The checks of a planned INSERT, at each execution.
+    let state = |s: &mut Session, p: &quill_sql::Prepared, v: &[Value]| {
+        s.execute_prepared(p, v).unwrap_err().state
+    };
+    let v = [text("p"), Value::Int64(10), Value::Int32(1), text("c")];
+    assert_eq!(state(&mut s, &ins, &v), SqlState::UNIQUE_VIOLATION);
+    let v = [text("p"), Value::Int64(20), Value::Null, text("c")];
+    assert_eq!(state(&mut s, &ins, &v), SqlState::NOT_NULL_VIOLATION);
+    let v = [
+        text("p"),
+        Value::Int64(20),
+        Value::Int32(1),
+        text(&"x".repeat(121)),
+    ];
+    assert_eq!(
+        state(&mut s, &ins, &v),
+        SqlState::STRING_DATA_RIGHT_TRUNCATION
+    );
+
+    // DEFAULT, several rows, a cast of a parameter.
+    let many = s
+        .prepare(
+            "INSERT INTO sbtest1 (id, k, c) VALUES ($1, DEFAULT, $2), ($3::int + 1, $4, DEFAULT)",
+            &[],
+        )
+        .unwrap();
+    for base in [30, 40] {
+        let out = s
+            .execute_prepared(
+                &many,
+                &[
+                    Value::Int64(base),
+                    text("m"),
+                    Value::Int32(base as i32),
+                    Value::Int32(7),
+                ],
+            )
+            .unwrap();
+        assert_eq!(out.tag, "INSERT 0 2");
+    }
+    assert!(many.has_generic_plan());
+    let rows = s
+        .execute("SELECT id, k, c FROM sbtest1 WHERE id >= 30 ORDER BY id")
+        .pop()
+        .unwrap()
+        .unwrap()
+        .rows;
+    assert_eq!(
+        rows,
+        vec![
+            vec![Value::Int64(30), Value::Int32(0), text("m")],
+            vec![Value::Int64(31), Value::Int32(7), text("")],
+            vec![Value::Int64(40), Value::Int32(0), text("m")],
+            vec![Value::Int64(41), Value::Int32(7), text("")],
+        ]
+    );
+
+    // The table dropped and made again with another column order: the
+    // kept plan is for the old table, so the next execution plans anew.
+    for r in s.execute(
+        "DROP TABLE sbtest1; CREATE TABLE sbtest1 (c CHAR(120), pad CHAR(60), \
+         k INTEGER DEFAULT '0' NOT NULL, id INTEGER PRIMARY KEY)",
+    ) {
+        r.unwrap();
+    }
+    s.execute_prepared(
+        &ins,
+        &[text("p2"), Value::Int64(1), Value::Int32(5), text("c2")],
+    )
+    .unwrap();
+    let rows = s
+        .execute("SELECT id, k, c, pad FROM sbtest1")
+        .pop()
+        .unwrap()
+        .unwrap()
+        .rows;
+    assert_eq!(
+        rows,
+        vec![vec![
+            Value::Int32(1),
+            Value::Int32(5),
+            text("c2"),
+            text("p2")
+        ]]
+    );
+}
