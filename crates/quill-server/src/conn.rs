@@ -107,11 +107,16 @@ impl Conn {
         })
     }
 
-    /// Run `f` on the session on the blocking pool, under admission (a
-    /// permit while a transaction is open), then finish a deferred
-    /// commit without holding a thread.
+    /// Run `f` on the session under admission (a permit while a
+    /// transaction is open), then finish a deferred commit without holding
+    /// a thread. `f` runs in `block_in_place` (tokio first hands this
+    /// worker's other tasks to another thread, so `f` may block) unless
+    /// `inline` says the session's next statement never waits
+    /// ([`Session::never_waits`]: BEGIN, COMMIT), which then runs here
+    /// without the hand-off.
     async fn run<T: Send + 'static>(
         &self,
+        inline: impl FnOnce(&Session) -> bool,
         f: impl FnOnce(&mut Session) -> T + Send + 'static,
         commits: impl FnOnce(&mut T) -> Vec<quill::OwnedTxn> + Send + 'static,
     ) -> PgWireResult<(T, Vec<SqlResult<()>>)> {
@@ -124,14 +129,24 @@ impl Conn {
             *permit = Some(p);
         }
         let slot = self.session.clone();
-        let (mut out, status) = tokio::task::block_in_place(move || {
+        let here = slot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(inline);
+        let work = move || {
             let mut g = slot.lock().unwrap_or_else(PoisonError::into_inner);
             let s = g
                 .as_mut()
                 .ok_or_else(|| internal("no session: startup did not finish"))?;
             let out = f(s);
             Ok::<_, PgWireError>((out, s.status()))
-        })?;
+        };
+        let (mut out, status) = if here {
+            work()?
+        } else {
+            tokio::task::block_in_place(work)?
+        };
         let mut done = Vec::new();
         for tx in commits(&mut out) {
             done.push(tx.commit_async().await.map_err(SqlError::from));
@@ -282,6 +297,7 @@ impl SimpleQueryHandler for Conn {
         let sql = query.to_string();
         let (results, commits) = self
             .run(
+                |s| s.text_never_waits(query),
                 move |s| s.execute_deferred(&sql),
                 |results: &mut Vec<SqlResult<Deferred>>| {
                     results
@@ -319,7 +335,7 @@ impl CopyHandler for Conn {
     {
         let bytes = data.data;
         let (r, _) = self
-            .run(move |s| s.copy_data(&bytes), |_| Vec::new())
+            .run(|_| false, move |s| s.copy_data(&bytes), |_| Vec::new())
             .await?;
         r.map_err(|e| wire::user_error(&e))
     }
@@ -331,7 +347,7 @@ impl CopyHandler for Conn {
         PgWireError: From<<C as Sink<Backend>>::Error>,
     {
         let (r, commits) = self
-            .run(|s| s.copy_done_deferred(), deferred_commit)
+            .run(|_| false, |s| s.copy_done_deferred(), deferred_commit)
             .await?;
         let out = settle(r, commits.into_iter().next()).map_err(|e| wire::user_error(&e))?;
         client
@@ -348,7 +364,7 @@ impl CopyHandler for Conn {
     {
         let message = fail.message;
         match self
-            .run(move |s| s.copy_fail(&message), |_| Vec::new())
+            .run(|_| false, move |s| s.copy_fail(&message), |_| Vec::new())
             .await
         {
             Ok((e, _)) => wire::user_error(&e),
@@ -587,8 +603,10 @@ impl ExtendedQueryHandler for Conn {
         if let Some(cols) = p.columns() {
             wire::check_formats(&format, cols.len(), "result")?;
         }
+        let quick = Arc::clone(&p);
         let (r, mut commits) = self
             .run(
+                |s| s.never_waits(&quick),
                 move |s| s.execute_prepared_deferred(&p, &values),
                 deferred_commit,
             )

@@ -16,6 +16,18 @@
 //! server without TLS: SSL and GSSAPI requests are refused (`N`), the
 //! startup must finish within [`STARTUP_TIMEOUT`], then each message goes
 //! to pgwire's `process_message` and errors to `process_error`.
+//!
+//! Output is corked ([`FrameGuard::set_cork`]) so that a pipeline's
+//! answers leave in one write, as PostgreSQL's do (pgwire flushes after
+//! BindComplete and NoData; each flush was a loopback send and a wakeup
+//! of the client, three per sysbench UPDATE). Two rules:
+//! * CORK.1: the answer to a Parse, Bind, Describe, Execute or Close is
+//!   held while another whole message from the client is already
+//!   buffered (it will be handled without waiting for the client).
+//! * CORK.2: before the loop reads with nothing buffered (so may wait
+//!   for the client), nothing is held: it uncorks and flushes. So a
+//!   client never waits for output the server holds, whatever it sends,
+//!   and a held answer is at most [`CORK_LIMIT`] bytes.
 
 use std::io;
 use std::pin::Pin;
@@ -40,6 +52,10 @@ use tokio_util::codec::Framed;
 /// and a Bind's parameters (16 MiB) have lower limits of their own;
 /// this one bounds what a connection buffers before either is checked.
 pub const MAX_MESSAGE: usize = 64 << 20;
+
+/// The most output a corked connection holds back ([`FrameGuard::set_cork`]);
+/// past it, writes go through.
+const CORK_LIMIT: usize = 64 << 10;
 
 /// PostgreSQL's limit for the untyped startup-phase packets.
 const MAX_STARTUP_PACKET: usize = 10_000;
@@ -79,6 +95,9 @@ pub struct FrameGuard<S> {
     checked: usize,
     /// A bad frame was seen: every later read fails with this.
     failed: Option<String>,
+    /// Output held back while corked (see [`FrameGuard::set_cork`]).
+    held: BytesMut,
+    corked: bool,
 }
 
 impl<S> FrameGuard<S> {
@@ -90,7 +109,25 @@ impl<S> FrameGuard<S> {
             pending: BytesMut::new(),
             checked: 0,
             failed: None,
+            held: BytesMut::new(),
+            corked: false,
         }
+    }
+
+    /// Hold back output (writes and flushes succeed without reaching the
+    /// socket, up to [`CORK_LIMIT`] bytes) until uncorked and flushed.
+    /// The message loop corks while the client has pipelined more
+    /// messages than the one being handled, so a Bind, Describe and
+    /// Execute answered before their Sync go out in one write with it,
+    /// as PostgreSQL sends them (it flushes at ReadyForQuery), instead of
+    /// one loopback send, and one wakeup of the client, each.
+    pub fn set_cork(&mut self, corked: bool) {
+        self.corked = corked;
+    }
+
+    /// Whether whole frames read from the socket wait to be handed on.
+    fn has_checked_frames(&self) -> bool {
+        self.checked > 0
     }
 
     /// Count every complete frame after the checked prefix of `pending`
@@ -209,21 +246,50 @@ impl<S: AsyncRead + Unpin> AsyncRead for FrameGuard<S> {
     }
 }
 
+impl<S: AsyncWrite + Unpin> FrameGuard<S> {
+    /// Write out everything held back.
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while !self.held.is_empty() {
+            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &self.held))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.held.advance(n);
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
 impl<S: AsyncWrite + Unpin> AsyncWrite for FrameGuard<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        let this = &mut *self;
+        // Corked, or uncorked with output held: held (the flush that
+        // follows every write writes it all in one go).
+        if (this.corked || !this.held.is_empty()) && this.held.len() + buf.len() <= CORK_LIMIT {
+            this.held.extend_from_slice(buf);
+            return Poll::Ready(Ok(buf.len()));
+        }
+        ready!(this.poll_drain(cx))?;
+        Pin::new(&mut this.inner).poll_write(cx, buf)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
+        let this = &mut *self;
+        if this.corked {
+            return Poll::Ready(Ok(()));
+        }
+        ready!(this.poll_drain(cx))?;
+        Pin::new(&mut this.inner).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
+        let this = &mut *self;
+        ready!(this.poll_drain(cx))?;
+        Pin::new(&mut this.inner).poll_shutdown(cx)
     }
 
     // Not vectored: tokio-util then writes its one buffer with write(2),
@@ -462,6 +528,19 @@ pub async fn serve<H: PgWireServerHandlers>(tcp: TcpStream, handlers: H) -> io::
             _ => msg.is_extended_query(),
         };
         let is_cancel = matches!(msg, PgWireFrontendMessage::CancelRequest(_));
+        // Answers to a pipelined Parse, Bind, Describe, Execute or Close
+        // wait for the rest of the pipeline's (CORK.1); the loop never
+        // waits for input with output held (CORK.2).
+        let corkable = matches!(
+            msg,
+            PgWireFrontendMessage::Parse(_)
+                | PgWireFrontendMessage::Bind(_)
+                | PgWireFrontendMessage::Describe(_)
+                | PgWireFrontendMessage::Execute(_)
+                | PgWireFrontendMessage::Close(_)
+        );
+        let cork = corkable && more_input(&socket);
+        socket.get_mut().set_cork(cork);
         if let Err(mut e) = process_message(
             msg,
             &mut socket,
@@ -475,6 +554,9 @@ pub async fn serve<H: PgWireServerHandlers>(tcp: TcpStream, handlers: H) -> io::
         {
             errors.on_error(&socket, &mut e);
             let fatal = e.is_fatal();
+            if fatal {
+                socket.get_mut().set_cork(false);
+            }
             process_error(&mut socket, e, extended_query).await?;
             if fatal {
                 return Ok(());
@@ -483,12 +565,83 @@ pub async fn serve<H: PgWireServerHandlers>(tcp: TcpStream, handlers: H) -> io::
         if is_cancel {
             return Ok(());
         }
+        if !more_input(&socket) {
+            // CORK.2: everything out before the next read can wait.
+            socket.get_mut().set_cork(false);
+            socket.flush().await?;
+        }
     }
+}
+
+/// Whether a whole message the client sent is already buffered (so the
+/// loop will handle it without waiting for the client).
+fn more_input<C>(socket: &Framed<FrameGuard<TcpStream>, C>) -> bool {
+    !socket.read_buffer().is_empty() || socket.get_ref().has_checked_frames()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A writer that records each write it is given.
+    #[derive(Default)]
+    struct Writes(Vec<Vec<u8>>);
+
+    impl AsyncWrite for Writes {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            self.0.push(buf.to_vec());
+            Poll::Ready(Ok(buf.len()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    #[test]
+    fn corked_output_goes_out_in_one_write_after_uncorking() {
+        use tokio::io::AsyncWriteExt;
+        futures::executor::block_on(async {
+            let mut g = FrameGuard::new(Writes::default());
+            g.set_cork(true);
+            for part in [&b"2\0\0\0\x04"[..], b"n\0\0\0\x04", b"C\0\0\0\x05x\0"] {
+                g.write_all(part).await.unwrap();
+                g.flush().await.unwrap();
+            }
+            assert!(g.inner.0.is_empty(), "corked output reached the socket");
+            g.set_cork(false);
+            g.write_all(b"Z\0\0\0\x05I").await.unwrap();
+            g.flush().await.unwrap();
+            assert_eq!(
+                g.inner.0,
+                vec![b"2\0\0\0\x04n\0\0\0\x04C\0\0\0\x05x\0Z\0\0\0\x05I".to_vec()]
+            );
+            // Past the limit, what is held goes out and the write goes through.
+            g.inner.0.clear();
+            g.set_cork(true);
+            g.write_all(b"head").await.unwrap();
+            let big = vec![7u8; CORK_LIMIT];
+            g.write_all(&big).await.unwrap();
+            assert_eq!(g.inner.0, vec![b"head".to_vec(), big]);
+            // Uncorked with nothing held: straight through.
+            g.inner.0.clear();
+            g.set_cork(false);
+            g.write_all(b"x").await.unwrap();
+            assert_eq!(g.inner.0, vec![b"x".to_vec()]);
+            // Shutting down writes what is held first.
+            g.inner.0.clear();
+            g.set_cork(true);
+            g.write_all(b"last").await.unwrap();
+            g.shutdown().await.unwrap();
+            assert_eq!(g.inner.0, vec![b"last".to_vec()]);
+        });
+    }
 
     fn msg(kind: u8, body: &[u8]) -> Vec<u8> {
         let mut v = vec![kind];

@@ -524,3 +524,95 @@ async fn psql_copies_in_and_out() {
     assert!(!out.status.success());
     assert!(err.contains("not allowed"), "{err}");
 }
+
+/// Read one backend message (type byte and body) from a raw connection.
+async fn backend_message(c: &mut tokio::net::TcpStream) -> (u8, Vec<u8>) {
+    use tokio::io::AsyncReadExt;
+    let mut head = [0u8; 5];
+    c.read_exact(&mut head).await.unwrap();
+    let len = i32::from_be_bytes(head[1..5].try_into().unwrap()) as usize;
+    let mut body = vec![0u8; len - 4];
+    c.read_exact(&mut body).await.unwrap();
+    (head[0], body)
+}
+
+/// The server holds the answers to a pipelined Bind, Describe and
+/// Execute until their Sync and sends them together (as PostgreSQL
+/// does), in order; and it never holds output while it waits for the
+/// client: a Parse with nothing after it is answered at once, though no
+/// Sync or Flush asked for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_messages_are_answered_in_order_and_never_held_while_waiting() {
+    use quill_server::fuzzing::{message, startup};
+    use tokio::io::AsyncWriteExt;
+    let srv = start().await;
+    let mut c = tokio::net::TcpStream::connect(("127.0.0.1", srv.port))
+        .await
+        .unwrap();
+    c.write_all(&startup("app")).await.unwrap();
+    while backend_message(&mut c).await.0 != b'Z' {}
+    // A Parse alone: its ParseComplete comes without a Sync.
+    c.write_all(&message(b'P', b"s1\0SELECT $1::int + 1\0\0\0"))
+        .await
+        .unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(10), backend_message(&mut c))
+        .await
+        .expect("a ParseComplete with no Sync after the Parse (output held while waiting)");
+    assert_eq!(got.0, b'1');
+    // Bind, Describe, Execute, Sync in one write, twice over.
+    let mut bind = b"\0s1\0\0\0\0\x01".to_vec();
+    bind.extend(2i32.to_be_bytes());
+    bind.extend(b"41");
+    bind.extend(0i16.to_be_bytes());
+    let mut pipeline = Vec::new();
+    for _ in 0..2 {
+        pipeline.extend(message(b'B', &bind));
+        pipeline.extend(message(b'D', b"P\0"));
+        pipeline.extend(message(b'E', b"\0\0\0\0\0"));
+        pipeline.extend(message(b'S', b""));
+    }
+    c.write_all(&pipeline).await.unwrap();
+    let mut kinds = Vec::new();
+    let mut values = Vec::new();
+    while kinds.iter().filter(|&&k| k == b'Z').count() < 2 {
+        let (k, body) = backend_message(&mut c).await;
+        if k == b'D' {
+            values.push(String::from_utf8_lossy(&body[6..]).to_string());
+        }
+        kinds.push(k);
+    }
+    assert_eq!(
+        kinds,
+        b"2TDCZ2TDCZ".to_vec(),
+        "{}",
+        String::from_utf8_lossy(&kinds)
+    );
+    assert_eq!(values, vec!["42", "42"]);
+    // An INSERT's Parse, Bind and Execute with no Sync: their answers
+    // still come (pgwire only buffers an INSERT's CommandComplete; the
+    // loop flushes before it waits).
+    c.write_all(&quill_server::fuzzing::query(
+        "CREATE TABLE pipe (k int PRIMARY KEY)",
+    ))
+    .await
+    .unwrap();
+    while backend_message(&mut c).await.0 != b'Z' {}
+    let mut tail = message(b'P', b"ins\0INSERT INTO pipe VALUES ($1)\0\0\0");
+    let mut bind = b"\0ins\0\0\0\0\x01".to_vec();
+    bind.extend(1i32.to_be_bytes());
+    bind.extend(b"7");
+    bind.extend(0i16.to_be_bytes());
+    tail.extend(message(b'B', &bind));
+    tail.extend(message(b'E', b"\0\0\0\0\0"));
+    c.write_all(&tail).await.unwrap();
+    let mut kinds = Vec::new();
+    while kinds.last() != Some(&b'C') {
+        let (k, _) = tokio::time::timeout(Duration::from_secs(10), backend_message(&mut c))
+            .await
+            .expect("the answer to an Execute with no Sync after it");
+        kinds.push(k);
+    }
+    assert_eq!(kinds, b"12C".to_vec());
+    c.write_all(&message(b'S', b"")).await.unwrap();
+    assert_eq!(backend_message(&mut c).await.0, b'Z');
+}

@@ -297,6 +297,70 @@ impl Session {
         }
     }
 
+    /// Whether running `p` now, with its commit deferred
+    /// ([`Session::execute_prepared_deferred`]), does nothing that can
+    /// wait: no row read or written, no rollback, no sync. True for BEGIN
+    /// (a transaction takes its id and snapshot lazily) and for COMMIT of
+    /// a block that has not failed (the commit is handed to the caller).
+    /// A server runs such a statement on its event loop's thread rather
+    /// than handing that thread's other work off first, as it must for a
+    /// statement that may block (sysbench wraps each transaction in a
+    /// BEGIN and a COMMIT, so this halves the hand-offs of most).
+    pub fn never_waits(&self, p: &Prepared) -> bool {
+        match &p.stmt {
+            Some(Stmt::Sql(s)) => match s.as_ref() {
+                Statement::StartTransaction { .. } => self.never_waits_for(Quick::Begin),
+                Statement::Commit { chain: false, .. } => self.never_waits_for(Quick::Commit),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
+    /// [`Session::never_waits`] for a query text run by
+    /// [`Session::execute_deferred`]: true only for a text that is exactly
+    /// one BEGIN, START TRANSACTION, COMMIT or END (any case, optional
+    /// TRANSACTION or WORK, optional semicolon), which it recognises
+    /// without parsing; anything else (a comment, a second statement, an
+    /// isolation level) is false, which is always safe.
+    pub fn text_never_waits(&self, sql: &str) -> bool {
+        let text = sql.trim().trim_end_matches(';').trim_end();
+        if text.len() > 24 {
+            return false;
+        }
+        let mut words = text.split_ascii_whitespace();
+        let first = words.next().unwrap_or("");
+        let rest: Vec<&str> = words.collect();
+        let noise = |w: &[&str]| match w {
+            [] => true,
+            [w] => w.eq_ignore_ascii_case("transaction") || w.eq_ignore_ascii_case("work"),
+            _ => false,
+        };
+        let begin = (first.eq_ignore_ascii_case("begin") && noise(&rest))
+            || (first.eq_ignore_ascii_case("start")
+                && rest.len() == 1
+                && rest[0].eq_ignore_ascii_case("transaction"));
+        let commit = (first.eq_ignore_ascii_case("commit") || first.eq_ignore_ascii_case("end"))
+            && noise(&rest);
+        let kind = match (begin, commit) {
+            (true, _) => Quick::Begin,
+            (_, true) => Quick::Commit,
+            _ => return false,
+        };
+        self.never_waits_for(kind)
+    }
+
+    fn never_waits_for(&self, kind: Quick) -> bool {
+        // A statement during COPY FROM STDIN ends the COPY first, which
+        // may roll its rows back.
+        self.copy.is_none()
+            && match kind {
+                Quick::Begin => true,
+                // COMMIT of a failed block is a rollback.
+                Quick::Commit => !self.failed,
+            }
+    }
+
     /// Whether a COPY FROM STDIN is waiting for data.
     pub fn in_copy(&self) -> bool {
         self.copy.is_some()
@@ -1276,6 +1340,13 @@ fn parse_statements(sql: &str) -> SqlResult<Vec<Stmt>> {
 }
 
 /// The command tag's first word for a statement.
+/// The statements [`Session::never_waits`] knows.
+#[derive(Clone, Copy)]
+enum Quick {
+    Begin,
+    Commit,
+}
+
 fn command_of(s: &Stmt) -> &'static str {
     let s = match s {
         Stmt::Utility(Utility::Checkpoint) => return "CHECKPOINT",

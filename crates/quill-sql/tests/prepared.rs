@@ -642,3 +642,68 @@ fn prepared_inserts_keep_a_generic_plan() {
         ]]
     );
 }
+
+/// The statements a server may run without handing its thread off:
+/// BEGIN, and COMMIT of a block that has not failed (its commit is
+/// deferred); never a failed block's COMMIT (a rollback), a second
+/// statement in the text, or anything that reads or writes.
+#[test]
+fn only_begin_and_a_good_commit_never_wait() {
+    let (_d, mut s) = session();
+    for text in [
+        "BEGIN",
+        "begin;",
+        "  Begin Transaction ; ",
+        "START TRANSACTION",
+        "BEGIN WORK",
+        "COMMIT",
+        "commit work",
+        "END",
+        "end transaction;",
+    ] {
+        assert!(s.text_never_waits(text), "{text}");
+    }
+    for text in [
+        "BEGIN; UPDATE sbtest1 SET k = 1",
+        "COMMIT; COMMIT",
+        "ROLLBACK",
+        "BEGIN ISOLATION LEVEL REPEATABLE READ",
+        "/* c */ BEGIN",
+        "SELECT 1",
+        "COMMIT AND CHAIN",
+        "",
+        "BEGINX",
+        "START",
+    ] {
+        assert!(!s.text_never_waits(text), "{text}");
+    }
+    let begin = s.prepare("BEGIN", &[]).unwrap();
+    let commit = s.prepare("COMMIT", &[]).unwrap();
+    let update = s
+        .prepare("UPDATE sbtest1 SET k = k + 1 WHERE id = 1", &[])
+        .unwrap();
+    let rollback = s.prepare("ROLLBACK", &[]).unwrap();
+    assert!(s.never_waits(&begin));
+    assert!(!s.never_waits(&update));
+    assert!(!s.never_waits(&rollback));
+    // A failed block's COMMIT rolls back: it may wait.
+    s.execute_prepared(&begin, &[]).unwrap();
+    assert!(s.never_waits(&commit));
+    s.execute("SELECT * FROM nowhere")
+        .pop()
+        .unwrap()
+        .unwrap_err();
+    assert!(!s.never_waits(&commit));
+    assert!(!s.text_never_waits("COMMIT"));
+    let out = s.execute_prepared(&commit, &[]).unwrap();
+    assert_eq!(out.tag, "ROLLBACK");
+    assert!(s.never_waits(&commit));
+    // Run inline, BEGIN and COMMIT still give their results.
+    let d = s.execute_deferred("BEGIN");
+    assert_eq!(d.len(), 1);
+    s.execute_prepared(&update, &[]).unwrap();
+    let mut d = s.execute_deferred("COMMIT");
+    let d = d.pop().unwrap().unwrap();
+    assert_eq!(d.output.tag, "COMMIT");
+    d.commit.expect("deferred commit").commit().unwrap();
+}
