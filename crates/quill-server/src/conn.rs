@@ -14,7 +14,13 @@
 //!   not hold that thread: the session hands the committed-but-not-yet-
 //!   durable transaction back ([`quill_sql::Deferred`]) and the task
 //!   awaits [`quill::OwnedTxn::commit_async`], so a thread never sleeps on
-//!   the log's sync.
+//!   the log's sync. BEGIN, and COMMIT of a block that has not failed,
+//!   touch no row and cannot wait ([`quill_sql::Session::never_waits`]),
+//!   so they run on the connection's task without that hand-off
+//!   (oltp_read_write at 16 clients: 12% fewer context switches and 14%
+//!   less server CPU per transaction in one pinned A/B run).
+//! * Replies to a pipeline (Bind, Describe, Execute, Sync) leave in one
+//!   write ([`crate::socket`], CORK.1 and CORK.2).
 //! * Admission is by active transactions ([`crate::default_admission`]):
 //!   a connection takes a permit when it starts a statement with no
 //!   transaction open and gives it back when its session is idle again,

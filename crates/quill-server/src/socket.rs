@@ -495,11 +495,28 @@ pub async fn serve<H: PgWireServerHandlers>(tcp: TcpStream, handlers: H) -> io::
             socket.next().await
         };
         let msg = match msg {
-            None => return Ok(()),
+            None => {
+                // The client closed its side; it may still read.
+                socket.get_mut().set_cork(false);
+                let _ = socket.flush().await;
+                return Ok(());
+            }
             Some(Ok(m)) => m,
             Some(Err(e)) => {
-                if let Some(why) = bad_frame(&e) {
-                    let _ = process_error(&mut socket, protocol_violation(&why), false).await;
+                // What is held goes out first, then the error.
+                socket.get_mut().set_cork(false);
+                // A frame the guard refused, or one pgwire could not decode
+                // (over one of its own per-type size limits): FATAL 08P01.
+                // A socket error: nothing more can be said.
+                let why = bad_frame(&e)
+                    .or_else(|| (!matches!(e, PgWireError::IoError(_))).then(|| e.to_string()));
+                match why {
+                    Some(why) => {
+                        let _ = process_error(&mut socket, protocol_violation(&why), false).await;
+                    }
+                    None => {
+                        let _ = socket.flush().await;
+                    }
                 }
                 return Ok(());
             }
@@ -517,7 +534,12 @@ pub async fn serve<H: PgWireServerHandlers>(tcp: TcpStream, handlers: H) -> io::
                     .await?;
                 continue;
             }
-            PgWireFrontendMessage::Terminate(_) => return Ok(()),
+            PgWireFrontendMessage::Terminate(_) => {
+                // Answers held for the messages before it still go out.
+                socket.get_mut().set_cork(false);
+                let _ = socket.flush().await;
+                return Ok(());
+            }
             _ => {}
         }
         if matches!(socket.state(), PgWireConnectionState::AwaitingSslRequest) {

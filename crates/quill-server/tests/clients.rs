@@ -615,4 +615,13 @@ async fn pipelined_messages_are_answered_in_order_and_never_held_while_waiting()
     assert_eq!(kinds, b"12C".to_vec());
     c.write_all(&message(b'S', b"")).await.unwrap();
     assert_eq!(backend_message(&mut c).await.0, b'Z');
+    // A message pgwire cannot decode (a Describe over its size limit):
+    // FATAL 08P01, not a silent close.
+    let mut name = vec![b'P'];
+    name.extend(std::iter::repeat_n(b'x', 20_000));
+    name.push(0);
+    c.write_all(&message(b'D', &name)).await.unwrap();
+    let (k, body) = backend_message(&mut c).await;
+    assert_eq!(k, b'E');
+    assert!(String::from_utf8_lossy(&body).contains("08P01"), "{body:?}");
 }

@@ -2,10 +2,12 @@
 //! no types, as tokio-postgres sends), inferred as PostgreSQL does for
 //! the common forms: a parameter compared with a column (`id = $1`,
 //! `BETWEEN $1 AND $2`, `IN ($1, $2)`), stored into one (`VALUES ($1)`,
-//! `SET c = $1`) or combined with one (`k + $1`, `coalesce($1, k)`)
-//! takes that column's type, in WHERE, the select list, GROUP BY, HAVING
-//! and RETURNING; one combined with a number (`$1 + 1`) takes the
-//! number's type; one cast (`$1::bigint`) the cast's; one in LIMIT or OFFSET is a bigint. Others stay unknown
+//! `SET c = $1`) or combined with one by arithmetic (`k + $1`) or in
+//! `coalesce($1, k)` takes that column's type, in WHERE, the select list,
+//! GROUP BY, HAVING and RETURNING of a statement over one table; one
+//! combined with a number (`$1 + 1`, also with no FROM) takes the
+//! number's type; one under AND, OR or NOT is boolean; one cast
+//! (`$1::bigint`) takes the cast's type; one in LIMIT or OFFSET is a bigint. Others stay unknown
 //! (the caller makes them text, which coerces on use).
 //!
 //! The types matter beyond decoding the values: a result column computed
@@ -177,21 +179,29 @@ impl Walker<'_> {
                 ast::Value::Number(..) => Some(ColumnType::Float64),
                 _ => None,
             },
-            E::BinaryOp { left, right, .. } => {
+            E::BinaryOp { left, op, right } if arithmetic(op) => {
                 Self::type_of(schema, left).or_else(|| Self::type_of(schema, right))
             }
+            E::BinaryOp { op, .. } if comparison(op) || logical(op) => Some(ColumnType::Bool),
             _ => None,
         }
     }
 
     fn expr(&mut self, schema: &TableSchema, e: &ast::Expr) {
         match e {
-            E::BinaryOp { left, right, .. } => {
-                if let Some(t) = Self::type_of(schema, left) {
-                    self.expect(right, t);
-                }
-                if let Some(t) = Self::type_of(schema, right) {
-                    self.expect(left, t);
+            E::BinaryOp { left, op, right } => {
+                // Both sides of `+` or `=` are of one type; of `AND` both
+                // are boolean; of `||` and the rest, nothing is implied.
+                if arithmetic(op) || comparison(op) {
+                    if let Some(t) = Self::type_of(schema, left) {
+                        self.expect(right, t);
+                    }
+                    if let Some(t) = Self::type_of(schema, right) {
+                        self.expect(left, t);
+                    }
+                } else if logical(op) {
+                    self.expect(left, ColumnType::Bool);
+                    self.expect(right, ColumnType::Bool);
                 }
                 self.expr(schema, left);
                 self.expr(schema, right);
@@ -215,6 +225,13 @@ impl Walker<'_> {
                     }
                 }
             }
+            E::UnaryOp {
+                op: ast::UnaryOperator::Not,
+                expr: x,
+            } => {
+                self.expect(x, ColumnType::Bool);
+                self.expr(schema, x);
+            }
             E::Nested(x) | E::UnaryOp { expr: x, .. } => self.expr(schema, x),
             // `$1::bigint` is a bigint, as in PostgreSQL.
             E::Cast {
@@ -227,9 +244,9 @@ impl Walker<'_> {
             }
             E::Function(f) => {
                 let args = function_args(f);
-                // The arguments of these are all of one type.
+                // Its arguments are all of one type.
                 let name = f.name.to_string().to_lowercase();
-                if matches!(name.as_str(), "coalesce" | "nullif" | "greatest" | "least")
+                if name == "coalesce"
                     && let Some(t) = args.iter().find_map(|a| Self::type_of(schema, a))
                 {
                     for a in &args {
@@ -284,6 +301,11 @@ impl Walker<'_> {
         let SetExpr::Select(sel) = q.body.as_ref() else {
             return;
         };
+        if sel.from.is_empty() {
+            // `SELECT $1 + 1`: only literals to go by.
+            self.items(&crate::select::no_columns(), &sel.projection);
+            return;
+        }
         let [from] = sel.from.as_slice() else {
             return;
         };
@@ -322,6 +344,23 @@ fn function_args(f: &ast::Function) -> Vec<&ast::Expr> {
             .collect(),
         _ => Vec::new(),
     }
+}
+
+/// `+ - * / %`: both sides and the result are of one type.
+fn arithmetic(op: &ast::BinaryOperator) -> bool {
+    use ast::BinaryOperator as B;
+    matches!(op, B::Plus | B::Minus | B::Multiply | B::Divide | B::Modulo)
+}
+
+/// `= <> < <= > >=`: both sides are of one type; the result is boolean.
+fn comparison(op: &ast::BinaryOperator) -> bool {
+    use ast::BinaryOperator as B;
+    matches!(op, B::Eq | B::NotEq | B::Lt | B::LtEq | B::Gt | B::GtEq)
+}
+
+/// `AND`, `OR`: boolean on both sides and in the result.
+fn logical(op: &ast::BinaryOperator) -> bool {
+    matches!(op, ast::BinaryOperator::And | ast::BinaryOperator::Or)
 }
 
 #[cfg(test)]

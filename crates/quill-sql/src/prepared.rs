@@ -42,7 +42,7 @@ pub(crate) enum GenericSlot {
     No,
     /// A query's plan.
     Query(Arc<Generic>),
-    /// An UPDATE's or DELETE's plan.
+    /// An INSERT's, UPDATE's or DELETE's plan.
     Write(Arc<GenericWrite>),
 }
 
@@ -114,7 +114,7 @@ impl GenericCache {
 }
 
 impl Prepared {
-    /// Whether this statement runs from a generic plan (a query, UPDATE
+    /// Whether this statement runs from a generic plan (a query, INSERT, UPDATE
     /// or DELETE over one table, executed at least once): each execution
     /// binds its parameters to that plan instead of planning again.
     pub fn has_generic_plan(&self) -> bool {

@@ -47,8 +47,12 @@ fn count(e: &ast::Expr, ctx: Ctx<'_>) -> SqlResult<Option<usize>> {
 
 /// The static type of a bound expression over `cols` (for the result's
 /// column description), with `params` the types of `$1..$n` while the
-/// statement is described. It is the type of the values the expression
-/// gives when run: a binary-format client decodes them by it.
+/// statement is described. A binary-format client decodes the values by
+/// it, so for columns, parameters, constants, arithmetic, negation and
+/// casts it is exactly the type of the values the expression gives when
+/// run. `coalesce` and CASE take the type of their first argument or
+/// branch; a value of another type from a later one is sent as itself
+/// (a known gap: PostgreSQL would have resolved one common type).
 pub fn type_of(e: &Expr, cols: &[ColumnType], params: &[ColumnType]) -> ColumnType {
     let type_of = |e: &Expr| type_of(e, cols, params);
     match e {
@@ -740,7 +744,7 @@ const TEXT: ColumnType = ColumnType::Text {
 };
 
 /// A schema with no columns: the scope of a query without FROM.
-fn no_columns() -> TableSchema {
+pub(crate) fn no_columns() -> TableSchema {
     TableSchema {
         version: 0,
         id: 0,
@@ -1246,13 +1250,18 @@ fn for_each_input(
 pub fn run(plan: &Plan, tx: Option<&mut OwnedTxn>, ctx: Ctx<'_>) -> SqlResult<Output> {
     // Rows over which outputs and sort keys are evaluated.
     let mut rows: Vec<Vec<Value>> = Vec::new();
-    let stop_at = if plan.in_order && !plan.distinct {
-        plan.limit.map(|l| l.saturating_add(plan.offset))
-    } else {
-        None
-    };
+    // Rows come in the result's order: the ones before OFFSET are counted,
+    // not kept (so a large OFFSET holds nothing), and the scan stops at
+    // LIMIT.
+    let streamed = plan.in_order && !plan.distinct;
+    let mut to_skip = if streamed { plan.offset } else { 0 };
+    let stop_at = if streamed { plan.limit } else { None };
     match &plan.grouping {
         None => for_each_input(plan, tx, ctx, |row| {
+            if to_skip > 0 {
+                to_skip -= 1;
+                return Ok(true);
+            }
             if rows.len() >= MAX_RESULT_ROWS {
                 return Err(too_many_rows());
             }
@@ -1369,7 +1378,7 @@ pub fn run(plan: &Plan, tx: Option<&mut OwnedTxn>, ctx: Ctx<'_>) -> SqlResult<Ou
     }
     let rows: Vec<Vec<Value>> = out
         .into_iter()
-        .skip(plan.offset)
+        .skip(if streamed { 0 } else { plan.offset })
         .take(plan.limit.unwrap_or(usize::MAX))
         .map(|(_, o)| o)
         .collect();

@@ -1339,7 +1339,6 @@ fn parse_statements(sql: &str) -> SqlResult<Vec<Stmt>> {
         .collect())
 }
 
-/// The command tag's first word for a statement.
 /// The statements [`Session::never_waits`] knows.
 #[derive(Clone, Copy)]
 enum Quick {
@@ -1347,6 +1346,7 @@ enum Quick {
     Commit,
 }
 
+/// The command tag's first word for a statement.
 fn command_of(s: &Stmt) -> &'static str {
     let s = match s {
         Stmt::Utility(Utility::Checkpoint) => return "CHECKPOINT",

@@ -643,6 +643,34 @@ fn prepared_inserts_keep_a_generic_plan() {
     );
 }
 
+/// Inference follows the operator: arithmetic and comparison give a
+/// parameter the other side's type (a number's too, with no FROM), AND,
+/// OR and NOT make it boolean, `||` implies nothing (text).
+#[test]
+fn parameter_types_follow_the_operator() {
+    let (_d, mut s) = session();
+    let types = |s: &mut Session, sql: &str| s.prepare(sql, &[]).unwrap().param_types().to_vec();
+    assert_eq!(types(&mut s, "SELECT $1 + 1"), vec![ColumnType::Int32]);
+    assert_eq!(types(&mut s, "SELECT $1 || 1 FROM sbtest1")[0], TEXT_PARAM);
+    assert_eq!(
+        types(&mut s, "SELECT id FROM sbtest1 WHERE $1 OR k > $2"),
+        vec![ColumnType::Bool, ColumnType::Int32]
+    );
+    assert_eq!(
+        types(&mut s, "SELECT id FROM sbtest1 WHERE NOT $1"),
+        vec![ColumnType::Bool]
+    );
+    let p = s.prepare("SELECT $1 + 1", &[]).unwrap();
+    let out = s.execute_prepared(&p, &[Value::Int32(41)]).unwrap();
+    assert_eq!(out.rows, vec![vec![Value::Int32(42)]]);
+    assert_eq!(p.columns().unwrap()[0].ty, ColumnType::Int32);
+}
+
+/// The type of a parameter left as text.
+const TEXT_PARAM: ColumnType = ColumnType::Text {
+    max_len: quill_sql::types::MAX_VARLEN,
+};
+
 /// The statements a server may run without handing its thread off:
 /// BEGIN, and COMMIT of a block that has not failed (its commit is
 /// deferred); never a failed block's COMMIT (a rollback), a second
