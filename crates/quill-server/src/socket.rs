@@ -55,7 +55,7 @@ pub const MAX_MESSAGE: usize = 64 << 20;
 
 /// The most output a corked connection holds back ([`FrameGuard::set_cork`]);
 /// past it, writes go through.
-const CORK_LIMIT: usize = 64 << 10;
+pub const CORK_LIMIT: usize = 64 << 10;
 
 /// PostgreSQL's limit for the untyped startup-phase packets.
 const MAX_STARTUP_PACKET: usize = 10_000;
@@ -355,6 +355,14 @@ fn check_startup_params(body: &[u8]) -> Result<(), String> {
         match b.0 {
             [0] => return Ok(()),
             [] => return Err("startup packet: no terminating zero byte".into()),
+            // An empty name ends the list (pgwire stops reading there and
+            // would take the rest of the packet for messages): it must be
+            // the last byte, as PostgreSQL requires.
+            [0, ..] => {
+                return Err(
+                    "invalid startup packet layout: expected terminator as last byte".into(),
+                );
+            }
             _ => {
                 b.cstring("startup parameter name")?;
                 b.cstring("startup parameter value")?;
@@ -624,6 +632,17 @@ mod tests {
         fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
             Poll::Ready(Ok(()))
         }
+    }
+
+    #[test]
+    fn a_startup_packet_ends_at_its_terminator() {
+        assert!(check_startup_params(b"user\0a\0database\0d\0\0").is_ok());
+        assert!(check_startup_params(b"\0").is_ok());
+        // A terminator with more after it: pgwire would read the rest as
+        // messages the guard never checked (found by fuzz/bounded.sh).
+        assert!(check_startup_params(b"user\0a\0\0B\0\0\0\x0fp\0").is_err());
+        assert!(check_startup_params(b"user\0\0\0\0").is_err());
+        assert!(check_startup_params(b"user\0a\0").is_err());
     }
 
     #[test]
