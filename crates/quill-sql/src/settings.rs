@@ -58,13 +58,20 @@ fn default_of(name: &str) -> Option<(&'static str, bool)> {
 
 /// The isolation level a setting's text names.
 pub fn parse_isolation(v: &str) -> SqlResult<Isolation> {
-    match v.to_ascii_lowercase().as_str() {
-        "read committed" | "read uncommitted" => Ok(Isolation::ReadCommitted),
-        "repeatable read" | "serializable" => Ok(Isolation::RepeatableRead),
-        other => Err(SqlError::new(
+    // Without allocating: every transaction reads its default.
+    let is = |s: &str| v.eq_ignore_ascii_case(s);
+    if is("read committed") || is("read uncommitted") {
+        Ok(Isolation::ReadCommitted)
+    } else if is("repeatable read") || is("serializable") {
+        Ok(Isolation::RepeatableRead)
+    } else {
+        Err(SqlError::new(
             SqlState::INVALID_PARAMETER_VALUE,
-            format!("invalid value for parameter \"transaction_isolation\": \"{other}\""),
-        )),
+            format!(
+                "invalid value for parameter \"transaction_isolation\": \"{}\"",
+                v.to_ascii_lowercase()
+            ),
+        ))
     }
 }
 
@@ -78,16 +85,22 @@ pub fn isolation_name(i: Isolation) -> &'static str {
 
 /// The durability a `quill.durability` value names.
 pub fn parse_durability(v: &str) -> SqlResult<Durability> {
-    match v.to_ascii_lowercase().as_str() {
-        "sync" => Ok(Durability::Sync),
-        "write" => Ok(Durability::Write),
-        "lazy" => Ok(Durability::Lazy),
-        other => Err(SqlError::new(
+    // Without allocating: every transaction reads its durability.
+    let is = |s: &str| v.eq_ignore_ascii_case(s);
+    if is("sync") {
+        Ok(Durability::Sync)
+    } else if is("write") {
+        Ok(Durability::Write)
+    } else if is("lazy") {
+        Ok(Durability::Lazy)
+    } else {
+        Err(SqlError::new(
             SqlState::INVALID_PARAMETER_VALUE,
             format!(
-                "invalid value for parameter \"quill.durability\": \"{other}\" (sync, write or lazy)"
+                "invalid value for parameter \"quill.durability\": \"{}\" (sync, write or lazy)",
+                v.to_ascii_lowercase()
             ),
-        )),
+        ))
     }
 }
 
