@@ -65,7 +65,9 @@ for t in "${targets[@]}"; do
   fi
   echo "== $t for ${seconds}s: ${cmd[*]}" >&2
   if ! "${cmd[@]}" >"$work/$t.log" 2>&1; then
-    tail -40 "$work/$t.log" >&2
+    # The panic's message comes before its backtrace: show it first.
+    grep -m 4 -A 2 "panicked at" "$work/$t.log" >&2 || true
+    tail -25 "$work/$t.log" >&2
     echo "fuzz target $t failed; the input is in fuzz/artifacts/$t/ (replay: fuzz/$target_dir/$triple/release/$t FILE)" >&2
     exit 1
   fi
