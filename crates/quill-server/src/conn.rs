@@ -134,24 +134,25 @@ impl Conn {
                 .map_err(|_| internal("the server is shutting down"))?;
             *permit = Some(p);
         }
-        let slot = self.session.clone();
-        let here = slot
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .is_some_and(inline);
-        let work = move || {
-            let mut g = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        let step = move |g: &mut Option<Session>| {
             let s = g
                 .as_mut()
                 .ok_or_else(|| internal("no session: startup did not finish"))?;
             let out = f(s);
             Ok::<_, PgWireError>((out, s.status()))
         };
-        let (mut out, status) = if here {
-            work()?
-        } else {
-            tokio::task::block_in_place(work)?
+        // One lock when the statement runs here; a waiting one takes the
+        // lock again on the thread that may block.
+        let (mut out, status) = {
+            let mut g = self.session.lock().unwrap_or_else(PoisonError::into_inner);
+            if g.as_ref().is_some_and(inline) {
+                step(&mut g)?
+            } else {
+                drop(g);
+                tokio::task::block_in_place(|| {
+                    step(&mut self.session.lock().unwrap_or_else(PoisonError::into_inner))
+                })?
+            }
         };
         let mut done = Vec::new();
         for tx in commits(&mut out) {

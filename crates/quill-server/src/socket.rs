@@ -505,8 +505,7 @@ pub async fn serve<H: PgWireServerHandlers>(tcp: TcpStream, handlers: H) -> io::
         let msg = match msg {
             None => {
                 // The client closed its side; it may still read.
-                socket.get_mut().set_cork(false);
-                let _ = socket.flush().await;
+                let _ = release(&mut socket).await;
                 return Ok(());
             }
             Some(Ok(m)) => m,
@@ -523,7 +522,7 @@ pub async fn serve<H: PgWireServerHandlers>(tcp: TcpStream, handlers: H) -> io::
                         let _ = process_error(&mut socket, protocol_violation(&why), false).await;
                     }
                     None => {
-                        let _ = socket.flush().await;
+                        let _ = release(&mut socket).await;
                     }
                 }
                 return Ok(());
@@ -544,8 +543,7 @@ pub async fn serve<H: PgWireServerHandlers>(tcp: TcpStream, handlers: H) -> io::
             }
             PgWireFrontendMessage::Terminate(_) => {
                 // Answers held for the messages before it still go out.
-                socket.get_mut().set_cork(false);
-                let _ = socket.flush().await;
+                let _ = release(&mut socket).await;
                 return Ok(());
             }
             _ => {}
@@ -597,10 +595,19 @@ pub async fn serve<H: PgWireServerHandlers>(tcp: TcpStream, handlers: H) -> io::
         }
         if !more_input(&socket) {
             // CORK.2: everything out before the next read can wait.
-            socket.get_mut().set_cork(false);
-            socket.flush().await?;
+            release(&mut socket).await?;
         }
     }
+}
+
+/// Uncork and write out everything held (CORK.2, and before the loop
+/// ends).
+async fn release<C>(socket: &mut Framed<FrameGuard<TcpStream>, C>) -> io::Result<()>
+where
+    Framed<FrameGuard<TcpStream>, C>: futures::Sink<PgWireBackendMessage, Error = io::Error>,
+{
+    socket.get_mut().set_cork(false);
+    SinkExt::<PgWireBackendMessage>::flush(socket).await
 }
 
 /// Whether a whole message the client sent is already buffered (so the

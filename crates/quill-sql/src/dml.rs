@@ -191,19 +191,30 @@ pub(crate) fn column_domains(schema: &TableSchema) -> Vec<Domain> {
 
 /// INSERT INTO t [(cols)] VALUES (...), ...
 pub fn insert(db: &Db, tx: &mut OwnedTxn, i: &ast::Insert, ctx: Ctx<'_>) -> SqlResult<Output> {
-    let (t, schema, targets, values) = insert_target(db, i)?;
+    let (t, schema, cols, values) = insert_target(db, i)?;
     let ret = returning(&schema, i.returning.as_deref(), ctx)?;
-    apply_insert(ctx, tx, &t, &schema, &targets, Rows::Ast(&values.rows), ret)
+    apply_insert(ctx, tx, &t, &schema, &cols, Rows::Ast(&values.rows), ret)
 }
 
-/// What an INSERT writes: the table, its schema, the target columns
-/// (position and type, in the statement's order) and the VALUES.
+/// What an INSERT writes: the table, its schema, its columns and the
+/// VALUES.
 type InsertTarget<'i> = (
     quill::Table,
     std::sync::Arc<TableSchema>,
-    Vec<(usize, ColumnType)>,
+    InsertColumns,
     &'i ast::Values,
 );
+
+/// The columns an INSERT fills, derived from the table's schema once per
+/// plan (a generic plan keeps them across executions).
+struct InsertColumns {
+    /// Position and type of each target column, in the statement's order.
+    targets: Vec<(usize, ColumnType)>,
+    /// Every column's default (NULL without one): a row's starting point.
+    defaults: Vec<Value>,
+    /// Every column's declared-type rules.
+    domains: Vec<Domain>,
+}
 
 /// The table an INSERT writes, its target columns and its VALUES.
 fn insert_target<'i>(db: &Db, i: &'i ast::Insert) -> SqlResult<InsertTarget<'i>> {
@@ -240,7 +251,12 @@ fn insert_target<'i>(db: &Db, i: &'i ast::Insert) -> SqlResult<InsertTarget<'i>>
             "INSERT has more expressions than target columns",
         ));
     }
-    Ok((t, schema, targets, values))
+    let cols = InsertColumns {
+        targets,
+        defaults: column_defaults(&schema),
+        domains: column_domains(&schema),
+    };
+    Ok((t, schema, cols, values))
 }
 
 /// Whether a VALUES item is the keyword DEFAULT.
@@ -266,13 +282,16 @@ fn apply_insert(
     tx: &mut OwnedTxn,
     t: &quill::Table,
     schema: &TableSchema,
-    targets: &[(usize, ColumnType)],
+    cols: &InsertColumns,
     rows: Rows<'_>,
     ret: Option<Returning>,
 ) -> SqlResult<Output> {
+    let InsertColumns {
+        targets,
+        defaults,
+        domains,
+    } = cols;
     let ncols = schema.def.columns.len();
-    let defaults = column_defaults(schema);
-    let domains = column_domains(schema);
     let nrows = match rows {
         Rows::Ast(r) => r.len(),
         Rows::Bound(r, _) => r.len(),
@@ -523,7 +542,7 @@ pub struct GenericWrite {
 /// What a [`GenericWrite`] does.
 enum WriteKind {
     Insert {
-        targets: Vec<(usize, ColumnType)>,
+        cols: InsertColumns,
         /// Each row's value per target (`None`: DEFAULT).
         rows: Vec<Vec<Option<Expr>>>,
     },
@@ -564,7 +583,7 @@ impl GenericWrite {
         }
         let (t, schema, kind) = match stmt {
             ast::Statement::Insert(i) if i.returning.is_none() => {
-                let (t, schema, targets, values) = insert_target(db, i).ok()?;
+                let (t, schema, cols, values) = insert_target(db, i).ok()?;
                 let rows = values
                     .rows
                     .iter()
@@ -579,7 +598,7 @@ impl GenericWrite {
                     })
                     .collect::<SqlResult<Vec<_>>>()
                     .ok()?;
-                (t, schema, WriteKind::Insert { targets, rows })
+                (t, schema, WriteKind::Insert { cols, rows })
             }
             ast::Statement::Update(u)
                 if u.from.is_none() && u.table.joins.is_empty() && u.returning.is_none() =>
@@ -643,12 +662,12 @@ impl GenericWrite {
         let bind =
             |filter: &Option<Expr>| filter.as_ref().map(|e| e.with_params(params)).transpose();
         let mut run = || match &self.kind {
-            WriteKind::Insert { targets, rows } => apply_insert(
+            WriteKind::Insert { cols, rows } => apply_insert(
                 ctx,
                 tx,
                 &self.table,
                 &current,
-                targets,
+                cols,
                 Rows::Bound(rows, params),
                 None,
             ),
