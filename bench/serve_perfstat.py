@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Summarise bench/serve-perfstat.sh's output directory: per transaction,
 the server's CPU (perf's task-clock, and user/system time from /proc),
-context switches, wakeups and each counted syscall. Prints a table and
+sysbench's CPU, the host's idle and stolen CPUs (averaged over the window), context switches, wakeups and each counted syscall. Prints a table and
 writes summary.json beside the runs."""
 import glob
 import json
@@ -32,6 +32,12 @@ def main(out):
                "cpu_us": round(counts["task-clock"] * 1000 / txns, 1),
                "user_us": round((u1 - u0) * 1e6 / hz / txns, 1),
                "sys_us": round((s1 - s0) * 1e6 / hz / txns, 1)}
+        host = base + ".host.txt"
+        if os.path.exists(host):
+            cu0, cs0, cu1, cs1, i0, st0, i1, st1 = map(int, open(host).read().split())
+            row["client_us"] = round((cu1 - cu0 + cs1 - cs0) * 1e6 / hz / txns, 1)
+            row["idle_cpus"] = round((i1 - i0) / hz / elapsed, 2)
+            row["steal_cpus"] = round((st1 - st0) / hz / elapsed, 2)
         for name, v in counts.items():
             if name not in ("task-clock", "seconds"):
                 row[name.split(":")[-1].replace("sys_enter_", "")] = round(v / txns, 3)

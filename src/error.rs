@@ -44,6 +44,16 @@ pub enum Error {
         trx: u64,
     },
 
+    /// Inside [`crate::wait::without_waiting`], the call would have waited
+    /// (for a row lock or a page read). It changed nothing; undo the rest
+    /// of the statement ([`crate::OwnedTxn::rollback_to_savepoint`]) and
+    /// run it again where the thread may block.
+    #[error("the statement would wait for {what} on a thread that must not block")]
+    WouldWait {
+        /// What it would have waited for.
+        what: &'static str,
+    },
+
     /// Under REPEATABLE READ, a row this transaction writes was changed by
     /// a transaction its snapshot does not see. The transaction was rolled
     /// back; retry it.

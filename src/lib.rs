@@ -56,6 +56,10 @@
 //! * [`db`]: the embedded database: [`Db`], [`Txn`], tables, purge,
 //!   recovery rollback, read-only opens and `check`.
 //! * [`stats`]: counters and latency histograms, kept per subsystem.
+//! * [`wait`] (beside every layer, like [`Error`]): whether the running
+//!   thread may wait; inside [`wait::without_waiting`] a row lock or page
+//!   read that would block fails instead, so a server can run a statement
+//!   on its event loop's thread and hand it off only when it must wait.
 //!
 //! Layers point down only: a module uses the ones before it in this list,
 //! never one after it. (The node layout lives with the page format, below
@@ -91,6 +95,7 @@ pub mod page;
 pub mod stats;
 pub mod store;
 mod txn;
+pub mod wait;
 
 pub use db::{Db, Isolation, Options, OwnedTxn, Table, Txn, TxnOptions};
 pub use error::{Error, Result};

@@ -631,6 +631,9 @@ impl BufferPool {
     /// Bring `id` into a frame and return it exclusively latched; `None`
     /// when another thread cached it first (the caller retries the hit).
     fn load(&self, id: PageId, how: Load) -> Result<Option<PageWrite<'_>>> {
+        // W1: before a frame is taken (an eviction may write, a read
+        // waits for the disk), a thread that must not block stops here.
+        crate::wait::check("a page read")?;
         let idx = self.free_frame()?;
         let f = self.frame(idx);
         let Some(mut g) = f.latch.try_write() else {

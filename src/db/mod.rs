@@ -65,7 +65,7 @@ use crate::{Error, Result};
 
 pub use check::CheckReport;
 pub use table::Table;
-pub use txn::{KeyBound, OwnedTxn, Rows, Txn};
+pub use txn::{KeyBound, OwnedTxn, Rows, Savepoint, Txn};
 
 /// Isolation level of a transaction.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -41,7 +41,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
 use crate::btree::{Direction, Tree};
 use crate::catalog::schema::TableSchema;
@@ -80,7 +80,7 @@ impl Table {
     /// The schema, or `NoSuchTable` once the table is dropped (the check
     /// of every read statement; DROP1 in `db::drop`).
     pub(crate) fn live_schema(&self) -> Result<Arc<TableSchema>> {
-        let schema = self.schema();
+        let schema = self.state.schema_read()?.clone();
         self.state.check_live(&schema)?;
         Ok(schema)
     }
@@ -121,6 +121,18 @@ pub(crate) struct TableState {
 }
 
 impl TableState {
+    /// The schema's read lock. A DDL statement holds the write lock for as
+    /// long as it takes (a plain CREATE INDEX: its whole build), so a
+    /// thread that must not block gets [`Error::WouldWait`] instead of
+    /// queueing behind it (wait W1: taken before any change).
+    pub(crate) fn schema_read(&self) -> Result<RwLockReadGuard<'_, Arc<TableSchema>>> {
+        if let Some(g) = self.schema.try_read() {
+            return Ok(g);
+        }
+        crate::wait::check("a table's schema lock (a DDL statement holds it)")?;
+        Ok(self.schema.read())
+    }
+
     pub(crate) fn new(schema: Arc<TableSchema>) -> TableState {
         TableState {
             latest: Mutex::new(schema.clone()),

@@ -110,6 +110,11 @@ impl std::ops::DerefMut for Ctx<'_> {
     }
 }
 
+/// A point in a transaction's changes ([`Txn::savepoint`]): the changes
+/// made after it can be undone alone ([`Txn::rollback_to_savepoint`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Savepoint(u64);
+
 /// A transaction that borrows its [`super::Db`]: the embedded API's
 /// form. Dropping it without [`Txn::commit`] rolls it back.
 #[derive(Debug)]
@@ -273,6 +278,23 @@ macro_rules! txn_api {
             #[inline]
             pub fn rollback(self) -> Result<()> {
                 self.0.rollback()
+            }
+
+            /// A mark of this transaction's changes so far, for
+            /// [`Self::rollback_to_savepoint`].
+            #[inline]
+            pub fn savepoint(&self) -> Savepoint {
+                self.0.savepoint()
+            }
+
+            /// Undo the changes made since `sp`, newest first; the
+            /// transaction goes on with its row locks and its view, as
+            /// after a failed statement. If the undo itself fails (an I/O
+            /// error) the transaction ends, rolled back as far as it could
+            /// be, and the error is returned.
+            #[inline]
+            pub fn rollback_to_savepoint(&mut self, sp: Savepoint) -> Result<()> {
+                self.0.rollback_to_savepoint(sp)
             }
 
             /// Commit; with `Sync` durability (the default) the commit is
@@ -451,6 +473,25 @@ impl<H: DbHandle> TxnCore<H> {
     }
 
     #[inline]
+    pub(crate) fn savepoint(&self) -> Savepoint {
+        Savepoint(self.st.seq)
+    }
+
+    pub(crate) fn rollback_to_savepoint(&mut self, sp: Savepoint) -> Result<()> {
+        let mut cx = self.ctx();
+        cx.check_open()?;
+        if let Err(undo) = cx.rollback_to(sp.0) {
+            // As for a failed statement that cannot be undone: the
+            // transaction ends here, never committable.
+            tracing::error!(trx = cx.id, rollback = %undo, "a rollback to a savepoint failed; the transaction ends");
+            cx.ended = "a rollback to a savepoint could not be finished";
+            let _ = cx.rollback_inner();
+            return Err(undo);
+        }
+        Ok(())
+    }
+
+    #[inline]
     pub(crate) fn commit(mut self) -> Result<()> {
         self.ctx().commit()
     }
@@ -545,6 +586,8 @@ impl<'a> Ctx<'a> {
             self.statement_view()?;
         }
         let save = self.seq;
+        // W4: a write is a row boundary (nothing of this call done yet).
+        crate::wait::step()?;
         match f(self) {
             Ok(r) => Ok(r),
             Err(e) => {
@@ -771,7 +814,7 @@ impl<'a> Ctx<'a> {
     }
 
     fn insert_inner(&mut self, t: &Table, values: &[Value]) -> Result<Vec<Value>> {
-        let guard = t.state.schema.read();
+        let guard = t.state.schema_read()?;
         t.state.check_live(&guard)?;
         let schema: &TableSchema = &guard;
         let store = &self.db.store;
@@ -928,7 +971,7 @@ impl<'a> Ctx<'a> {
         key: &[Value],
         changes: &[(usize, Value)],
     ) -> Result<bool> {
-        let guard = t.state.schema.read();
+        let guard = t.state.schema_read()?;
         t.state.check_live(&guard)?;
         let schema: &TableSchema = &guard;
         let store = &self.db.store;
@@ -990,7 +1033,7 @@ impl<'a> Ctx<'a> {
     }
 
     fn delete_inner(&mut self, t: &Table, key: &[Value]) -> Result<bool> {
-        let guard = t.state.schema.read();
+        let guard = t.state.schema_read()?;
         t.state.check_live(&guard)?;
         let schema: &TableSchema = &guard;
         let store = &self.db.store;
@@ -1147,6 +1190,8 @@ impl<'a> Ctx<'a> {
         if self.seq <= save {
             return Ok(());
         }
+        // A rollback runs to the end, waiting for pages if it must (W2).
+        let _may_wait = crate::wait::MayWait::new();
         let save = save.min(self.seq);
         let db = self.db;
         let recs: Vec<_> = db
@@ -1384,6 +1429,9 @@ impl Iterator for Rows<'_> {
     type Item = Result<Vec<Value>>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if let Err(e) = crate::wait::step() {
+            return Some(Err(e));
+        }
         loop {
             match self.step() {
                 Err(e) => return Some(Err(e)),

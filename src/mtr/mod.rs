@@ -77,6 +77,8 @@ pub struct Mtr<'a> {
     space_id: u64,
     held: Vec<Held<'a>>,
     redo: Vec<u8>,
+    /// From the first change to commit: this thread may wait (wait W2).
+    may_wait: Option<crate::wait::MayWait>,
 }
 
 impl<'a> Mtr<'a> {
@@ -88,6 +90,7 @@ impl<'a> Mtr<'a> {
             space_id: pool.file().space_id(),
             held: Vec::new(),
             redo: Vec::new(),
+            may_wait: None,
         }
     }
 
@@ -147,6 +150,11 @@ impl<'a> Mtr<'a> {
         let held = self.held.get_mut(h.0).ok_or_else(released)?;
         let page = held.page.as_mut().ok_or_else(released)?;
         let id = page.id();
+        if self.may_wait.is_none() {
+            // W2: from here on the mtr cannot be abandoned, so a page it
+            // reads later is read, waiting, even on a no-wait thread.
+            self.may_wait = Some(crate::wait::MayWait::new());
+        }
         redo::apply(page, id, space, op)?;
         held.modified = true;
         redo::encode(&mut self.redo, id, op);
@@ -195,6 +203,7 @@ impl<'a> Mtr<'a> {
         }
         self.held.clear();
         self.redo.clear();
+        self.may_wait = None;
         Ok(Some(end))
     }
 }

@@ -204,6 +204,14 @@ impl LockTable {
                 e.grant(trx, mode);
                 return Ok(());
             }
+            // W1: a thread that must not block gets WouldWait here,
+            // before it queues, having changed nothing (as a victim, L4).
+            if let Err(would) = crate::wait::check("a row lock") {
+                if e.holders.is_empty() && e.queue.is_empty() {
+                    shard.remove(key);
+                }
+                return Err(would);
+            }
             let blockers = e.blockers(trx, mode);
             {
                 let mut g = self.graph.lock();

@@ -8,6 +8,7 @@ mod drop;
 mod drop_index;
 mod isolation;
 mod no_fallocate;
+mod no_wait;
 mod owned;
 mod read_only;
 mod serial;

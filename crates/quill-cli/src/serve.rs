@@ -35,6 +35,11 @@ pub struct ServeArgs {
     /// authentication (anyone who reaches the port has full access).
     #[arg(long, conflicts_with = "users")]
     trust_all: bool,
+    /// Sleep this many milliseconds after every log and data sync, to
+    /// stand in for a slow device (benchmarks of the commit path; the
+    /// data stays as durable as without it).
+    #[arg(long, default_value_t = 0.0, value_name = "MS", hide_short_help = true)]
+    fsync_delay_ms: f64,
 }
 
 /// Run `quill serve`.
@@ -62,7 +67,16 @@ pub fn run(a: ServeArgs) -> Result<()> {
             a.listen
         );
     }
-    let db = quill::Db::open(&a.dir, quill::Options::default())
+    if !(a.fsync_delay_ms.is_finite() && (0.0..=10_000.0).contains(&a.fsync_delay_ms)) {
+        bail!(
+            "--fsync-delay-ms must be between 0 and 10000, not {}",
+            a.fsync_delay_ms
+        );
+    }
+    let vfs = Arc::new(quill::io::RealFs::with_sync_delay(
+        std::time::Duration::from_secs_f64(a.fsync_delay_ms / 1000.0),
+    ));
+    let db = quill::Db::open_with(vfs, &a.dir, quill::Options::default())
         .with_context(|| format!("opening the database in {}", a.dir.display()))?;
     let db = Arc::new(db);
     let runtime = tokio::runtime::Builder::new_multi_thread()

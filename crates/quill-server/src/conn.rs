@@ -4,28 +4,37 @@
 //! Execution model:
 //! * A connection is a tokio task (pgwire's `process_socket`); an idle
 //!   one costs a task and its buffers, so thousands are cheap.
-//! * A statement may wait for a row lock or a page read, so it runs in
-//!   `tokio::task::block_in_place`: on the connection's current thread
-//!   (no hand-off to another thread for the common, short statement:
-//!   measured 1.45x the point selects per second of `spawn_blocking` at
-//!   one client), with tokio handing that worker's other tasks to a
-//!   fresh worker first, so a waiting statement never stalls other
-//!   connections. It holds the session's mutex, and its commit does
-//!   not hold that thread: the session hands the committed-but-not-yet-
-//!   durable transaction back ([`quill_sql::Deferred`]) and the task
-//!   awaits [`quill::OwnedTxn::commit_async`], so a thread never sleeps on
-//!   the log's sync. BEGIN, and COMMIT of a block that has not failed,
-//!   touch no row and cannot wait ([`quill_sql::Session::never_waits`]),
-//!   so they run on the connection's task without that hand-off
-//!   (oltp_read_write at 16 clients: 12% fewer context switches and 14%
-//!   less server CPU per transaction in one pinned A/B run).
+//! * A statement runs first on the connection's task, with waits refused
+//!   ([`quill::wait`], [`Session::try_execute_prepared_deferred`]): an
+//!   INSERT, UPDATE, DELETE or SELECT that finds its rows unlocked and its
+//!   pages cached (nearly all of them) finishes there with no hand-off
+//!   between threads. One that meets a wait (a row lock another
+//!   transaction holds, a page on disk, a table under DDL) is undone and
+//!   runs again in `tokio::task::block_in_place`, as every other
+//!   statement does: tokio hands that worker's other tasks to another
+//!   thread first, so a waiting statement never stalls other
+//!   connections. (The hand-off per statement cost two context switches
+//!   and three futex calls; see `bench/results/serve.md`.) A statement
+//!   holds the session's mutex, and its commit does not hold a thread:
+//!   the session hands the committed-but-not-yet-durable transaction
+//!   back ([`quill_sql::Deferred`]) and the task awaits
+//!   [`quill::OwnedTxn::commit_async`], so a thread never sleeps on the
+//!   log's sync. BEGIN, and COMMIT of a block that has not failed, touch
+//!   no row and cannot wait ([`quill_sql::Session::never_waits`]), so
+//!   they run on the task without an attempt.
 //! * Replies to a pipeline (Bind, Describe, Execute, Sync) leave in one
 //!   write ([`crate::socket`], CORK.1 and CORK.2).
 //! * Admission is by active transactions ([`crate::default_admission`]):
 //!   a connection takes a permit when it starts a statement with no
 //!   transaction open and gives it back when its session is idle again,
 //!   so at most that many transactions (and so statements, and blocking
-//!   threads) are active, however many connections there are. The bound
+//!   threads) are active, however many connections there are.
+//!   ADM.1: a transaction whose commit mark is written gives its permit
+//!   back before it waits for the log's sync: it holds no row lock
+//!   (early lock release) and no thread, which is what admission bounds,
+//!   and the group commit may then gather every waiting commit, not only
+//!   the admitted ones. (No gain measured on this machine yet, where
+//!   other costs bound 1,024 connections: `bench/results/serve.md`.) The bound
 //!   is derived from the machine's cores and stays below tokio's 512
 //!   blocking threads, so a statement waiting for a lock always has a
 //!   thread, and the holder of that lock can always run its COMMIT (it
@@ -115,16 +124,18 @@ impl Conn {
 
     /// Run `f` on the session under admission (a permit while a
     /// transaction is open), then finish a deferred commit without holding
-    /// a thread. `f` runs in `block_in_place` (tokio first hands this
-    /// worker's other tasks to another thread, so `f` may block) unless
-    /// `inline` says the session's next statement never waits
-    /// ([`Session::never_waits`]: BEGIN, COMMIT), which then runs here
-    /// without the hand-off.
-    async fn run<T: Send + 'static>(
+    /// a thread. `f` is first called here, on the connection's task, with
+    /// [`Attempt::Inline`]: it runs the statement if it cannot wait (BEGIN,
+    /// COMMIT: [`Session::never_waits`]) or if its attempt with waits
+    /// refused met none ([`Session::try_execute_prepared_deferred`]), and
+    /// returns `None` otherwise, having changed nothing (session NA.1).
+    /// Then it is called once more with [`Attempt::Blocking`] in
+    /// `block_in_place` (tokio first hands this worker's other tasks to
+    /// another thread, so `f` may block), where it must run.
+    async fn run<T: Send>(
         &self,
-        inline: impl FnOnce(&Session) -> bool,
-        f: impl FnOnce(&mut Session) -> T + Send + 'static,
-        commits: impl FnOnce(&mut T) -> Vec<quill::OwnedTxn> + Send + 'static,
+        f: impl Fn(&mut Session, Attempt) -> Option<T> + Send,
+        commits: impl FnOnce(&mut T) -> Vec<quill::OwnedTxn> + Send,
     ) -> PgWireResult<(T, Vec<SqlResult<()>>)> {
         let mut permit = self.permit.lock().await;
         if permit.is_none() {
@@ -134,32 +145,45 @@ impl Conn {
                 .map_err(|_| internal("the server is shutting down"))?;
             *permit = Some(p);
         }
-        let step = move |g: &mut Option<Session>| {
+        let step = |g: &mut Option<Session>, how: Attempt| {
             let s = g
                 .as_mut()
                 .ok_or_else(|| internal("no session: startup did not finish"))?;
-            let out = f(s);
-            Ok::<_, PgWireError>((out, s.status()))
+            Ok::<_, PgWireError>(f(s, how).map(|out| (out, s.status())))
         };
-        // One lock when the statement runs here; a waiting one takes the
-        // lock again on the thread that may block.
-        let (mut out, status) = {
-            let mut g = self.session.lock().unwrap_or_else(PoisonError::into_inner);
-            if g.as_ref().is_some_and(inline) {
-                step(&mut g)?
-            } else {
-                drop(g);
-                tokio::task::block_in_place(|| {
-                    step(&mut self.session.lock().unwrap_or_else(PoisonError::into_inner))
-                })?
-            }
+        // One lock when the statement runs here; one more on the thread
+        // that may block when it must go there.
+        let ran = step(
+            &mut self.session.lock().unwrap_or_else(PoisonError::into_inner),
+            Attempt::Inline,
+        )?;
+        let (mut out, status) = match ran {
+            Some(done) => done,
+            None => tokio::task::block_in_place(|| {
+                step(
+                    &mut self.session.lock().unwrap_or_else(PoisonError::into_inner),
+                    Attempt::Blocking,
+                )
+            })?
+            .ok_or_else(|| internal("a statement did not run where it may block"))?,
         };
-        let mut done = Vec::new();
-        for tx in commits(&mut out) {
-            done.push(tx.commit_async().await.map_err(SqlError::from));
-        }
+        // Writing a commit mark releases the transaction's row locks at
+        // once (early lock release); what is left is the wait for the log's
+        // sync, which holds no lock and no thread. So the permit goes back
+        // before that wait (ADM.1): the next transaction starts while this
+        // one waits, and the group commit gathers every waiting commit,
+        // not only the admitted ones.
+        let pending: Vec<_> = commits(&mut out)
+            .into_iter()
+            .map(quill::OwnedTxn::commit_async)
+            .collect();
         if status == TxnStatus::Idle {
             *permit = None;
+        }
+        drop(permit);
+        let mut done = Vec::with_capacity(pending.len());
+        for p in pending {
+            done.push(p.await.map_err(SqlError::from));
         }
         Ok((out, done))
     }
@@ -188,6 +212,24 @@ impl Drop for Conn {
                 Err(_) => drop(s),
             }
         }
+    }
+}
+
+/// Where [`Conn::run`] calls its statement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Attempt {
+    /// On the connection's task: run only what cannot wait, or what an
+    /// attempt with waits refused finished; else `None`, nothing changed.
+    Inline,
+    /// On a thread that may block: must run.
+    Blocking,
+}
+
+impl Attempt {
+    /// Run `f` only where it may block (a statement that is never tried
+    /// inline: COPY's data may roll back its rows).
+    fn blocking<T>(self, f: impl FnOnce() -> T) -> Option<T> {
+        (self == Attempt::Blocking).then(f)
     }
 }
 
@@ -301,11 +343,13 @@ impl SimpleQueryHandler for Conn {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let sql = query.to_string();
         let (results, commits) = self
             .run(
-                |s| s.text_never_waits(query),
-                move |s| s.execute_deferred(&sql),
+                |s, how| match how {
+                    Attempt::Inline if s.text_never_waits(query) => Some(s.execute_deferred(query)),
+                    Attempt::Inline => s.try_execute_deferred(query).map(|r| vec![r]),
+                    Attempt::Blocking => Some(s.execute_deferred(query)),
+                },
                 |results: &mut Vec<SqlResult<Deferred>>| {
                     results
                         .iter_mut()
@@ -342,7 +386,10 @@ impl CopyHandler for Conn {
     {
         let bytes = data.data;
         let (r, _) = self
-            .run(|_| false, move |s| s.copy_data(&bytes), |_| Vec::new())
+            .run(
+                |s, how| how.blocking(|| s.copy_data(&bytes)),
+                |_| Vec::new(),
+            )
             .await?;
         r.map_err(|e| wire::user_error(&e))
     }
@@ -354,7 +401,10 @@ impl CopyHandler for Conn {
         PgWireError: From<<C as Sink<Backend>>::Error>,
     {
         let (r, commits) = self
-            .run(|_| false, |s| s.copy_done_deferred(), deferred_commit)
+            .run(
+                |s, how| how.blocking(|| s.copy_done_deferred()),
+                deferred_commit,
+            )
             .await?;
         let out = settle(r, commits.into_iter().next()).map_err(|e| wire::user_error(&e))?;
         client
@@ -371,7 +421,10 @@ impl CopyHandler for Conn {
     {
         let message = fail.message;
         match self
-            .run(|_| false, move |s| s.copy_fail(&message), |_| Vec::new())
+            .run(
+                |s, how| how.blocking(|| s.copy_fail(&message)),
+                |_| Vec::new(),
+            )
             .await
         {
             Ok((e, _)) => wire::user_error(&e),
@@ -610,11 +663,15 @@ impl ExtendedQueryHandler for Conn {
         if let Some(cols) = p.columns() {
             wire::check_formats(&format, cols.len(), "result")?;
         }
-        let quick = Arc::clone(&p);
         let (r, mut commits) = self
             .run(
-                |s| s.never_waits(&quick),
-                move |s| s.execute_prepared_deferred(&p, &values),
+                |s, how| match how {
+                    Attempt::Inline if s.never_waits(&p) => {
+                        Some(s.execute_prepared_deferred(&p, &values))
+                    }
+                    Attempt::Inline => s.try_execute_prepared_deferred(&p, &values),
+                    Attempt::Blocking => Some(s.execute_prepared_deferred(&p, &values)),
+                },
                 deferred_commit,
             )
             .await?;

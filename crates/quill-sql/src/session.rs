@@ -610,6 +610,119 @@ impl Session {
         out
     }
 
+    /// [`Session::execute_prepared_deferred`] on a thread that must not
+    /// block (a server's event loop), for the statements that usually
+    /// wait for nothing: INSERT, UPDATE, DELETE and SELECT. `None` when the
+    /// statement is another kind, or met a wait (a row lock another
+    /// transaction holds, a page on disk, a table under DDL:
+    /// [`quill::wait`]) and was undone: the session is then as before the
+    /// call (NA.1) and the caller runs the statement again with
+    /// [`Session::execute_prepared_deferred`] on a thread that may block.
+    pub fn try_execute_prepared_deferred(
+        &mut self,
+        p: &Prepared,
+        params: &[Value],
+    ) -> Option<SqlResult<Deferred>> {
+        if !self.may_attempt(p.stmt.as_ref()) {
+            return None;
+        }
+        self.attempt(|s| s.execute_prepared_deferred(p, params))
+    }
+
+    /// [`Session::try_execute_prepared_deferred`] for a query text:
+    /// attempted only when it is one INSERT, UPDATE, DELETE or SELECT.
+    pub fn try_execute_deferred(&mut self, sql: &str) -> Option<SqlResult<Deferred>> {
+        let stmts = match parse_statements(sql) {
+            Ok(s) => s,
+            Err(e) => return Some(Err(e)),
+        };
+        let [one] = stmts.as_slice() else {
+            return None;
+        };
+        if !self.may_attempt(Some(one)) {
+            return None;
+        }
+        self.attempt(|s| {
+            s.defer_commit = true;
+            let r = s.run_stmt(one, &[]);
+            s.defer_commit = false;
+            let commit = s.pending_commit.take();
+            r.map(|output| Deferred { output, commit })
+        })
+    }
+
+    /// Whether `stmt` may be attempted without waiting: a plain DML or
+    /// query statement in a session that is not copying and whose block
+    /// has not failed (anything else may roll back, sync or change the
+    /// session in ways an attempt could not undo).
+    fn may_attempt(&self, stmt: Option<&Stmt>) -> bool {
+        let Some(Stmt::Sql(s)) = stmt else {
+            return false;
+        };
+        self.copy.is_none()
+            && !self.failed
+            && self.pending_commit.is_none()
+            && matches!(
+                s.as_ref(),
+                Statement::Insert(_)
+                    | Statement::Update(_)
+                    | Statement::Delete(_)
+                    | Statement::Query(_)
+            )
+    }
+
+    /// Run `f` with waits refused; if one was refused, undo what `f` did
+    /// and return `None`, else its result.
+    ///
+    /// NA.1: after `None`, the session's transaction holds exactly the
+    /// changes it held before (the attempt's are rolled back to a
+    /// savepoint; an autocommit statement's own transaction is rolled
+    /// back whole, whether `f` ended it with an error or handed it back
+    /// to commit), its block is not marked failed, and nothing was sent
+    /// or committed, so running the statement again is the same as
+    /// running it once. If that undo itself fails, the block is failed
+    /// and the undo's error is the statement's result.
+    fn attempt(
+        &mut self,
+        f: impl FnOnce(&mut Session) -> SqlResult<Deferred>,
+    ) -> Option<SqlResult<Deferred>> {
+        let save = self.txn.as_ref().map(OwnedTxn::savepoint);
+        let (block_ran, failed) = (self.block_ran, self.failed);
+        let (r, refused) = quill::wait::without_waiting(|| f(self));
+        if !refused {
+            return Some(r);
+        }
+        // An autocommit statement that went on without what it could not
+        // read, and handed its transaction back: it must not commit.
+        if let Ok(Deferred {
+            commit: Some(tx), ..
+        }) = r
+            && let Err(e) = tx.rollback()
+        {
+            return Some(Err(e.into()));
+        }
+        match (self.txn.as_mut(), save) {
+            (Some(tx), Some(sp)) => {
+                if let Err(e) = tx.rollback_to_savepoint(sp) {
+                    self.failed = true;
+                    return Some(Err(e.into()));
+                }
+            }
+            (None, None) => {}
+            // An attempted statement never opens or ends a block.
+            (Some(_), None) | (None, Some(_)) => {
+                self.failed = self.txn.is_some();
+                return Some(Err(SqlError::new(
+                    SqlState::INTERNAL_ERROR,
+                    "a statement attempted without waiting opened or ended its block",
+                )));
+            }
+        }
+        self.block_ran = block_ran;
+        self.failed = failed;
+        None
+    }
+
     /// Run one parsed statement (without parameters).
     pub fn run(&mut self, stmt: &Statement) -> SqlResult<Output> {
         self.run_stmt(&Stmt::Sql(Box::new(stmt.clone())), &[])

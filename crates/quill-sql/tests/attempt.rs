@@ -1,0 +1,124 @@
+//! Statements attempted with waits refused (`Session::try_execute_*`, the
+//! server's event-loop path): a statement that meets a held row lock is
+//! undone and leaves the session as it was (NA.1), so running it again
+//! where it may wait applies it exactly once.
+
+use std::sync::Arc;
+
+use quill::catalog::Value;
+use quill::{Db, Options};
+use quill_sql::{Deferred, Output, Session, SqlResult, TxnStatus};
+
+fn db() -> (tempfile::TempDir, Arc<Db>) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), Options::default()).unwrap());
+    let mut s = Session::new(Arc::clone(&db));
+    for r in s.execute(
+        "CREATE TABLE t(id INT PRIMARY KEY, v INT NOT NULL); \
+         INSERT INTO t VALUES (1, 10), (2, 20), (3, 30)",
+    ) {
+        r.unwrap();
+    }
+    (dir, db)
+}
+
+fn ok(r: Option<SqlResult<Deferred>>) -> Output {
+    let d = r.expect("attempted").unwrap();
+    if let Some(tx) = d.commit {
+        tx.commit().unwrap();
+    }
+    d.output
+}
+
+fn values(s: &mut Session) -> Vec<Value> {
+    let out = s.execute("SELECT v FROM t ORDER BY id").remove(0).unwrap();
+    out.rows.into_iter().map(|mut r| r.remove(0)).collect()
+}
+
+fn ints(v: &[i32]) -> Vec<Value> {
+    v.iter().map(|&x| Value::Int32(x)).collect()
+}
+
+#[test]
+fn a_free_statement_runs_in_its_attempt() {
+    let (_d, db) = db();
+    let mut s = Session::new(db);
+    let out = ok(s.try_execute_deferred("UPDATE t SET v = v + 1 WHERE id = 1"));
+    assert_eq!(out.tag, "UPDATE 1");
+    let p = s.prepare("SELECT v FROM t WHERE id = $1", &[None]).unwrap();
+    let out = ok(s.try_execute_prepared_deferred(&p, &[Value::Int32(1)]));
+    assert_eq!(out.rows, vec![ints(&[11])]);
+    assert_eq!(values(&mut s), ints(&[11, 20, 30]));
+}
+
+#[test]
+fn a_statement_that_meets_a_lock_is_undone_and_runs_once_after() {
+    let (_d, db) = db();
+    let mut holder = Session::new(Arc::clone(&db));
+    let mut s = Session::new(Arc::clone(&db));
+    holder.execute("BEGIN").remove(0).unwrap();
+    holder
+        .execute("UPDATE t SET v = 200 WHERE id = 2")
+        .remove(0)
+        .unwrap();
+
+    // In a block: an earlier statement's change stays, the attempted one
+    // (row 1 changed, then row 2 locked) is undone, the block is intact.
+    s.execute("BEGIN").remove(0).unwrap();
+    s.execute("UPDATE t SET v = v + 3 WHERE id = 3")
+        .remove(0)
+        .unwrap();
+    let both = "UPDATE t SET v = v + 1 WHERE id IN (1, 2)";
+    assert!(s.try_execute_deferred(both).is_none());
+    assert_eq!(s.status(), TxnStatus::InBlock, "not failed");
+    let p = s.prepare(both, &[]).unwrap();
+    assert!(s.try_execute_prepared_deferred(&p, &[]).is_none());
+    assert_eq!(s.status(), TxnStatus::InBlock);
+
+    // Autocommit: the attempt's own transaction is rolled back whole.
+    let mut auto = Session::new(Arc::clone(&db));
+    assert!(auto.try_execute_deferred(both).is_none());
+    assert_eq!(auto.status(), TxnStatus::Idle);
+
+    holder.execute("COMMIT").remove(0).unwrap();
+    // Run again where waiting is allowed: applied exactly once.
+    let r = s.execute_deferred(both).remove(0).unwrap();
+    assert_eq!(r.output.tag, "UPDATE 2");
+    s.execute("COMMIT").remove(0).unwrap();
+    assert_eq!(values(&mut s), ints(&[11, 201, 33]));
+    let r = auto.execute_deferred(both).remove(0).unwrap();
+    r.commit.unwrap().commit().unwrap();
+    assert_eq!(values(&mut s), ints(&[12, 202, 33]));
+}
+
+#[test]
+fn only_plain_statements_of_a_healthy_session_are_attempted() {
+    let (_d, db) = db();
+    let mut s = Session::new(Arc::clone(&db));
+    for text in [
+        "CREATE TABLE u(a INT PRIMARY KEY)",
+        "BEGIN",
+        "COMMIT",
+        "ROLLBACK",
+        "SET quill.durability = 'lazy'",
+        "CHECKPOINT",
+        "SELECT 1; SELECT 2",
+    ] {
+        assert!(s.try_execute_deferred(text).is_none(), "{text}");
+    }
+    assert!(
+        s.execute("SELECT * FROM u").remove(0).is_err(),
+        "CREATE TABLE did not run"
+    );
+    // A failed block refuses every statement but ROLLBACK; not attempted.
+    s.execute("BEGIN").remove(0).unwrap();
+    assert!(s.execute("SELECT nope FROM t").remove(0).is_err());
+    assert!(s.try_execute_deferred("SELECT 1").is_none());
+    assert_eq!(s.status(), TxnStatus::Failed);
+    // A syntax error is the attempt's answer (nothing can wait).
+    let mut fresh = Session::new(db);
+    assert!(matches!(
+        fresh.try_execute_deferred("SELEC 1"),
+        Some(Err(_))
+    ));
+}

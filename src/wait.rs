@@ -1,0 +1,202 @@
+//! Whether the running thread may wait: the engine's side of running a
+//! statement on a thread that must not block.
+//!
+//! A server runs each statement first on its event loop's thread, where a
+//! blocked call would stall every other connection of that thread, inside
+//! [`without_waiting`]. There, the two waits that can last (a row lock
+//! another transaction holds, a page that is not in the buffer pool) fail
+//! with [`Error::WouldWait`] instead of waiting; the transaction's write
+//! call that met it has already undone itself (a statement is all or
+//! nothing), the caller undoes the rest of its statement
+//! ([`crate::OwnedTxn::rollback_to_savepoint`]) and runs the statement
+//! again on a thread that may block. Statements that meet neither (the
+//! common case: a cached page, a free row) run to the end with no hand-off
+//! between threads.
+//!
+//! Invariants:
+//! * W1. [`Error::WouldWait`] is raised only where the operation has
+//!   changed nothing: a row lock request before it queues (as a deadlock
+//!   victim's, lock L4), a page read before the pool takes a frame for it,
+//!   a table's schema lock before it is taken. Page latches are still
+//!   waited for: they are held for a page operation, or, rarely, for
+//!   another thread's read of that page from disk.
+//! * W2. Never while a mini-transaction holds changes not yet logged:
+//!   abandoning it would poison the buffer pool (mtr M4). Such an mtr holds
+//!   a `MayWait` guard from its first change to its commit, and a page it must
+//!   read after that (a split's free-list page) is read, waiting, as
+//!   before. The same holds for rollback, which must finish.
+//! * W3. Outside [`without_waiting`] nothing changes: every wait waits.
+//! * W4. An attempt is also refused, at a row boundary, once it has run
+//!   for [`ATTEMPT_BUDGET`]: a long scan or a large insert would hold the
+//!   event loop's thread as a wait would. The work thrown away is at most
+//!   that budget.
+
+use std::cell::Cell;
+use std::time::{Duration, Instant};
+
+use crate::{Error, Result};
+
+/// How long an attempt without waiting may run before it is refused (W4).
+pub const ATTEMPT_BUDGET: Duration = Duration::from_micros(500);
+
+/// Rows between two looks at the clock (W4).
+const STEPS_PER_LOOK: u32 = 64;
+
+thread_local! {
+    /// Set inside [`without_waiting`] on this thread.
+    static NO_WAIT: Cell<bool> = const { Cell::new(false) };
+    /// Whether a wait was refused inside the current [`without_waiting`].
+    static REFUSED: Cell<bool> = const { Cell::new(false) };
+    /// Live [`MayWait`] guards on this thread (W2).
+    static MAY_WAIT: Cell<u32> = const { Cell::new(0) };
+    /// When the current attempt must end (W4), and rows since the last look.
+    static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+    static STEPS: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Run `f` on this thread with waits refused: a row lock that is held by
+/// another transaction, a page that must be read from disk, or a table
+/// a DDL statement holds fails with [`Error::WouldWait`] (W1) instead of
+/// blocking the thread. Returns `f`'s result and whether any wait was
+/// refused: if one was, treat the result as void whatever it says (a
+/// caller may have turned the error into another, or gone on without
+/// the value it could not read), undo the attempt and run it again
+/// outside. The previous mode is restored when `f` returns or unwinds.
+pub fn without_waiting<R>(f: impl FnOnce() -> R) -> (R, bool) {
+    struct Restore {
+        no_wait: bool,
+        refused: bool,
+        deadline: Option<Instant>,
+    }
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            NO_WAIT.with(|c| c.set(self.no_wait));
+            DEADLINE.with(|c| c.set(self.deadline));
+            // A nested attempt's refusal is its caller's too.
+            REFUSED.with(|c| c.set(self.refused || c.get()));
+        }
+    }
+    let outer = DEADLINE.with(Cell::get);
+    let restore = Restore {
+        no_wait: NO_WAIT.with(|c| c.replace(true)),
+        refused: REFUSED.with(|c| c.replace(false)),
+        deadline: outer,
+    };
+    let mine = Instant::now() + ATTEMPT_BUDGET;
+    DEADLINE.with(|c| c.set(Some(outer.map_or(mine, |o| o.min(mine)))));
+    STEPS.with(|c| c.set(0));
+    let r = f();
+    let refused = REFUSED.with(Cell::get);
+    drop(restore);
+    (r, refused)
+}
+
+/// Whether this thread may wait now: false only inside
+/// [`without_waiting`] with no `MayWait` guard alive (a mini-transaction with changes, a rollback).
+pub fn may_wait() -> bool {
+    !NO_WAIT.with(Cell::get) || MAY_WAIT.with(Cell::get) > 0
+}
+
+/// `Ok` if this thread may wait for `what`; otherwise the
+/// [`Error::WouldWait`] the caller returns, having changed nothing (W1).
+pub(crate) fn check(what: &'static str) -> Result<()> {
+    if may_wait() {
+        Ok(())
+    } else {
+        REFUSED.with(|c| c.set(true));
+        Err(Error::WouldWait { what })
+    }
+}
+
+/// One row read or written: inside [`without_waiting`], every
+/// [`STEPS_PER_LOOK`] rows, [`Error::WouldWait`] once the attempt has run
+/// for [`ATTEMPT_BUDGET`] (W4). Called at row boundaries only, where a
+/// refusal changes nothing (W1).
+#[inline]
+pub(crate) fn step() -> Result<()> {
+    if !NO_WAIT.with(Cell::get) {
+        return Ok(());
+    }
+    let n = STEPS.with(|c| {
+        let n = c.get().wrapping_add(1);
+        c.set(n);
+        n
+    });
+    if !n.is_multiple_of(STEPS_PER_LOOK) {
+        return Ok(());
+    }
+    match DEADLINE.with(Cell::get) {
+        Some(d) if Instant::now() >= d => check("its turn on a thread that must not block"),
+        _ => Ok(()),
+    }
+}
+
+/// While alive, this thread may wait even inside [`without_waiting`]
+/// (W2): held by a mini-transaction with unlogged changes and by
+/// rollback, which must run to the end. Dropped on the thread that made
+/// it.
+#[derive(Debug)]
+pub(crate) struct MayWait(());
+
+impl MayWait {
+    pub(crate) fn new() -> MayWait {
+        MAY_WAIT.with(|c| c.set(c.get() + 1));
+        MayWait(())
+    }
+}
+
+impl Drop for MayWait {
+    fn drop(&mut self) {
+        MAY_WAIT.with(|c| {
+            let n = c.get();
+            debug_assert!(n > 0, "wait W2: a MayWait guard dropped twice");
+            c.set(n.saturating_sub(1));
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_are_refused_only_inside_and_never_under_a_guard() {
+        assert!(check("x").is_ok());
+        let ((), refused) = without_waiting(|| {
+            {
+                let _g = MayWait::new();
+                assert!(check("x").is_ok());
+                let _h = MayWait::new();
+                drop(_g);
+                assert!(check("x").is_ok(), "one guard is still alive");
+            }
+            assert!(matches!(check("x"), Err(Error::WouldWait { what: "x" })));
+            let (r, inner) = without_waiting(|| check("y"));
+            assert!(r.is_err() && inner);
+            assert!(check("x").is_err(), "the nested call restores the mode");
+        });
+        assert!(refused);
+        assert!(check("x").is_ok());
+        let (_, refused) = without_waiting(|| assert!(check("x").is_err()));
+        assert!(refused);
+        let (_, refused) = without_waiting(|| {
+            let _g = MayWait::new();
+            check("x").unwrap();
+        });
+        assert!(!refused, "a wait under a guard is not a refusal");
+        let (r, refused): (Result<()>, bool) = without_waiting(|| {
+            let until = Instant::now() + ATTEMPT_BUDGET * 4;
+            loop {
+                step()?;
+                assert!(Instant::now() < until, "the budget never ran out");
+            }
+        });
+        assert!(matches!(r, Err(Error::WouldWait { .. })) && refused);
+        // Below one look at the clock, never refused (timing-free).
+        let (r, refused) = without_waiting(|| (1..STEPS_PER_LOOK).try_for_each(|_| step()));
+        assert!(r.is_ok() && !refused);
+        let caught = std::panic::catch_unwind(|| without_waiting(|| panic!("boom")));
+        assert!(caught.is_err());
+        assert!(check("x").is_ok(), "an unwind restores the mode");
+    }
+}
