@@ -12,13 +12,26 @@
 # oltp_update_non_index) from one sysbench thread, dumps, and prints the
 # instructions per transaction and the dump's path (open it with
 # callgrind_annotate). Compare two binaries by running it for each.
+#
+# THREADS=N runs the measured transactions from N sysbench connections
+# (default 1). CACHE_SIM=1 also simulates the caches (a 64 KiB L1d and,
+# as these vCPUs report, a 1 MiB last level: one core's view, since
+# valgrind runs one thread at a time) and prints misses per transaction:
+# how the working set grows with the number of connections.
+#   THREADS=1024 CACHE_SIM=1 bench/serve-callgrind.sh target/release/quill
 set -euo pipefail
 quill=$(realpath "$1")
 test=${2:-oltp_update_non_index}
 n=${3:-2000}
 out=$(mktemp -d)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-valgrind --tool=callgrind --callgrind-out-file="$out/cg.out" "$quill" serve --dir "$out/data" \
+threads=${THREADS:-1}
+sim=()
+if [ "${CACHE_SIM:-0}" = 1 ]; then
+  sim=(--cache-sim=yes --D1=65536,8,64 --I1=65536,8,64 --LL=1048576,16,64)
+fi
+ulimit -n 8192
+valgrind --tool=callgrind "${sim[@]}" --callgrind-out-file="$out/cg.out" "$quill" serve --dir "$out/data" \
   --listen "127.0.0.1:$port" > "$out/server.log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
@@ -34,8 +47,15 @@ sysbench "$test" "${sb[@]}" --threads=1 --events=200 --time=0 run > /dev/null
 # in one binary's window and not the other's.
 psql -X -q -h 127.0.0.1 -p "$port" -U sbtest -d sbtest -c CHECKPOINT > /dev/null
 callgrind_control -z "$pid" > /dev/null
-sysbench "$test" "${sb[@]}" --threads=1 --events="$n" --time=0 run > /dev/null
+sysbench "$test" "${sb[@]}" --threads="$threads" --events="$n" --time=0 run > /dev/null
 callgrind_control -d "$pid" > /dev/null
 sleep 1
 total=$(callgrind_annotate "$out/cg.out.1" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",","",$1); print $1}')
-echo "$test: $total instructions over $n transactions = $((total / n)) per transaction ($out/cg.out.1)"
+echo "$test, $threads connections: $total instructions over $n transactions = $((total / n)) per transaction ($out/cg.out.1)"
+if [ "${CACHE_SIM:-0}" = 1 ]; then
+  # Columns of the totals line: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw.
+  callgrind_annotate "$out/cg.out.1" 2>/dev/null | awk -v n="$n" '/PROGRAM TOTALS/ {
+    for (i = 1; i <= 9; i++) gsub(",", "", $i);
+    printf "per transaction: L1d misses %.0f, last-level misses %.0f (reads %.0f, writes %.0f), instruction L1 misses %.0f\n",
+      ($5 + $8) / n, ($6 + $9) / n, $6 / n, $9 / n, $2 / n }'
+fi

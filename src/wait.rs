@@ -17,7 +17,9 @@
 //! * W1. [`Error::WouldWait`] is raised only where the operation has
 //!   changed nothing: a row lock request before it queues (as a deadlock
 //!   victim's, lock L4), a page read before the pool takes a frame for it,
-//!   a table's schema lock before it is taken. Page latches are still
+//!   a table's schema lock before it is taken, a locking read's wait for
+//!   the row's last commit to be durable (with only the row's lock taken),
+//!   a new mini-transaction's wait for log space. Page latches are still
 //!   waited for: they are held for a page operation, or, rarely, for
 //!   another thread's read of that page from disk.
 //! * W2. Never while a mini-transaction holds changes not yet logged:
@@ -135,13 +137,14 @@ pub(crate) fn step() -> Result<()> {
 /// (W2): held by a mini-transaction with unlogged changes and by
 /// rollback, which must run to the end. Dropped on the thread that made
 /// it.
+/// Not `Send`: it must be dropped on the thread whose count it raised.
 #[derive(Debug)]
-pub(crate) struct MayWait(());
+pub(crate) struct MayWait(std::marker::PhantomData<*const ()>);
 
 impl MayWait {
     pub(crate) fn new() -> MayWait {
         MAY_WAIT.with(|c| c.set(c.get() + 1));
-        MayWait(())
+        MayWait(std::marker::PhantomData)
     }
 }
 

@@ -66,9 +66,17 @@ impl Table {
         self.state.schema.read().def.name.clone()
     }
 
-    /// The table's current schema.
+    /// The table's current schema (waits while a DDL statement holds
+    /// the table).
     pub fn schema(&self) -> Arc<TableSchema> {
         self.state.schema.read().clone()
+    }
+
+    /// [`Table::schema`], except that inside
+    /// [`crate::wait::without_waiting`] a table a DDL statement holds (or
+    /// waits for) gives [`Error::WouldWait`] instead of a wait.
+    pub fn try_schema(&self) -> Result<Arc<TableSchema>> {
+        Ok(self.state.schema_read()?.clone())
     }
 
     /// Whether the table was dropped ([`crate::Db::drop_table`]): every

@@ -284,3 +284,34 @@ fn a_drop_cut_short_before_its_commit_point_leaves_the_table() -> Result<()> {
     assert_eq!(db.check()?.tables, 1);
     db.close()
 }
+
+#[test]
+fn a_table_held_by_ddl_is_refused_without_waiting() {
+    let fs = SimFs::new(31);
+    let db = open(&fs);
+    let t = db
+        .create_table(TableDef {
+            name: "t".into(),
+            columns: vec![Column::new("id", ColumnType::Int64, false)],
+            primary_key: vec![0],
+            indexes: vec![],
+        })
+        .unwrap();
+    let mut tx = db.begin_owned().unwrap();
+    // As a plain CREATE INDEX holds it for its whole build.
+    let ddl = t.state.schema.write();
+    let (r, refused) = crate::wait::without_waiting(|| t.try_schema().map(|_| ()));
+    assert!(
+        refused && matches!(r, Err(Error::WouldWait { .. })),
+        "{r:?}"
+    );
+    let (r, refused) = crate::wait::without_waiting(|| tx.insert(&t, &[Value::Int64(1)]));
+    assert!(
+        refused && matches!(r, Err(Error::WouldWait { .. })),
+        "{r:?}"
+    );
+    drop(ddl);
+    tx.insert(&t, &[Value::Int64(1)]).unwrap();
+    tx.commit().unwrap();
+    assert_clean(&db);
+}

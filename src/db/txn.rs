@@ -1114,6 +1114,8 @@ impl<'a> Ctx<'a> {
             // registry R7 to note.
             let pending = tx.undurable_commit(&cur);
             if pending > 0 {
+                // W1: only the row's lock is taken; `statement` keeps it.
+                crate::wait::check("a log sync (the row's last commit is not yet durable)")?;
                 tx.db.store.log().make_durable(crate::Lsn(pending))?;
             }
             if cur.0.deleted {

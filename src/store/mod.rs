@@ -748,6 +748,8 @@ impl Store {
         if !self.log_nearly_full() {
             return Ok(());
         }
+        // W1: before the mtr exists, so nothing has changed.
+        crate::wait::check("log space (the page cleaner must free some)")?;
         let s = &self.shared;
         let t = Instant::now();
         s.counters.throttled.incr();

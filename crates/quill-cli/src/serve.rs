@@ -76,7 +76,16 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let vfs = Arc::new(quill::io::RealFs::with_sync_delay(
         std::time::Duration::from_secs_f64(a.fsync_delay_ms / 1000.0),
     ));
-    let db = quill::Db::open_with(vfs, &a.dir, quill::Options::default())
+    // Every connection may hold a transaction, and one more may be
+    // waiting for its commit to be durable (it keeps its registry slot
+    // until then) while the next one starts: room for all of them.
+    let options = quill::Options {
+        max_transactions: quill::Options::default()
+            .max_transactions
+            .max(a.max_connections.saturating_mul(2).saturating_add(64)),
+        ..quill::Options::default()
+    };
+    let db = quill::Db::open_with(vfs, &a.dir, options)
         .with_context(|| format!("opening the database in {}", a.dir.display()))?;
     let db = Arc::new(db);
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -302,6 +302,6 @@ pub fn for_each(
 /// The schema and handle of table `name`, or 42P01.
 pub fn open(db: &quill::Db, name: &str) -> SqlResult<(Table, Arc<TableSchema>)> {
     let t = db.table(name).map_err(|_| crate::ddl::no_table(name))?;
-    let s = t.schema();
+    let s = t.try_schema()?;
     Ok((t, s))
 }

@@ -653,7 +653,10 @@ impl GenericWrite {
         params: &[Value],
         ctx: Ctx<'_>,
     ) -> Option<SqlResult<Output>> {
-        let current = self.table.schema();
+        let current = match self.table.try_schema() {
+            Ok(s) => s,
+            Err(e) => return Some(Err(e.into())),
+        };
         if self.table.is_dropped()
             || !std::sync::Weak::ptr_eq(&self.schema, &std::sync::Arc::downgrade(&current))
         {

@@ -110,7 +110,7 @@ pub fn resolve(
         _ => None,
     };
     if let Some(t) = user {
-        let s = t.schema();
+        let s = t.try_schema()?;
         let columns = s
             .def
             .columns

@@ -1101,7 +1101,10 @@ impl Generic {
     /// schema is no longer the one the plan was made for), or the error
     /// a parameter's cast gives.
     pub fn bind(&self, params: &[Value]) -> Option<SqlResult<Plan>> {
-        let current = self.table.schema();
+        let current = match self.table.try_schema() {
+            Ok(s) => s,
+            Err(e) => return Some(Err(e.into())),
+        };
         if self.table.is_dropped()
             || !std::sync::Weak::ptr_eq(&self.schema, &std::sync::Arc::downgrade(&current))
         {

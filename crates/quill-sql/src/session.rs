@@ -163,6 +163,10 @@ pub struct Session {
     /// The prepared statement running now, whose generic plan a query
     /// uses (`Prepared::generic_plan`).
     current: Option<Arc<crate::prepared::GenericCache>>,
+    /// Set when an attempt was refused ([`Session::attempt`]): the rerun
+    /// that follows keeps the cancel flag, so a cancel that arrived
+    /// during the attempt or the hand-off still stops the statement.
+    keep_cancel: bool,
 }
 
 /// A COPY FROM STDIN in progress: rows are inserted as their lines
@@ -272,6 +276,7 @@ impl Session {
             prepared: std::collections::HashMap::new(),
             copy: None,
             current: None,
+            keep_cancel: false,
         }
     }
 
@@ -680,8 +685,16 @@ impl Session {
     /// back whole, whether `f` ended it with an error or handed it back
     /// to commit), its block is not marked failed, and nothing was sent
     /// or committed, so running the statement again is the same as
-    /// running it once. If that undo itself fails, the block is failed
-    /// and the undo's error is the statement's result.
+    /// running it once, but for two traces PostgreSQL's rollbacks leave
+    /// too: automatic keys the attempt drew are not given back (a gap),
+    /// and row locks it took stay held until the block ends (as after any
+    /// failed statement; the rerun normally takes the same ones). If that
+    /// undo itself fails, the block is failed and the undo's error is the
+    /// statement's result. A refused autocommit write is rolled back here,
+    /// on the caller's thread (W2 lets that rollback read pages).
+    ///
+    /// The cancel flag is cleared once per statement, not per attempt: a
+    /// refused attempt leaves it for the rerun.
     fn attempt(
         &mut self,
         f: impl FnOnce(&mut Session) -> SqlResult<Deferred>,
@@ -720,6 +733,7 @@ impl Session {
         }
         self.block_ran = block_ran;
         self.failed = failed;
+        self.keep_cancel = true;
         None
     }
 
@@ -729,8 +743,10 @@ impl Session {
     }
 
     fn run_stmt(&mut self, stmt: &Stmt, params: &[Value]) -> SqlResult<Output> {
-        self.cancel
-            .store(false, std::sync::atomic::Ordering::Release);
+        if !std::mem::take(&mut self.keep_cancel) {
+            self.cancel
+                .store(false, std::sync::atomic::Ordering::Release);
+        }
         if self.copy.is_some() {
             // A statement instead of the COPY's data: the COPY is over.
             let _ = self.copy_fail("a statement arrived instead of its data");

@@ -122,3 +122,30 @@ fn only_plain_statements_of_a_healthy_session_are_attempted() {
         Some(Err(_))
     ));
 }
+
+#[test]
+fn a_cancel_during_a_refused_attempt_stops_the_rerun() {
+    let (_d, db) = db();
+    let mut holder = Session::new(Arc::clone(&db));
+    holder.execute("BEGIN").remove(0).unwrap();
+    holder
+        .execute("UPDATE t SET v = 200 WHERE id = 2")
+        .remove(0)
+        .unwrap();
+    let mut s = Session::new(Arc::clone(&db));
+    let both = "UPDATE t SET v = v + 1 WHERE id IN (1, 2)";
+    assert!(s.try_execute_deferred(both).is_none());
+    // The client's CancelRequest lands between the attempt and the rerun:
+    // the rerun stops at the lock instead of waiting out its timeout.
+    s.cancel_handle().cancel();
+    let started = std::time::Instant::now();
+    let Err(err) = s.execute_deferred(both).remove(0) else {
+        panic!("the rerun was not canceled");
+    };
+    assert_eq!(err.state, quill_sql::SqlState::QUERY_CANCELED, "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    holder.execute("ROLLBACK").remove(0).unwrap();
+    // The next statement starts with the flag cleared.
+    let out = s.execute_deferred(both).remove(0).unwrap();
+    assert_eq!(out.output.tag, "UPDATE 2");
+}
