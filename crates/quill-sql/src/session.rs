@@ -138,6 +138,10 @@ impl Default for SessionInfo {
     }
 }
 
+/// The most rows an INSERT may have to be attempted on a thread that must
+/// not block ([`Session::try_execute_prepared_deferred`]).
+pub const MAX_ATTEMPTED_INSERT_ROWS: usize = 16;
+
 /// One client's session over a database.
 pub struct Session {
     db: Arc<Db>,
@@ -659,21 +663,22 @@ impl Session {
     /// Whether `stmt` may be attempted without waiting: a plain DML or
     /// query statement in a session that is not copying and whose block
     /// has not failed (anything else may roll back, sync or change the
-    /// session in ways an attempt could not undo).
+    /// session in ways an attempt could not undo). An INSERT only with at
+    /// most [`MAX_ATTEMPTED_INSERT_ROWS`] rows: a larger one amortises
+    /// the hand-off anyway, and would run into the attempt's time budget
+    /// after drawing automatic keys that a refusal cannot give back.
     fn may_attempt(&self, stmt: Option<&Stmt>) -> bool {
         let Some(Stmt::Sql(s)) = stmt else {
             return false;
         };
-        self.copy.is_none()
-            && !self.failed
-            && self.pending_commit.is_none()
-            && matches!(
-                s.as_ref(),
-                Statement::Insert(_)
-                    | Statement::Update(_)
-                    | Statement::Delete(_)
-                    | Statement::Query(_)
-            )
+        let kind = match s.as_ref() {
+            Statement::Insert(i) => i.source.as_deref().is_some_and(|q| {
+                matches!(q.body.as_ref(), ast::SetExpr::Values(v) if v.rows.len() <= MAX_ATTEMPTED_INSERT_ROWS)
+            }),
+            Statement::Update(_) | Statement::Delete(_) | Statement::Query(_) => true,
+            _ => false,
+        };
+        kind && self.copy.is_none() && !self.failed && self.pending_commit.is_none()
     }
 
     /// Run `f` with waits refused; if one was refused, undo what `f` did

@@ -95,6 +95,13 @@ fn a_statement_that_meets_a_lock_is_undone_and_runs_once_after() {
 fn only_plain_statements_of_a_healthy_session_are_attempted() {
     let (_d, db) = db();
     let mut s = Session::new(Arc::clone(&db));
+    let many: Vec<String> = (10..=10 + quill_sql::MAX_ATTEMPTED_INSERT_ROWS)
+        .map(|k| format!("({k}, 0)"))
+        .collect();
+    let many = format!("INSERT INTO t VALUES {}", many.join(", "));
+    assert!(s.try_execute_deferred(&many).is_none(), "a large INSERT");
+    let few = ok(s.try_execute_deferred("INSERT INTO t VALUES (4, 40), (5, 50)"));
+    assert_eq!(few.tag, "INSERT 0 2");
     for text in [
         "CREATE TABLE u(a INT PRIMARY KEY)",
         "BEGIN",
