@@ -14,7 +14,9 @@
 # callgrind_annotate). Compare two binaries by running it for each.
 #
 # THREADS=N runs the measured transactions from N sysbench connections
-# (default 1). CACHE_SIM=1 also simulates the caches (a 64 KiB L1d and,
+# (default 1); with THREADS > 1 the window opens only once every
+# connection has started (its startup and prepares are not counted) and
+# lasts TRANSACTIONS seconds, counted by the server's own commit counter. CACHE_SIM=1 also simulates the caches (a 64 KiB L1d and,
 # as these vCPUs report, a 1 MiB last level: one core's view, since
 # valgrind runs one thread at a time) and prints misses per transaction:
 # how the working set grows with the number of connections.
@@ -47,15 +49,35 @@ sysbench "$test" "${sb[@]}" --threads=1 --events=200 --time=0 run > /dev/null
 # in one binary's window and not the other's.
 psql -X -q -h 127.0.0.1 -p "$port" -U sbtest -d sbtest -c CHECKPOINT > /dev/null
 callgrind_control -z "$pid" > /dev/null
-sysbench "$test" "${sb[@]}" --threads="$threads" --events="$n" --time=0 run > /dev/null
-callgrind_control -d "$pid" > /dev/null
+commits() {
+  psql -X -At -h 127.0.0.1 -p "$port" -U sbtest -d sbtest -c 'SHOW quill.status' |
+    awk -F'|' '$1 == "txn.commits" {print $2}'
+}
+if [ "$threads" = 1 ]; then
+  sysbench "$test" "${sb[@]}" --threads=1 --events="$n" --time=0 run > /dev/null
+  callgrind_control -d "$pid" > /dev/null
+else
+  secs=$n
+  sysbench "$test" "${sb[@]}" --threads="$threads" --time=$((secs + 600)) run > "$out/sysbench.txt" 2>&1 &
+  sbpid=$!
+  until grep -q "Threads started" "$out/sysbench.txt"; do sleep 1; done
+  sleep 5
+  c0=$(commits)
+  callgrind_control -z "$pid" > /dev/null
+  sleep "$secs"
+  callgrind_control -d "$pid" > /dev/null
+  c1=$(commits)
+  kill "$sbpid" 2>/dev/null || true
+  n=$((c1 - c0))
+fi
 sleep 1
 total=$(callgrind_annotate "$out/cg.out.1" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",","",$1); print $1}')
 echo "$test, $threads connections: $total instructions over $n transactions = $((total / n)) per transaction ($out/cg.out.1)"
 if [ "${CACHE_SIM:-0}" = 1 ]; then
-  # Columns of the totals line: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw.
+  # The totals line, without its "(100.0%)" columns: Ir Dr Dw I1mr D1mr
+  # D1mw ILmr DLmr DLmw (the order callgrind records them in).
   callgrind_annotate "$out/cg.out.1" 2>/dev/null | awk -v n="$n" '/PROGRAM TOTALS/ {
-    for (i = 1; i <= 9; i++) gsub(",", "", $i);
-    printf "per transaction: L1d misses %.0f, last-level misses %.0f (reads %.0f, writes %.0f), instruction L1 misses %.0f\n",
-      ($5 + $8) / n, ($6 + $9) / n, $6 / n, $9 / n, $2 / n }'
+    gsub(/\([^)]*\)/, ""); for (i = 1; i <= 9; i++) gsub(",", "", $i);
+    printf "per transaction: L1d misses %.0f, last-level data misses %.0f (reads %.0f, writes %.0f), L1i misses %.0f, last-level instruction misses %.0f\n",
+      ($5 + $6) / n, ($8 + $9) / n, $8 / n, $9 / n, $4 / n, $7 / n }'
 fi

@@ -76,9 +76,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let vfs = Arc::new(quill::io::RealFs::with_sync_delay(
         std::time::Duration::from_secs_f64(a.fsync_delay_ms / 1000.0),
     ));
-    // Every connection may hold a transaction, and one more may be
-    // waiting for its commit to be durable (it keeps its registry slot
-    // until then) while the next one starts: room for all of them.
+    // Every connection may hold a transaction open (a block, or a commit
+    // waiting to be durable, which keeps its registry slot until then):
+    // room for all of them, with headroom.
     let options = quill::Options {
         max_transactions: quill::Options::default()
             .max_transactions

@@ -29,12 +29,15 @@
 //!   transaction open and gives it back when its session is idle again,
 //!   so at most that many transactions (and so statements, and blocking
 //!   threads) are active, however many connections there are.
-//!   ADM.1: a transaction whose commit mark is written gives its permit
-//!   back before it waits for the log's sync: it holds no row lock
-//!   (early lock release) and no thread, which is what admission bounds,
-//!   and the group commit may then gather every waiting commit, not only
-//!   the admitted ones. (No gain measured on this machine yet, where
-//!   other costs bound 1,024 connections: `bench/results/serve.md`.) The bound
+//!   ADM.1: a transaction keeps its permit until its commit is durable,
+//!   although it holds no row lock and no thread while it waits. A
+//!   `Sync` commit keeps its registry slot until then, and every read
+//!   view scans the slots: giving the permit back at the commit mark let
+//!   1,024 connections keep ~1,000 slots claimed, and the server ran 50%
+//!   more instructions per transaction than at 64 (registry scans and a
+//!   purge held back by the waiting commits; callgrind, see
+//!   `bench/results/serve.md`), against the same count with the permit
+//!   held. The bound
 //!   is derived from the machine's cores and stays below tokio's 512
 //!   blocking threads, so a statement waiting for a lock always has a
 //!   thread, and the holder of that lock can always run its COMMIT (it
@@ -167,23 +170,13 @@ impl Conn {
             })?
             .ok_or_else(|| internal("a statement did not run where it may block"))?,
         };
-        // Writing a commit mark releases the transaction's row locks at
-        // once (early lock release); what is left is the wait for the log's
-        // sync, which holds no lock and no thread. So the permit goes back
-        // before that wait (ADM.1): the next transaction starts while this
-        // one waits, and the group commit gathers every waiting commit,
-        // not only the admitted ones.
-        let pending: Vec<_> = commits(&mut out)
-            .into_iter()
-            .map(quill::OwnedTxn::commit_async)
-            .collect();
+        // The permit is held until the commit is durable (ADM.1).
+        let mut done = Vec::new();
+        for tx in commits(&mut out) {
+            done.push(tx.commit_async().await.map_err(SqlError::from));
+        }
         if status == TxnStatus::Idle {
             *permit = None;
-        }
-        drop(permit);
-        let mut done = Vec::with_capacity(pending.len());
-        for p in pending {
-            done.push(p.await.map_err(SqlError::from));
         }
         Ok((out, done))
     }
