@@ -45,7 +45,9 @@ pub enum Error {
     },
 
     /// Inside [`crate::wait::without_waiting`], the call would have waited
-    /// (for a row lock or a page read). It changed nothing; undo the rest
+    /// (for a row lock, a page read, a table under DDL, a log sync or log
+    /// space) or ran past the attempt's time budget (wait W1, W4). It
+    /// changed nothing; undo the rest
     /// of the statement ([`crate::OwnedTxn::rollback_to_savepoint`]) and
     /// run it again where the thread may block.
     #[error("the statement would wait for {what} on a thread that must not block")]

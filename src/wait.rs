@@ -29,8 +29,8 @@
 //!   before. The same holds for rollback, which must finish.
 //! * W3. Outside [`without_waiting`] nothing changes: every wait waits.
 //! * W4. An attempt is also refused, at a row boundary, once it has run
-//!   for [`ATTEMPT_BUDGET`]: a long scan or a large insert would hold the
-//!   event loop's thread as a wait would. The work thrown away is at most
+//!   for [`ATTEMPT_BUDGET`]: a long scan or a write of many rows would
+//!   hold the event loop's thread as a wait would. The work thrown away is at most
 //!   that budget.
 
 use std::cell::Cell;
@@ -45,13 +45,12 @@ pub const ATTEMPT_BUDGET: Duration = Duration::from_micros(500);
 const STEPS_PER_LOOK: u32 = 64;
 
 thread_local! {
-    /// Set inside [`without_waiting`] on this thread.
-    static NO_WAIT: Cell<bool> = const { Cell::new(false) };
     /// Whether a wait was refused inside the current [`without_waiting`].
     static REFUSED: Cell<bool> = const { Cell::new(false) };
     /// Live [`MayWait`] guards on this thread (W2).
     static MAY_WAIT: Cell<u32> = const { Cell::new(0) };
-    /// When the current attempt must end (W4), and rows since the last look.
+    /// Inside [`without_waiting`]: when the attempt must end (W4);
+    /// `None` outside one (waits allowed). Then rows since the last look.
     static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
     static STEPS: Cell<u32> = const { Cell::new(0) };
 }
@@ -66,13 +65,11 @@ thread_local! {
 /// outside. The previous mode is restored when `f` returns or unwinds.
 pub fn without_waiting<R>(f: impl FnOnce() -> R) -> (R, bool) {
     struct Restore {
-        no_wait: bool,
         refused: bool,
         deadline: Option<Instant>,
     }
     impl Drop for Restore {
         fn drop(&mut self) {
-            NO_WAIT.with(|c| c.set(self.no_wait));
             DEADLINE.with(|c| c.set(self.deadline));
             // A nested attempt's refusal is its caller's too.
             REFUSED.with(|c| c.set(self.refused || c.get()));
@@ -80,7 +77,6 @@ pub fn without_waiting<R>(f: impl FnOnce() -> R) -> (R, bool) {
     }
     let outer = DEADLINE.with(Cell::get);
     let restore = Restore {
-        no_wait: NO_WAIT.with(|c| c.replace(true)),
         refused: REFUSED.with(|c| c.replace(false)),
         deadline: outer,
     };
@@ -94,9 +90,15 @@ pub fn without_waiting<R>(f: impl FnOnce() -> R) -> (R, bool) {
 }
 
 /// Whether this thread may wait now: false only inside
-/// [`without_waiting`] with no `MayWait` guard alive (a mini-transaction with changes, a rollback).
+/// [`without_waiting`] with no `MayWait` guard alive (a mini-transaction
+/// with changes, a rollback).
 pub fn may_wait() -> bool {
-    !NO_WAIT.with(Cell::get) || MAY_WAIT.with(Cell::get) > 0
+    !inside() || MAY_WAIT.with(Cell::get) > 0
+}
+
+/// Whether this thread is inside [`without_waiting`].
+fn inside() -> bool {
+    DEADLINE.with(Cell::get).is_some()
 }
 
 /// `Ok` if this thread may wait for `what`; otherwise the
@@ -116,9 +118,9 @@ pub(crate) fn check(what: &'static str) -> Result<()> {
 /// refusal changes nothing (W1).
 #[inline]
 pub(crate) fn step() -> Result<()> {
-    if !NO_WAIT.with(Cell::get) {
+    let Some(deadline) = DEADLINE.with(Cell::get) else {
         return Ok(());
-    }
+    };
     let n = STEPS.with(|c| {
         let n = c.get().wrapping_add(1);
         c.set(n);
@@ -127,10 +129,10 @@ pub(crate) fn step() -> Result<()> {
     if !n.is_multiple_of(STEPS_PER_LOOK) {
         return Ok(());
     }
-    match DEADLINE.with(Cell::get) {
-        Some(d) if Instant::now() >= d => check("its turn on a thread that must not block"),
-        _ => Ok(()),
+    if Instant::now() >= deadline {
+        return check("its turn on a thread that must not block");
     }
+    Ok(())
 }
 
 /// While alive, this thread may wait even inside [`without_waiting`]

@@ -88,7 +88,7 @@ impl Table {
     /// The schema, or `NoSuchTable` once the table is dropped (the check
     /// of every read statement; DROP1 in `db::drop`).
     pub(crate) fn live_schema(&self) -> Result<Arc<TableSchema>> {
-        let schema = self.state.schema_read()?.clone();
+        let schema = self.try_schema()?;
         self.state.check_live(&schema)?;
         Ok(schema)
     }

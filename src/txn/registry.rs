@@ -58,8 +58,7 @@
 //!   (a view in a slot claimed during the scan can hide a transaction the
 //!   scan found gone).
 //! * R8. The slot array (id and commit state) and the view-low array have
-//!   one entry per slot, and
-//!   a slot index (from [`TrxRegistry::begin`], or [`SlotToken::index`]) is
+//!   one entry per slot, and a slot index (from [`TrxRegistry::begin`], or [`SlotToken::index`]) is
 //!   below their length: indexed directly, so a bad index panics instead
 //!   of silently not publishing a commit or a view low.
 //! * R9. A claimed slot holds its owner's id from the draw until the
@@ -124,10 +123,10 @@ pub struct TrxRegistry {
 /// Claims start at a rotating slot among the first this many, and go
 /// beyond them only when all are taken. Rotation spreads concurrent
 /// claims over distinct cache lines ([`spread`]: many cores do not fight
-/// over slot 0's line); the window keeps the high-water mark, and so the slots every read
-/// view scans, at the peak concurrency rounded up to the window instead
-/// of the registry's size: rotating over all 4,096 default slots made
-/// each statement's view scan 4,096 cache lines of slots.
+/// over slot 0's line); the window keeps the high-water mark, and so the
+/// slots every read view scans, at the peak concurrency rounded up to the
+/// window instead of the registry's size: rotating over all 4,096 default
+/// slots made each statement's view scan 4,096 cache lines of slots.
 pub const CLAIM_WINDOW: usize = 256;
 
 /// Slots that share a 64-byte cache line.

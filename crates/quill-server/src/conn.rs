@@ -28,7 +28,11 @@
 //!   a connection takes a permit when it starts a statement with no
 //!   transaction open and gives it back when its session is idle again,
 //!   so at most that many transactions (and so statements, and blocking
-//!   threads) are active, however many connections there are.
+//!   threads) are active, however many connections there are. The bound
+//!   is derived from the machine's cores and stays below tokio's 512
+//!   blocking threads, so a statement waiting for a lock always has a
+//!   thread, and the holder of that lock can always run its COMMIT (it
+//!   holds a permit already). No setting to tune.
 //!   ADM.1: a transaction keeps its permit until its commit is durable,
 //!   although it holds no row lock and no thread while it waits. A
 //!   `Sync` commit keeps its registry slot until then, and every read
@@ -37,11 +41,7 @@
 //!   more instructions per transaction than at 64 (registry scans and a
 //!   purge held back by the waiting commits; callgrind, see
 //!   `bench/results/serve.md`), against the same count with the permit
-//!   held. The bound
-//!   is derived from the machine's cores and stays below tokio's 512
-//!   blocking threads, so a statement waiting for a lock always has a
-//!   thread, and the holder of that lock can always run its COMMIT (it
-//!   holds a permit already). No setting to tune.
+//!   held.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -125,19 +125,20 @@ impl Conn {
         })
     }
 
-    /// Run `f` on the session under admission (a permit while a
+    /// Run a statement on the session under admission (a permit while a
     /// transaction is open), then finish a deferred commit without holding
-    /// a thread. `f` is first called here, on the connection's task, with
-    /// [`Attempt::Inline`]: it runs the statement if it cannot wait (BEGIN,
-    /// COMMIT: [`Session::never_waits`]) or if its attempt with waits
-    /// refused met none ([`Session::try_execute_prepared_deferred`]), and
-    /// returns `None` otherwise, having changed nothing (session NA.1).
-    /// Then it is called once more with [`Attempt::Blocking`] in
-    /// `block_in_place` (tokio first hands this worker's other tasks to
-    /// another thread, so `f` may block), where it must run.
-    async fn run<T: Send>(
+    /// a thread. `inline` is called first, here on the connection's task:
+    /// it runs the statement if it cannot wait (BEGIN, COMMIT:
+    /// [`Session::never_waits`]) or if its attempt with waits refused met
+    /// none ([`Session::try_execute_prepared_deferred`]); otherwise it
+    /// returns what the rerun needs (a parsed text, or nothing), having
+    /// changed nothing (session NA.1), and `blocking` runs the statement
+    /// with it in `block_in_place` (tokio first hands this worker's other
+    /// tasks to another thread, so it may block).
+    async fn run<T: Send, R: Send>(
         &self,
-        f: impl Fn(&mut Session, Attempt) -> Option<T> + Send,
+        inline: impl FnOnce(&mut Session) -> Result<T, R> + Send,
+        blocking: impl FnOnce(&mut Session, R) -> T + Send,
         commits: impl FnOnce(&mut T) -> Vec<quill::OwnedTxn> + Send,
     ) -> PgWireResult<(T, Vec<SqlResult<()>>)> {
         let mut permit = self.permit.lock().await;
@@ -148,27 +149,24 @@ impl Conn {
                 .map_err(|_| internal("the server is shutting down"))?;
             *permit = Some(p);
         }
-        let step = |g: &mut Option<Session>, how: Attempt| {
-            let s = g
-                .as_mut()
-                .ok_or_else(|| internal("no session: startup did not finish"))?;
-            Ok::<_, PgWireError>(f(s, how).map(|out| (out, s.status())))
-        };
+        let lock = || self.session.lock().unwrap_or_else(PoisonError::into_inner);
         // One lock when the statement runs here; one more on the thread
         // that may block when it must go there.
-        let ran = step(
-            &mut self.session.lock().unwrap_or_else(PoisonError::into_inner),
-            Attempt::Inline,
-        )?;
-        let (mut out, status) = match ran {
-            Some(done) => done,
-            None => tokio::task::block_in_place(|| {
-                step(
-                    &mut self.session.lock().unwrap_or_else(PoisonError::into_inner),
-                    Attempt::Blocking,
-                )
-            })?
-            .ok_or_else(|| internal("a statement did not run where it may block"))?,
+        let (mut out, status) = {
+            let mut g = lock();
+            let s = session_of(&mut g)?;
+            match inline(s) {
+                Ok(out) => (out, s.status()),
+                Err(rest) => {
+                    drop(g);
+                    tokio::task::block_in_place(|| {
+                        let mut g = lock();
+                        let s = session_of(&mut g)?;
+                        let out = blocking(s, rest);
+                        Ok::<_, PgWireError>((out, s.status()))
+                    })?
+                }
+            }
         };
         // The permit is held until the commit is durable (ADM.1).
         let mut done = Vec::new();
@@ -208,22 +206,16 @@ impl Drop for Conn {
     }
 }
 
-/// Where [`Conn::run`] calls its statement.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Attempt {
-    /// On the connection's task: run only what cannot wait, or what an
-    /// attempt with waits refused finished; else `None`, nothing changed.
-    Inline,
-    /// On a thread that may block: must run.
-    Blocking,
+/// The session of a connection whose startup finished.
+fn session_of(g: &mut Option<Session>) -> PgWireResult<&mut Session> {
+    g.as_mut()
+        .ok_or_else(|| internal("no session: startup did not finish"))
 }
 
-impl Attempt {
-    /// Run `f` only where it may block (a statement that is never tried
-    /// inline: COPY's data may roll back its rows).
-    fn blocking<T>(self, f: impl FnOnce() -> T) -> Option<T> {
-        (self == Attempt::Blocking).then(f)
-    }
+/// [`Conn::run`]'s `inline` for what never runs on the connection's task
+/// (COPY's data and end may roll its rows back).
+fn not_inline<T>(_: &mut Session) -> Result<T, ()> {
+    Err(())
 }
 
 fn internal(msg: impl Into<String>) -> PgWireError {
@@ -338,11 +330,14 @@ impl SimpleQueryHandler for Conn {
     {
         let (results, commits) = self
             .run(
-                |s, how| match how {
-                    Attempt::Inline if s.text_never_waits(query) => Some(s.execute_deferred(query)),
-                    Attempt::Inline => s.try_execute_deferred(query).map(|r| vec![r]),
-                    Attempt::Blocking => Some(s.execute_deferred(query)),
+                |s| {
+                    if s.text_never_waits(query) {
+                        Ok(s.execute_deferred(query))
+                    } else {
+                        s.try_execute_deferred(query).map(|r| vec![r])
+                    }
                 },
+                Session::execute_parsed_deferred,
                 |results: &mut Vec<SqlResult<Deferred>>| {
                     results
                         .iter_mut()
@@ -379,10 +374,7 @@ impl CopyHandler for Conn {
     {
         let bytes = data.data;
         let (r, _) = self
-            .run(
-                |s, how| how.blocking(|| s.copy_data(&bytes)),
-                |_| Vec::new(),
-            )
+            .run(not_inline, |s, ()| s.copy_data(&bytes), |_| Vec::new())
             .await?;
         r.map_err(|e| wire::user_error(&e))
     }
@@ -394,10 +386,7 @@ impl CopyHandler for Conn {
         PgWireError: From<<C as Sink<Backend>>::Error>,
     {
         let (r, commits) = self
-            .run(
-                |s, how| how.blocking(|| s.copy_done_deferred()),
-                deferred_commit,
-            )
+            .run(not_inline, |s, ()| s.copy_done_deferred(), deferred_commit)
             .await?;
         let out = settle(r, commits.into_iter().next()).map_err(|e| wire::user_error(&e))?;
         client
@@ -414,10 +403,7 @@ impl CopyHandler for Conn {
     {
         let message = fail.message;
         match self
-            .run(
-                |s, how| how.blocking(|| s.copy_fail(&message)),
-                |_| Vec::new(),
-            )
+            .run(not_inline, |s, ()| s.copy_fail(&message), |_| Vec::new())
             .await
         {
             Ok((e, _)) => wire::user_error(&e),
@@ -658,13 +644,14 @@ impl ExtendedQueryHandler for Conn {
         }
         let (r, mut commits) = self
             .run(
-                |s, how| match how {
-                    Attempt::Inline if s.never_waits(&p) => {
-                        Some(s.execute_prepared_deferred(&p, &values))
+                |s| {
+                    if s.never_waits(&p) {
+                        Ok(s.execute_prepared_deferred(&p, &values))
+                    } else {
+                        s.try_execute_prepared_deferred(&p, &values).ok_or(())
                     }
-                    Attempt::Inline => s.try_execute_prepared_deferred(&p, &values),
-                    Attempt::Blocking => Some(s.execute_prepared_deferred(&p, &values)),
                 },
+                |s, ()| s.execute_prepared_deferred(&p, &values),
                 deferred_commit,
             )
             .await?;

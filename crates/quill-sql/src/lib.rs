@@ -41,6 +41,6 @@ pub mod types;
 pub use error::{SqlError, SqlResult, SqlState};
 pub use prepared::Prepared;
 pub use session::{
-    CancelHandle, ColumnDesc, CopyStream, Deferred, MAX_ATTEMPTED_INSERT_ROWS, Output, Session,
-    SessionInfo, TxnStatus,
+    CancelHandle, ColumnDesc, CopyStream, Deferred, MAX_ATTEMPTED_INSERT_ROWS, Output, Parsed,
+    Session, SessionInfo, TxnStatus,
 };

@@ -138,6 +138,12 @@ impl Default for SessionInfo {
     }
 }
 
+/// A query text parsed into its statements
+/// ([`Session::try_execute_deferred`] hands it back when the text must run
+/// where the thread may block).
+#[derive(Debug)]
+pub struct Parsed(Vec<Stmt>);
+
 /// The most rows an INSERT may have to be attempted on a thread that must
 /// not block ([`Session::try_execute_prepared_deferred`]).
 pub const MAX_ATTEMPTED_INSERT_ROWS: usize = 16;
@@ -581,8 +587,16 @@ impl Session {
         p: &Prepared,
         params: &[Value],
     ) -> SqlResult<Deferred> {
+        self.deferred(|s| s.execute_prepared(p, params))
+    }
+
+    /// Run `f` with the commit it makes handed back instead of waited for.
+    fn deferred(
+        &mut self,
+        f: impl FnOnce(&mut Session) -> SqlResult<Output>,
+    ) -> SqlResult<Deferred> {
         self.defer_commit = true;
-        let r = self.execute_prepared(p, params);
+        let r = f(self);
         self.defer_commit = false;
         let commit = self.pending_commit.take();
         r.map(|output| Deferred { output, commit })
@@ -593,16 +607,18 @@ impl Session {
     /// several statements runs as `execute` does (each commit waited
     /// for, so each statement sees the ones before it).
     pub fn execute_deferred(&mut self, sql: &str) -> Vec<SqlResult<Deferred>> {
-        let stmts = match parse_statements(sql) {
-            Ok(s) => s,
-            Err(e) => return vec![Err(e)],
-        };
+        match parse_statements(sql) {
+            Ok(stmts) => self.execute_parsed_deferred(Parsed(stmts)),
+            Err(e) => vec![Err(e)],
+        }
+    }
+
+    /// [`Session::execute_deferred`] for a text already parsed (what a
+    /// refused [`Session::try_execute_deferred`] hands back).
+    pub fn execute_parsed_deferred(&mut self, parsed: Parsed) -> Vec<SqlResult<Deferred>> {
+        let stmts = parsed.0;
         if let [one] = stmts.as_slice() {
-            self.defer_commit = true;
-            let r = self.run_stmt(one, &[]);
-            self.defer_commit = false;
-            let commit = self.pending_commit.take();
-            return vec![r.map(|output| Deferred { output, commit })];
+            return vec![self.deferred(|s| s.run_stmt(one, &[]))];
         }
         let mut out = Vec::with_capacity(stmts.len());
         for s in &stmts {
@@ -639,25 +655,22 @@ impl Session {
     }
 
     /// [`Session::try_execute_prepared_deferred`] for a query text:
-    /// attempted only when it is one INSERT, UPDATE, DELETE or SELECT.
-    pub fn try_execute_deferred(&mut self, sql: &str) -> Option<SqlResult<Deferred>> {
+    /// attempted only when it is one INSERT, UPDATE, DELETE or SELECT (a
+    /// text that does not parse is answered here). Otherwise the parsed
+    /// text comes back, for [`Session::execute_parsed_deferred`] on a
+    /// thread that may block, so the text is parsed once either way.
+    pub fn try_execute_deferred(&mut self, sql: &str) -> Result<SqlResult<Deferred>, Parsed> {
         let stmts = match parse_statements(sql) {
             Ok(s) => s,
-            Err(e) => return Some(Err(e)),
+            Err(e) => return Ok(Err(e)),
         };
-        let [one] = stmts.as_slice() else {
-            return None;
-        };
-        if !self.may_attempt(Some(one)) {
-            return None;
+        if let [one] = stmts.as_slice()
+            && self.may_attempt(Some(one))
+            && let Some(r) = self.attempt(|s| s.deferred(|s| s.run_stmt(one, &[])))
+        {
+            return Ok(r);
         }
-        self.attempt(|s| {
-            s.defer_commit = true;
-            let r = s.run_stmt(one, &[]);
-            s.defer_commit = false;
-            let commit = s.pending_commit.take();
-            r.map(|output| Deferred { output, commit })
-        })
+        Err(Parsed(stmts))
     }
 
     /// Whether `stmt` may be attempted without waiting: a plain DML or

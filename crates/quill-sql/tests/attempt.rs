@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use quill::catalog::Value;
 use quill::{Db, Options};
-use quill_sql::{Deferred, Output, Session, SqlResult, TxnStatus};
+use quill_sql::{Deferred, Output, Parsed, Session, SqlResult, TxnStatus};
 
 fn db() -> (tempfile::TempDir, Arc<Db>) {
     let dir = tempfile::tempdir().unwrap();
@@ -30,6 +30,21 @@ fn ok(r: Option<SqlResult<Deferred>>) -> Output {
     d.output
 }
 
+/// A session holding row 2's lock in an open block.
+fn holder_of_row_2(db: &Arc<Db>) -> Session {
+    let mut holder = Session::new(Arc::clone(db));
+    for sql in ["BEGIN", "UPDATE t SET v = 200 WHERE id = 2"] {
+        holder.execute(sql).remove(0).unwrap();
+    }
+    holder
+}
+
+/// Runs the statement on a thread that may wait: the parsed text a
+/// refused attempt hands back, exactly as the server does.
+fn rerun(s: &mut Session, parsed: Parsed) -> Deferred {
+    s.execute_parsed_deferred(parsed).remove(0).unwrap()
+}
+
 fn values(s: &mut Session) -> Vec<Value> {
     let out = s.execute("SELECT v FROM t ORDER BY id").remove(0).unwrap();
     out.rows.into_iter().map(|mut r| r.remove(0)).collect()
@@ -43,7 +58,9 @@ fn ints(v: &[i32]) -> Vec<Value> {
 fn a_free_statement_runs_in_its_attempt() {
     let (_d, db) = db();
     let mut s = Session::new(db);
-    let out = ok(s.try_execute_deferred("UPDATE t SET v = v + 1 WHERE id = 1"));
+    let out = ok(s
+        .try_execute_deferred("UPDATE t SET v = v + 1 WHERE id = 1")
+        .ok());
     assert_eq!(out.tag, "UPDATE 1");
     let p = s.prepare("SELECT v FROM t WHERE id = $1", &[None]).unwrap();
     let out = ok(s.try_execute_prepared_deferred(&p, &[Value::Int32(1)]));
@@ -54,13 +71,8 @@ fn a_free_statement_runs_in_its_attempt() {
 #[test]
 fn a_statement_that_meets_a_lock_is_undone_and_runs_once_after() {
     let (_d, db) = db();
-    let mut holder = Session::new(Arc::clone(&db));
+    let mut holder = holder_of_row_2(&db);
     let mut s = Session::new(Arc::clone(&db));
-    holder.execute("BEGIN").remove(0).unwrap();
-    holder
-        .execute("UPDATE t SET v = 200 WHERE id = 2")
-        .remove(0)
-        .unwrap();
 
     // In a block: an earlier statement's change stays, the attempted one
     // (row 1 changed, then row 2 locked) is undone, the block is intact.
@@ -69,7 +81,7 @@ fn a_statement_that_meets_a_lock_is_undone_and_runs_once_after() {
         .remove(0)
         .unwrap();
     let both = "UPDATE t SET v = v + 1 WHERE id IN (1, 2)";
-    assert!(s.try_execute_deferred(both).is_none());
+    let parsed = s.try_execute_deferred(both).expect_err("refused");
     assert_eq!(s.status(), TxnStatus::InBlock, "not failed");
     let p = s.prepare(both, &[]).unwrap();
     assert!(s.try_execute_prepared_deferred(&p, &[]).is_none());
@@ -77,16 +89,15 @@ fn a_statement_that_meets_a_lock_is_undone_and_runs_once_after() {
 
     // Autocommit: the attempt's own transaction is rolled back whole.
     let mut auto = Session::new(Arc::clone(&db));
-    assert!(auto.try_execute_deferred(both).is_none());
+    let auto_parsed = auto.try_execute_deferred(both).expect_err("refused");
     assert_eq!(auto.status(), TxnStatus::Idle);
 
     holder.execute("COMMIT").remove(0).unwrap();
     // Run again where waiting is allowed: applied exactly once.
-    let r = s.execute_deferred(both).remove(0).unwrap();
-    assert_eq!(r.output.tag, "UPDATE 2");
+    assert_eq!(rerun(&mut s, parsed).output.tag, "UPDATE 2");
     s.execute("COMMIT").remove(0).unwrap();
     assert_eq!(values(&mut s), ints(&[11, 201, 33]));
-    let r = auto.execute_deferred(both).remove(0).unwrap();
+    let r = rerun(&mut auto, auto_parsed);
     r.commit.unwrap().commit().unwrap();
     assert_eq!(values(&mut s), ints(&[12, 202, 33]));
 }
@@ -99,8 +110,10 @@ fn only_plain_statements_of_a_healthy_session_are_attempted() {
         .map(|k| format!("({k}, 0)"))
         .collect();
     let many = format!("INSERT INTO t VALUES {}", many.join(", "));
-    assert!(s.try_execute_deferred(&many).is_none(), "a large INSERT");
-    let few = ok(s.try_execute_deferred("INSERT INTO t VALUES (4, 40), (5, 50)"));
+    assert!(s.try_execute_deferred(&many).is_err(), "a large INSERT");
+    let few = ok(s
+        .try_execute_deferred("INSERT INTO t VALUES (4, 40), (5, 50)")
+        .ok());
     assert_eq!(few.tag, "INSERT 0 2");
     for text in [
         "CREATE TABLE u(a INT PRIMARY KEY)",
@@ -111,7 +124,7 @@ fn only_plain_statements_of_a_healthy_session_are_attempted() {
         "CHECKPOINT",
         "SELECT 1; SELECT 2",
     ] {
-        assert!(s.try_execute_deferred(text).is_none(), "{text}");
+        assert!(s.try_execute_deferred(text).is_err(), "{text}");
     }
     assert!(
         s.execute("SELECT * FROM u").remove(0).is_err(),
@@ -120,33 +133,25 @@ fn only_plain_statements_of_a_healthy_session_are_attempted() {
     // A failed block refuses every statement but ROLLBACK; not attempted.
     s.execute("BEGIN").remove(0).unwrap();
     assert!(s.execute("SELECT nope FROM t").remove(0).is_err());
-    assert!(s.try_execute_deferred("SELECT 1").is_none());
+    assert!(s.try_execute_deferred("SELECT 1").is_err());
     assert_eq!(s.status(), TxnStatus::Failed);
     // A syntax error is the attempt's answer (nothing can wait).
     let mut fresh = Session::new(db);
-    assert!(matches!(
-        fresh.try_execute_deferred("SELEC 1"),
-        Some(Err(_))
-    ));
+    assert!(matches!(fresh.try_execute_deferred("SELEC 1"), Ok(Err(_))));
 }
 
 #[test]
 fn a_cancel_during_a_refused_attempt_stops_the_rerun() {
     let (_d, db) = db();
-    let mut holder = Session::new(Arc::clone(&db));
-    holder.execute("BEGIN").remove(0).unwrap();
-    holder
-        .execute("UPDATE t SET v = 200 WHERE id = 2")
-        .remove(0)
-        .unwrap();
+    let mut holder = holder_of_row_2(&db);
     let mut s = Session::new(Arc::clone(&db));
     let both = "UPDATE t SET v = v + 1 WHERE id IN (1, 2)";
-    assert!(s.try_execute_deferred(both).is_none());
+    let parsed = s.try_execute_deferred(both).expect_err("refused");
     // The client's CancelRequest lands between the attempt and the rerun:
     // the rerun stops at the lock instead of waiting out its timeout.
     s.cancel_handle().cancel();
     let started = std::time::Instant::now();
-    let Err(err) = s.execute_deferred(both).remove(0) else {
+    let Err(err) = s.execute_parsed_deferred(parsed).remove(0) else {
         panic!("the rerun was not canceled");
     };
     assert_eq!(err.state, quill_sql::SqlState::QUERY_CANCELED, "{err}");
