@@ -11,8 +11,21 @@ sysbench counts 40001, 40P01 and 23505 as "ignored errors" and retries
 the event; any other error ends the run with a non-zero exit, recorded
 here as `ok: false`.
 
+`--clients sysbench,pgbench` also runs each test's statement from
+PostgreSQL's pgbench (`-M prepared`, `--pgbench-jobs` client threads,
+default 1), right after sysbench at the same connection count, on the
+same table (oltp_update_non_index and oltp_point_select only). sysbench
+runs one client thread per connection, so at 1,024 connections its own
+threads share the machine with the server, and on a loopback connection
+the kernel wakes the sleeping client thread inside the server's send;
+pgbench multiplexes every connection over its few threads. Each record
+names its client; the server's log bytes per transaction are recorded
+for both, to show they did the same work.
+
 Example:
   bench/sysbench.py --quill target/release/quill --threads 1,16,64 --time 10
+  bench/sysbench.py --tests oltp_update_non_index --threads 64,1024 --time 60 \
+    --clients sysbench,pgbench --server-cpus 1 --client-cpus 0
 """
 
 import argparse
@@ -76,6 +89,59 @@ def wait_for_port(port, proc, timeout=60):
     raise SystemExit(f"quill serve did not listen on {port} within {timeout} s")
 
 
+# The statement of a sysbench test as a pgbench script (`-M prepared`,
+# so `:name` variables travel as Bind parameters, as sysbench's do).
+# oltp_update_non_index sets `c` to 119 characters of digit groups, as
+# sysbench does, whose first group varies.
+PGBENCH_SCRIPTS = {
+    "oltp_update_non_index": (
+        "\\set id random(1, {size})\n"
+        "\\set r random(10000000000, 99999999999)\n"
+        "UPDATE sbtest1 SET c = :r || '-" + "-".join(["68487932199"] * 9) + "' WHERE id = :id;\n"
+    ),
+    "oltp_point_select": (
+        "\\set id random(1, {size})\n"
+        "SELECT c FROM sbtest1 WHERE id = :id;\n"
+    ),
+}
+
+
+def parse_pgbench(out):
+    """The figures of one pgbench run's report."""
+    r = {}
+    m = re.search(r"number of transactions actually processed:\s+(\d+)", out)
+    if m:
+        r["transactions"] = int(m.group(1))
+    m = re.search(r"number of failed transactions:\s+(\d+)", out)
+    if m:
+        r["failed"] = int(m.group(1))
+    m = re.search(r"tps = ([\d.]+)", out)
+    if m:
+        r["tps"] = float(m.group(1))
+    m = re.search(r"latency average = ([\d.]+) ms", out)
+    if m:
+        r["avg_ms"] = float(m.group(1))
+    return r
+
+
+def status(port, names):
+    """Counters of the server's `SHOW quill.status`, by name."""
+    p = subprocess.run(
+        ["psql", "-X", "-At", "-h", "127.0.0.1", "-p", str(port), "-U", "sbtest", "-d", "sbtest",
+         "-c", "SHOW quill.status"],
+        capture_output=True, text=True,
+    )
+    out = {}
+    for line in p.stdout.splitlines():
+        name, _, value = line.partition("|")
+        if name in names:
+            try:
+                out[name] = float(value)
+            except ValueError:
+                pass
+    return out
+
+
 def parse(out):
     """The figures of one sysbench run's report."""
     r = {}
@@ -98,6 +164,56 @@ def parse(out):
     return r
 
 
+def run_one(client, test, threads, args, common, client_pin, server_pid, port):
+    """One run of `test` at `threads` connections from `client`: its
+    figures, the server's CPU per transaction (from /proc) and, from the
+    server's own counters, its log bytes per transaction."""
+    counters = ["txn.commits", "store.log.append_payload_bytes"]
+    before = status(port, counters)
+    cpu0 = cpu_seconds(server_pid)
+    client0 = os.times()
+    if client == "sysbench":
+        p = subprocess.run(
+            [*client_pin, "sysbench", test, *common, f"--threads={threads}", f"--time={args.time}",
+             "--report-interval=0", "run"],
+            capture_output=True, text=True,
+        )
+    else:
+        with tempfile.NamedTemporaryFile("w", suffix=".sql") as script:
+            script.write(PGBENCH_SCRIPTS[test].format(size=args.table_size))
+            script.flush()
+            p = subprocess.run(
+                [*client_pin, "pgbench", "-n", "-M", "prepared", "-h", "127.0.0.1", "-p", str(port),
+                 "-U", "sbtest", "-c", str(threads), "-j", str(min(args.pgbench_jobs, threads)),
+                 "-T", str(args.time), "-f", script.name, "sbtest"],
+                capture_output=True, text=True,
+            )
+    cpu = cpu_seconds(server_pid) - cpu0
+    client1 = os.times()
+    # The client's CPU (user + system of the finished child process).
+    client_cpu = (client1.children_user - client0.children_user) + (
+        client1.children_system - client0.children_system)
+    after = status(port, counters)
+    r = {"test": test, "client": client, "threads": threads, "seconds": args.time,
+         "ok": p.returncode == 0}
+    r.update(parse(p.stdout) if client == "sysbench" else parse_pgbench(p.stdout))
+    if r.get("failed"):
+        r["ok"] = False
+    if r.get("transactions"):
+        # Server CPU (user + system) per transaction, from /proc.
+        r["server_cpu_us_per_txn"] = round(cpu * 1e6 / r["transactions"], 1)
+        r["server_cpu_share"] = round(cpu / args.time, 2)
+        r["client_cpu_us_per_txn"] = round(client_cpu * 1e6 / r["transactions"], 1)
+        r["client_cpu_share"] = round(client_cpu / args.time, 2)
+    commits = after.get("txn.commits", 0) - before.get("txn.commits", 0)
+    if commits > 0:
+        logged = after.get("store.log.append_payload_bytes", 0) - before.get("store.log.append_payload_bytes", 0)
+        r["log_payload_bytes_per_commit"] = round(logged / commits, 1)
+    if not r["ok"]:
+        r["output"] = (p.stdout + p.stderr)[-2000:]
+    return r
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quill", default="target/release/quill", help="the quill binary")
@@ -111,7 +227,20 @@ def main():
     ap.add_argument("--server-log", help="keep the server's output here")
     ap.add_argument("--server-cpus", help="run the server on these CPUs only (taskset -c LIST)")
     ap.add_argument("--client-cpus", help="run sysbench on these CPUs only (taskset -c LIST)")
+    ap.add_argument("--clients", default="sysbench",
+                    help="comma-separated: sysbench, pgbench (each run at every thread count, in this order)")
+    ap.add_argument("--pgbench-jobs", type=int, default=1, help="pgbench's client threads (-j)")
     args = ap.parse_args()
+    clients = args.clients.split(",")
+    for c in clients:
+        if c not in ("sysbench", "pgbench"):
+            raise SystemExit(f"unknown client {c!r}: sysbench or pgbench")
+    if "pgbench" in clients:
+        if shutil.which("pgbench") is None:
+            raise SystemExit("pgbench not found: apt-get install postgresql-15 (Debian ships pgbench with the server)")
+        unsupported = [t for t in args.tests.split(",") if t not in PGBENCH_SCRIPTS]
+        if unsupported:
+            raise SystemExit(f"pgbench runs only {', '.join(PGBENCH_SCRIPTS)}, not {', '.join(unsupported)}")
     server_pin = ["taskset", "-c", args.server_cpus] if args.server_cpus else []
     client_pin = ["taskset", "-c", args.client_cpus] if args.client_cpus else []
 
@@ -147,31 +276,21 @@ def main():
                 subprocess.run(["sysbench", test, *common, "cleanup"], capture_output=True, text=True)
                 continue
             for threads in [int(t) for t in args.threads.split(",")]:
-                cpu0 = cpu_seconds(server.pid)
-                p = subprocess.run(
-                    [*client_pin, "sysbench", test, *common, f"--threads={threads}", f"--time={args.time}",
-                     "--report-interval=0", "run"],
-                    capture_output=True, text=True,
-                )
-                cpu = cpu_seconds(server.pid) - cpu0
-                r = {"test": test, "threads": threads, "seconds": args.time, "ok": p.returncode == 0}
-                r.update(parse(p.stdout))
-                if r.get("transactions"):
-                    # Server CPU (user + system) per transaction, from /proc.
-                    r["server_cpu_us_per_txn"] = round(cpu * 1e6 / r["transactions"], 1)
-                    r["server_cpu_share"] = round(cpu / args.time, 2)
-                if p.returncode != 0:
-                    failures += 1
-                    r["output"] = (p.stdout + p.stderr)[-2000:]
-                results.append(r)
-                print(
-                    f"{test:24} threads {threads:4}: "
-                    + (f"{r.get('tps', 0):10.1f} tps  p95 {r.get('p95_ms', 0):8.2f} ms  "
-                       f"ignored errors {r.get('ignored_errors', 0)}  "
-                       f"server {r.get('server_cpu_us_per_txn', 0):.0f} us CPU/txn"
-                       if r["ok"] else "FAILED\n" + r["output"]),
-                    flush=True,
-                )
+                for client in clients:
+                    r = run_one(client, test, threads, args, common, client_pin, server.pid, port)
+                    if not r["ok"]:
+                        failures += 1
+                    results.append(r)
+                    print(
+                        f"{test:24} {client:8} threads {threads:4}: "
+                        + (f"{r.get('tps', 0):10.1f} tps  "
+                           + (f"p95 {r['p95_ms']:8.2f} ms  " if "p95_ms" in r else f"avg {r.get('avg_ms', 0):8.2f} ms  ")
+                           + f"ignored errors {r.get('ignored_errors', 0)}  "
+                           f"server {r.get('server_cpu_us_per_txn', 0):.0f} us CPU/txn  "
+                           f"client {r.get('client_cpu_us_per_txn', 0):.0f} us"
+                           if r["ok"] else "FAILED\n" + r.get("output", "")),
+                        flush=True,
+                    )
             p = subprocess.run(["sysbench", test, *common, "cleanup"], capture_output=True, text=True)
             if p.returncode != 0:
                 failures += 1
@@ -201,6 +320,8 @@ def main():
         "sysbench": subprocess.run(["sysbench", "--version"], capture_output=True, text=True).stdout.strip(),
         "server_cpus": args.server_cpus,
         "client_cpus": args.client_cpus,
+        "clients": clients,
+        "pgbench_jobs": args.pgbench_jobs if "pgbench" in clients else None,
         "table_size": args.table_size,
         "runs": results,
         "check_ok": check.returncode == 0,

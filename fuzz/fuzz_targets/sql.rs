@@ -16,8 +16,7 @@ struct Fixture {
 fn fixture() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
     F.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("quill-fuzz-sql-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = quill_server::fuzzing::scratch_dir("quill-fuzz-sql");
         let db = Arc::new(quill::Db::open(&dir, quill::Options::default()).expect("open"));
         let mut s = Session::new(db);
         for r in s.execute(

@@ -16,6 +16,7 @@ landed, but at most one more), and `quill check` passes.
 
 import argparse
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -131,7 +132,9 @@ def main():
         failures.append("quill check failed:\n" + check.stdout + check.stderr)
     if failures:
         print("FAILED:\n" + "\n".join(failures), file=sys.stderr)
+        print(f"data directory and server log kept in {tmp}", file=sys.stderr)
         sys.exit(1)
+    shutil.rmtree(tmp, ignore_errors=True)
     print("crash test: ok")
 
 

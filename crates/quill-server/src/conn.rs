@@ -436,12 +436,18 @@ impl QueryParser for Parser {
             .iter()
             .map(|t| t.as_ref().and_then(wire::column_type))
             .collect();
-        // Parsing and binding read the catalog only (no waits): done here.
-        let mut g = self.session.lock().unwrap_or_else(PoisonError::into_inner);
-        let s = g
-            .as_mut()
-            .ok_or_else(|| internal("no session: startup did not finish"))?;
-        let p = s.prepare(sql, &given).map_err(|e| wire::user_error(&e))?;
+        // Parsing and binding read the catalog only: done here unless a
+        // table is held by DDL (a plain CREATE INDEX holds it for its whole
+        // build), then on a thread that may wait, as a statement is.
+        let lock = || self.session.lock().unwrap_or_else(PoisonError::into_inner);
+        let tried = session_of(&mut lock())?.try_prepare(sql, &given);
+        let p = match tried {
+            Some(r) => r,
+            None => tokio::task::block_in_place(|| {
+                Ok::<_, PgWireError>(session_of(&mut lock())?.prepare(sql, &given))
+            })?,
+        }
+        .map_err(|e| wire::user_error(&e))?;
         Ok((!p.is_empty()).then(|| Arc::new(p)))
     }
 

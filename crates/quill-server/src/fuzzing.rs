@@ -37,6 +37,41 @@ impl Drop for WireHarness {
     }
 }
 
+/// A fresh directory name under the system's temporary directory for a
+/// harness that lives in a `static` (never dropped, so never removed by
+/// its process): `PREFIX-PID-RANDOM`. Directories of the same prefix
+/// left by processes that have exited are removed first, so repeated
+/// fuzz and test runs do not fill the disk. A process counts as exited
+/// when `/proc/PID` is gone; without `/proc` nothing is removed.
+pub fn scratch_dir(prefix: &str) -> std::path::PathBuf {
+    let tmp = std::env::temp_dir();
+    if std::path::Path::new("/proc/self").exists()
+        && let Ok(entries) = std::fs::read_dir(&tmp)
+    {
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let Some(rest) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(prefix))
+                .and_then(|r| r.strip_prefix('-'))
+            else {
+                continue;
+            };
+            let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
+            if let Some(pid) = pid
+                && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+            {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    tmp.join(format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    ))
+}
+
 /// The harness, started on first use.
 pub fn harness() -> &'static WireHarness {
     static H: OnceLock<WireHarness> = OnceLock::new();
@@ -49,11 +84,7 @@ pub fn harness() -> &'static WireHarness {
             PANICKED.store(true, Ordering::SeqCst);
             previous(info);
         }));
-        let dir = std::env::temp_dir().join(format!(
-            "quill-wire-fuzz-{}-{}",
-            std::process::id(),
-            rand::random::<u32>()
-        ));
+        let dir = scratch_dir("quill-wire-fuzz");
         let db = quill::Db::open(&dir, quill::Options::default()).expect("open the database");
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)

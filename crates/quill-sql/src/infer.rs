@@ -122,8 +122,12 @@ pub fn param_types(db: &Db, s: &Statement, n: usize) -> Vec<Option<ColumnType>> 
     out
 }
 
+/// The schema of table `name`, if it exists. Inside
+/// [`quill::wait::without_waiting`] a table under DDL is refused, not
+/// waited for (the refusal voids the whole attempt, so `None` here is
+/// never taken for "no such table").
 fn schema_of(db: &Db, name: &ast::ObjectName) -> Option<std::sync::Arc<TableSchema>> {
-    db.table(&table_name(name).ok()?).ok().map(|t| t.schema())
+    db.table(&table_name(name).ok()?).ok()?.try_schema().ok()
 }
 
 fn column(schema: &TableSchema, name: &str) -> Option<ColumnType> {

@@ -517,6 +517,21 @@ impl Session {
         })
     }
 
+    /// [`Session::prepare`] on a thread that must not block (a server's
+    /// event loop): `None` when it would have waited, for a table a DDL
+    /// statement holds (a plain CREATE INDEX holds its table for the whole
+    /// build), and the caller prepares again on a thread that may block.
+    /// Preparing reads the catalog only and changes nothing, so a refused
+    /// attempt leaves nothing to undo.
+    pub fn try_prepare(
+        &mut self,
+        sql: &str,
+        given: &[Option<ColumnType>],
+    ) -> Option<SqlResult<Prepared>> {
+        let (r, refused) = quill::wait::without_waiting(|| self.prepare(sql, given));
+        (!refused).then_some(r)
+    }
+
     /// The result columns `s` returns (`None`: it returns no rows), with
     /// `param_types` the types of its parameters.
     fn describe(

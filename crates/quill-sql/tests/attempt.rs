@@ -161,3 +161,58 @@ fn a_cancel_during_a_refused_attempt_stops_the_rerun() {
     let out = s.execute_deferred(both).remove(0).unwrap();
     assert_eq!(out.output.tag, "UPDATE 2");
 }
+
+/// A Parse (prepare) of a statement on a table that a plain CREATE INDEX
+/// holds for its build is refused on the thread that must not block,
+/// never waited for there; once the build is done it prepares.
+#[test]
+fn preparing_on_a_table_under_ddl_is_refused_not_waited_for() {
+    let (_d, db) = db();
+    let mut s = Session::new(Arc::clone(&db));
+    s.execute("CREATE TABLE big(id INT PRIMARY KEY, v INT NOT NULL)")
+        .remove(0)
+        .unwrap();
+    // Enough rows that the build takes far longer than one attempt.
+    for chunk in 0..40 {
+        let rows: Vec<String> = (0..5000)
+            .map(|i| {
+                let id = chunk * 5000 + i;
+                format!("({id}, {})", id % 977)
+            })
+            .collect();
+        s.execute(&format!("INSERT INTO big VALUES {}", rows.join(",")))
+            .remove(0)
+            .unwrap();
+    }
+    let sql = "UPDATE big SET v = $1 WHERE id = $2";
+    let ddl = std::thread::spawn({
+        let db = Arc::clone(&db);
+        move || {
+            let mut s = Session::new(db);
+            s.execute("CREATE INDEX big_v ON big (v)")
+                .remove(0)
+                .unwrap();
+        }
+    });
+    let mut refused = 0;
+    let mut prepared = 0;
+    while !ddl.is_finished() {
+        match s.try_prepare(sql, &[]) {
+            None => refused += 1,
+            Some(r) => {
+                r.unwrap();
+                prepared += 1;
+            }
+        }
+    }
+    ddl.join().unwrap();
+    // Before the build took the table, and after, it prepares; while the
+    // build held it, every attempt came back refused at once (a waiting
+    // prepare would have returned only after the build).
+    assert!(
+        refused > 0,
+        "never refused ({prepared} prepared during the build)"
+    );
+    let p = s.try_prepare(sql, &[]).expect("not refused").unwrap();
+    assert_eq!(p.param_types().len(), 2);
+}

@@ -12,8 +12,9 @@
 //! and every other insert, update and delete runs prepared.
 //! Failures print proptest's seed and the statement, so a run replays.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 use proptest::prelude::*;
 use quill::catalog::{ColumnType, Value};
@@ -297,19 +298,21 @@ fn run_prepared_n(
     values: &[V],
     times: usize,
 ) -> Result<Vec<Vec<V>>, SqlState> {
-    static PREPARED: OnceLock<Mutex<std::collections::HashMap<String, Prepared>>> = OnceLock::new();
-    let map = PREPARED.get_or_init(Mutex::default);
-    let p = {
-        let mut m = map.lock().unwrap_or_else(|e| e.into_inner());
+    // Per test thread, as the database they were prepared on.
+    thread_local! {
+        static PREPARED: RefCell<std::collections::HashMap<String, Prepared>> = RefCell::default();
+    }
+    let p = PREPARED.with(|cell| {
+        let mut m = cell.borrow_mut();
         match m.get(template) {
-            Some(p) => p.clone(),
+            Some(p) => Ok(p.clone()),
             None => {
                 let p = s.prepare(template, &[]).map_err(|e| e.state)?;
                 m.insert(template.to_string(), p.clone());
-                p
+                Ok(p)
             }
         }
-    };
+    })?;
     let params: Vec<Value> = values
         .iter()
         .zip(p.param_types())
@@ -367,16 +370,25 @@ fn run(s: &mut Session, sql: &str) -> Result<Vec<Vec<V>>, SqlState> {
 }
 
 fn check(ops: Vec<Op>) {
-    // One database for every case (opening one costs most of a case);
-    // each case starts from a new, empty table.
-    static SESSION: OnceLock<Mutex<(tempfile::TempDir, Session)>> = OnceLock::new();
-    let m = SESSION.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Arc::new(Db::open(dir.path(), Options::default()).unwrap());
-        Mutex::new((dir, Session::new(db)))
-    });
-    let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
-    let s = &mut g.1;
+    // One database for every case of a test (opening one costs most of a
+    // case); each case starts from a new, empty table. Per test thread, so
+    // the directory is removed when the test ends (a `static` is never
+    // dropped, and left a database behind in /tmp on every run).
+    thread_local! {
+        static SESSION: RefCell<Option<(Session, tempfile::TempDir)>> = const { RefCell::new(None) };
+    }
+    SESSION.with(|cell| {
+        let mut g = cell.borrow_mut();
+        let (s, _) = g.get_or_insert_with(|| {
+            let dir = tempfile::tempdir().unwrap();
+            let db = Arc::new(Db::open(dir.path(), Options::default()).unwrap());
+            (Session::new(db), dir)
+        });
+        check_in(s, ops)
+    })
+}
+
+fn check_in(s: &mut Session, ops: Vec<Op>) {
     for r in s.execute(
         "DROP TABLE IF EXISTS m; CREATE TABLE m (k int PRIMARY KEY, a int, b varchar(40), c bigint); \
          CREATE INDEX m_a ON m (a); CREATE INDEX m_bc ON m (b, c)",

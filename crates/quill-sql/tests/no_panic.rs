@@ -3,24 +3,33 @@
 //! rows end in a result or an error, and the session still answers a
 //! query afterwards. (Failures print proptest's seed, so a run replays.)
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::cell::RefCell;
+use std::sync::Arc;
 
 use proptest::prelude::*;
 use quill::Db;
 use quill_sql::Session;
 
-/// One database for all cases (opening one per case costs most of the
-/// run); each case starts from the same table, recreated if a case
-/// dropped or emptied it.
+/// One database for all cases of a test (opening one per case costs most
+/// of the run); each case starts from the same table, recreated if a case
+/// dropped or emptied it. Per test thread, so the directory is removed
+/// when the test ends (a `static` is never dropped).
 fn with_session(f: impl FnOnce(&mut Session)) {
-    static SESSION: OnceLock<Mutex<(tempfile::TempDir, Session)>> = OnceLock::new();
-    let m = SESSION.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Arc::new(Db::open(dir.path(), quill::Options::default()).unwrap());
-        Mutex::new((dir, Session::new(db)))
-    });
-    let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
-    let s = &mut g.1;
+    thread_local! {
+        static SESSION: RefCell<Option<(Session, tempfile::TempDir)>> = const { RefCell::new(None) };
+    }
+    SESSION.with(|cell| {
+        let mut g = cell.borrow_mut();
+        let (s, _) = g.get_or_insert_with(|| {
+            let dir = tempfile::tempdir().unwrap();
+            let db = Arc::new(Db::open(dir.path(), quill::Options::default()).unwrap());
+            (Session::new(db), dir)
+        });
+        with_table(s, f)
+    })
+}
+
+fn with_table(s: &mut Session, f: impl FnOnce(&mut Session)) {
     let _ = s.execute("ROLLBACK");
     for r in s.execute(
         "DROP TABLE IF EXISTS t, u;
