@@ -19,8 +19,12 @@ runs one client thread per connection, so at 1,024 connections its own
 threads share the machine with the server, and on a loopback connection
 the kernel wakes the sleeping client thread inside the server's send;
 pgbench multiplexes every connection over its few threads. Each record
-names its client; the server's log bytes per transaction are recorded
-for both, to show they did the same work.
+names its client; the server's log payload bytes per commit (from
+`SHOW quill.status`, when psql is installed) are recorded for both, to
+show they did the same work. sysbench picks rows with its default
+`--rand-type=special` (three quarters of the events on 1% of the rows)
+unless `--rand-type uniform` is given; pgbench's scripts pick them
+uniformly, so compare the two clients with `--rand-type uniform`.
 
 Example:
   bench/sysbench.py --quill target/release/quill --threads 1,16,64 --time 10
@@ -125,9 +129,12 @@ def parse_pgbench(out):
 
 
 def status(port, names):
-    """Counters of the server's `SHOW quill.status`, by name."""
+    """Counters of the server's `SHOW quill.status`, by name (none
+    without psql; `-w`: never prompt for a password)."""
+    if shutil.which("psql") is None:
+        return {}
     p = subprocess.run(
-        ["psql", "-X", "-At", "-h", "127.0.0.1", "-p", str(port), "-U", "sbtest", "-d", "sbtest",
+        ["psql", "-X", "-w", "-At", "-h", "127.0.0.1", "-p", str(port), "-U", "sbtest", "-d", "sbtest",
          "-c", "SHOW quill.status"],
         capture_output=True, text=True,
     )
@@ -175,7 +182,7 @@ def run_one(client, test, threads, args, common, client_pin, server_pid, port):
     if client == "sysbench":
         p = subprocess.run(
             [*client_pin, "sysbench", test, *common, f"--threads={threads}", f"--time={args.time}",
-             "--report-interval=0", "run"],
+             "--report-interval=0", *([f"--rand-type={args.rand_type}"] if args.rand_type else []), "run"],
             capture_output=True, text=True,
         )
     else:
@@ -226,7 +233,8 @@ def main():
     ap.add_argument("--out", help="write the JSON results here")
     ap.add_argument("--server-log", help="keep the server's output here")
     ap.add_argument("--server-cpus", help="run the server on these CPUs only (taskset -c LIST)")
-    ap.add_argument("--client-cpus", help="run sysbench on these CPUs only (taskset -c LIST)")
+    ap.add_argument("--client-cpus", help="run the client (sysbench, pgbench) on these CPUs only (taskset -c LIST)")
+    ap.add_argument("--rand-type", help="sysbench's --rand-type (its default: special; pgbench's scripts: uniform)")
     ap.add_argument("--clients", default="sysbench",
                     help="comma-separated: sysbench, pgbench (each run at every thread count, in this order)")
     ap.add_argument("--pgbench-jobs", type=int, default=1, help="pgbench's client threads (-j)")
@@ -241,6 +249,8 @@ def main():
         unsupported = [t for t in args.tests.split(",") if t not in PGBENCH_SCRIPTS]
         if unsupported:
             raise SystemExit(f"pgbench runs only {', '.join(PGBENCH_SCRIPTS)}, not {', '.join(unsupported)}")
+        if args.tables != 1:
+            raise SystemExit("pgbench's scripts use sbtest1 only: run them with --tables 1")
     server_pin = ["taskset", "-c", args.server_cpus] if args.server_cpus else []
     client_pin = ["taskset", "-c", args.client_cpus] if args.client_cpus else []
 
@@ -321,6 +331,7 @@ def main():
         "server_cpus": args.server_cpus,
         "client_cpus": args.client_cpus,
         "clients": clients,
+        "rand_type": args.rand_type or "special (sysbench's default)",
         "pgbench_jobs": args.pgbench_jobs if "pgbench" in clients else None,
         "table_size": args.table_size,
         "runs": results,

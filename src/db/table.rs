@@ -62,8 +62,12 @@ pub struct Table {
 
 impl Table {
     /// The table's name.
+    ///
+    /// Never waits: it reads the copy of the schema kept beside its lock
+    /// (a name does not change under DDL), so formatting a statement that
+    /// names the table cannot wait out an index build.
     pub fn name(&self) -> String {
-        self.state.schema.read().def.name.clone()
+        self.state.latest().def.name.clone()
     }
 
     /// The table's current schema (waits while a DDL statement holds

@@ -27,8 +27,11 @@
 //! * Admission is by active transactions ([`crate::default_admission`]):
 //!   a connection takes a permit when it starts a statement with no
 //!   transaction open and gives it back when its session is idle again,
-//!   so at most that many transactions (and so statements, and blocking
-//!   threads) are active, however many connections there are. The bound
+//!   so at most that many transactions (and so statements, and threads
+//!   they block) are active, however many connections there are. (A Parse
+//!   that must wait for a table under DDL holds no permit: it waits on
+//!   tokio's blocking pool, at most [`crate::SLOW_PARSES`] at once, the
+//!   others as queued tasks, so it strands no worker.) The bound
 //!   is derived from the machine's cores and stays below tokio's 512
 //!   blocking threads, so a statement waiting for a lock always has a
 //!   thread, and the holder of that lock can always run its COMMIT (it
@@ -113,11 +116,13 @@ impl Conn {
     pub(crate) fn new(shared: Arc<Shared>) -> Arc<Conn> {
         let pid = shared.next_pid.fetch_add(1, Ordering::Relaxed);
         let session: SessionSlot = Arc::default();
+        let slow = Arc::clone(&shared.slow_parses);
         Arc::new(Conn {
             shared,
             pid,
             parser: Arc::new(Parser {
                 session: session.clone(),
+                slow,
             }),
             session,
             permit: tokio::sync::Mutex::new(None),
@@ -417,6 +422,8 @@ impl CopyHandler for Conn {
 /// prepared statements).
 pub(crate) struct Parser {
     session: SessionSlot,
+    /// Permits to wait on the blocking pool ([`crate::SLOW_PARSES`]).
+    slow: Arc<tokio::sync::Semaphore>,
 }
 
 #[async_trait]
@@ -438,14 +445,30 @@ impl QueryParser for Parser {
             .collect();
         // Parsing and binding read the catalog only: done here unless a
         // table is held by DDL (a plain CREATE INDEX holds it for its whole
-        // build), then on a thread that may wait, as a statement is.
-        let lock = || self.session.lock().unwrap_or_else(PoisonError::into_inner);
-        let tried = session_of(&mut lock())?.try_prepare(sql, &given);
+        // build). Then on tokio's blocking pool, awaited: unlike a
+        // statement, a Parse holds no admission permit, so any number of
+        // connections may be here at once. At most SLOW_PARSES of them
+        // hold a blocking thread; the rest wait as tasks, stranding no
+        // worker and leaving the pool's threads to statements.
+        let tried = session_of(&mut self.session.lock().unwrap_or_else(PoisonError::into_inner))?
+            .try_prepare(sql, &given);
         let p = match tried {
             Some(r) => r,
-            None => tokio::task::block_in_place(|| {
-                Ok::<_, PgWireError>(session_of(&mut lock())?.prepare(sql, &given))
-            })?,
+            None => {
+                let permit = Arc::clone(&self.slow)
+                    .acquire_owned()
+                    .await
+                    .map_err(|_| internal("the server is shutting down"))?;
+                let slot = Arc::clone(&self.session);
+                let sql = sql.to_owned();
+                tokio::task::spawn_blocking(move || {
+                    let _permit = permit;
+                    let mut g = slot.lock().unwrap_or_else(PoisonError::into_inner);
+                    session_of(&mut g).map(|s| s.prepare(&sql, &given))
+                })
+                .await
+                .map_err(|e| internal(format!("preparing the statement failed: {e}")))??
+            }
         }
         .map_err(|e| wire::user_error(&e))?;
         Ok((!p.is_empty()).then(|| Arc::new(p)))

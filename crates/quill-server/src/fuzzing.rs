@@ -39,10 +39,12 @@ impl Drop for WireHarness {
 
 /// A fresh directory name under the system's temporary directory for a
 /// harness that lives in a `static` (never dropped, so never removed by
-/// its process): `PREFIX-PID-RANDOM`. Directories of the same prefix
+/// its process): `PREFIX-PID-RANDOM`. Directories of exactly that form
 /// left by processes that have exited are removed first, so repeated
 /// fuzz and test runs do not fill the disk. A process counts as exited
-/// when `/proc/PID` is gone; without `/proc` nothing is removed.
+/// when `/proc/PID` is gone (so a harness in another PID namespace that
+/// shares this temporary directory looks exited); without `/proc`
+/// nothing is removed.
 pub fn scratch_dir(prefix: &str) -> std::path::PathBuf {
     let tmp = std::env::temp_dir();
     if std::path::Path::new("/proc/self").exists()
@@ -57,8 +59,14 @@ pub fn scratch_dir(prefix: &str) -> std::path::PathBuf {
             else {
                 continue;
             };
-            let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
-            if let Some(pid) = pid
+            // Only names this function makes: PREFIX-PID-RANDOM (or the
+            // older PREFIX-PID), all digits; anything else is not ours.
+            let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+            let parts: Vec<&str> = rest.split('-').collect();
+            if parts.len() > 2 || !parts.iter().all(|p| digits(p)) {
+                continue;
+            }
+            if let Ok(pid) = parts[0].parse::<u32>()
                 && !std::path::Path::new(&format!("/proc/{pid}")).exists()
             {
                 let _ = std::fs::remove_dir_all(e.path());

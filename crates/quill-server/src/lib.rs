@@ -45,6 +45,12 @@ pub fn default_admission() -> usize {
     (16 * cores).clamp(64, 480)
 }
 
+/// How many Parses at once may wait on tokio's blocking pool for a table
+/// a DDL statement holds ([`conn`]); more queue as tasks, holding no
+/// thread. With [`default_admission`]'s 480 it keeps the pool (512
+/// threads) from filling, so a statement that must block still gets one.
+pub const SLOW_PARSES: usize = 16;
+
 /// How a server listens and what it admits.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -75,6 +81,8 @@ pub(crate) struct Shared {
     pub(crate) db: Arc<Db>,
     /// Permits for active transactions ([`conn`]'s execution model).
     pub(crate) admission: Arc<Semaphore>,
+    /// Permits for Parses waiting on the blocking pool ([`SLOW_PARSES`]).
+    pub(crate) slow_parses: Arc<Semaphore>,
     pub(crate) connections: AtomicUsize,
     pub(crate) max_connections: usize,
     pub(crate) next_pid: AtomicI32,
@@ -107,6 +115,7 @@ impl Server {
             shared: Arc::new(Shared {
                 db,
                 admission: Arc::new(Semaphore::new(config.max_active.max(1))),
+                slow_parses: Arc::new(Semaphore::new(SLOW_PARSES)),
                 connections: AtomicUsize::new(0),
                 max_connections: config.max_connections,
                 next_pid: AtomicI32::new(1),

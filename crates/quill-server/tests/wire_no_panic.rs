@@ -253,3 +253,43 @@ fn committed_seeds_and_regressions() {
         harness().run(rest, mode & 1 == 1);
     }
 }
+
+/// `scratch_dir` removes only directories of its own form whose process
+/// has exited: not a live process's, not a name with other parts.
+#[test]
+fn scratch_dir_removes_only_its_own_leftovers() {
+    let prefix = format!("quill-scratch-test-{}", std::process::id());
+    let tmp = std::env::temp_dir();
+    // Above Linux's largest pid_max (4,194,304): no such process.
+    let dead = 4_194_399u32;
+    let me = std::process::id();
+    let names = [
+        (format!("{prefix}-{dead}-17"), false),
+        (format!("{prefix}-{dead}"), false),
+        (format!("{prefix}-{me}-18"), true),
+        (format!("{prefix}-{dead}-19-crash"), true),
+        (format!("{prefix}-notes"), true),
+        (format!("{prefix}-{dead}-x1"), true),
+    ];
+    for (n, _) in &names {
+        std::fs::create_dir_all(tmp.join(n)).unwrap();
+    }
+    let fresh = quill_server::fuzzing::scratch_dir(&prefix);
+    assert!(
+        fresh
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with(&format!("{prefix}-{me}-"))
+    );
+    for (n, kept) in &names {
+        let p = tmp.join(n);
+        assert_eq!(
+            p.exists(),
+            *kept || !std::path::Path::new("/proc/self").exists(),
+            "{n}"
+        );
+        let _ = std::fs::remove_dir_all(p);
+    }
+}
