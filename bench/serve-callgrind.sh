@@ -30,7 +30,9 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 threads=${THREADS:-1}
 sim=()
 if [ "${CACHE_SIM:-0}" = 1 ]; then
-  sim=(--cache-sim=yes --D1=65536,8,64 --I1=65536,8,64 --LL=1048576,16,64)
+  # LL_BYTES / D1_BYTES change the simulated sizes (e.g. LL_BYTES=33554432
+  # for the 32 MiB L3 these hosts share, D1_BYTES=32768 for their L1d).
+  sim=(--cache-sim=yes --D1="${D1_BYTES:-65536},8,64" --I1=65536,8,64 --LL="${LL_BYTES:-1048576},16,64")
 fi
 ulimit -n 8192
 valgrind --tool=callgrind "${sim[@]}" --callgrind-out-file="$out/cg.out" "$quill" serve --dir "$out/data" \

@@ -110,22 +110,25 @@ PGBENCH_SCRIPTS = {
 }
 
 
+def figures(out, patterns):
+    """`{key: convert(first group)}` for each `(key, regex, convert)` that
+    matches `out`."""
+    r = {}
+    for key, regex, convert in patterns:
+        m = re.search(regex, out)
+        if m:
+            r[key] = convert(m.group(1))
+    return r
+
+
 def parse_pgbench(out):
     """The figures of one pgbench run's report."""
-    r = {}
-    m = re.search(r"number of transactions actually processed:\s+(\d+)", out)
-    if m:
-        r["transactions"] = int(m.group(1))
-    m = re.search(r"number of failed transactions:\s+(\d+)", out)
-    if m:
-        r["failed"] = int(m.group(1))
-    m = re.search(r"tps = ([\d.]+)", out)
-    if m:
-        r["tps"] = float(m.group(1))
-    m = re.search(r"latency average = ([\d.]+) ms", out)
-    if m:
-        r["avg_ms"] = float(m.group(1))
-    return r
+    return figures(out, [
+        ("transactions", r"number of transactions actually processed:\s+(\d+)", int),
+        ("failed", r"number of failed transactions:\s+(\d+)", int),
+        ("tps", r"tps = ([\d.]+)", float),
+        ("avg_ms", r"latency average = ([\d.]+) ms", float),
+    ])
 
 
 def status(port, names):
@@ -151,24 +154,14 @@ def status(port, names):
 
 def parse(out):
     """The figures of one sysbench run's report."""
-    r = {}
-    m = re.search(r"transactions:\s+(\d+)\s+\(([\d.]+) per sec", out)
-    if m:
-        r["transactions"] = int(m.group(1))
-        r["tps"] = float(m.group(2))
-    m = re.search(r"queries:\s+(\d+)\s+\(([\d.]+) per sec", out)
-    if m:
-        r["qps"] = float(m.group(2))
-    m = re.search(r"ignored errors:\s+(\d+)", out)
-    if m:
-        r["ignored_errors"] = int(m.group(1))
-    m = re.search(r"95th percentile:\s+([\d.]+)", out)
-    if m:
-        r["p95_ms"] = float(m.group(1))
-    m = re.search(r"avg:\s+([\d.]+)", out)
-    if m:
-        r["avg_ms"] = float(m.group(1))
-    return r
+    return figures(out, [
+        ("transactions", r"transactions:\s+(\d+)\s+\([\d.]+ per sec", int),
+        ("tps", r"transactions:\s+\d+\s+\(([\d.]+) per sec", float),
+        ("qps", r"queries:\s+\d+\s+\(([\d.]+) per sec", float),
+        ("ignored_errors", r"ignored errors:\s+(\d+)", int),
+        ("p95_ms", r"95th percentile:\s+([\d.]+)", float),
+        ("avg_ms", r"avg:\s+([\d.]+)", float),
+    ])
 
 
 def run_one(client, test, threads, args, common, client_pin, server_pid, port):
