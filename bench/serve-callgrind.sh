@@ -20,6 +20,7 @@
 # as these vCPUs report, a 1 MiB last level: one core's view, since
 # valgrind runs one thread at a time) and prints misses per transaction:
 # how the working set grows with the number of connections.
+# SB_ARGS adds sysbench run options (e.g. "--rand-type=uniform").
 #   THREADS=1024 CACHE_SIM=1 bench/serve-callgrind.sh target/release/quill
 set -euo pipefail
 quill=$(realpath "$1")
@@ -55,12 +56,13 @@ commits() {
   psql -X -At -h 127.0.0.1 -p "$port" -U sbtest -d sbtest -c 'SHOW quill.status' |
     awk -F'|' '$1 == "txn.commits" {print $2}'
 }
+# shellcheck disable=SC2086 # SB_ARGS is a list of flags
 if [ "$threads" = 1 ]; then
-  sysbench "$test" "${sb[@]}" --threads=1 --events="$n" --time=0 run > /dev/null
+  sysbench "$test" "${sb[@]}" --threads=1 --events="$n" --time=0 ${SB_ARGS:-} run > /dev/null
   callgrind_control -d "$pid" > /dev/null
 else
   secs=$n
-  sysbench "$test" "${sb[@]}" --threads="$threads" --time=$((secs + 600)) run > "$out/sysbench.txt" 2>&1 &
+  sysbench "$test" "${sb[@]}" --threads="$threads" --time=$((secs + 600)) ${SB_ARGS:-} run > "$out/sysbench.txt" 2>&1 &
   sbpid=$!
   until grep -q "Threads started" "$out/sysbench.txt"; do sleep 1; done
   sleep 5

@@ -10,6 +10,7 @@
 #   bench/serve-perfstat.sh QUILL OUT_DIR SECONDS THREADS...
 #   TEST=oltp_read_write bench/serve-perfstat.sh target/release/quill /tmp/ps 30 64 1024
 #   SERVE_ARGS="--fsync-delay-ms 5" bench/serve-perfstat.sh ...   (a slow device)
+#   SB_ARGS="--rand-type=uniform" bench/serve-perfstat.sh ...      (sysbench run options)
 #
 # Writes OUT_DIR/run-K-THREADS.{sysbench,perf,cpu}.txt and prints a table
 # (and OUT_DIR/summary.json) from bench/serve_perfstat.py. Needs perf
@@ -37,7 +38,8 @@ done
 k=0
 for n in "$@"; do
   k=$((k + 1))
-  $cpin sysbench "$test" "${sb[@]}" --threads="$n" --time="$secs" --report-interval=0 run \
+  # shellcheck disable=SC2086 # SB_ARGS is a list of flags
+  $cpin sysbench "$test" "${sb[@]}" --threads="$n" --time="$secs" --report-interval=0 ${SB_ARGS:-} run \
     > "$out/run-$k-$n.sysbench.txt" 2>&1 &
   cpid=$!
   sleep 3

@@ -248,6 +248,118 @@ async fn many_connections_with_open_transactions_do_not_deadlock() {
     assert_eq!(row.get::<_, i64>(0), n as i64);
 }
 
+/// Admission permits belong to open transactions: whatever a connection
+/// did last (a Parse and Describe, an autocommit statement, a statement
+/// that failed), once its session is idle it holds no permit. A leak
+/// would let idle connections use up admission, and a new statement
+/// would never start. (Tried: the variant that took the permit in the
+/// message loop when a batch arrived, `bench/results/serve.md`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_keep_no_admission_permit() {
+    let srv = start_with(ServerConfig {
+        max_active: 2,
+        ..ServerConfig::default()
+    })
+    .await;
+    let port = srv.port;
+    // A leaked permit shows as a statement that never starts.
+    tokio::time::timeout(Duration::from_secs(60), async move {
+        let c = connect(port).await;
+        c.batch_execute("CREATE TABLE p (k int PRIMARY KEY)")
+            .await
+            .unwrap();
+        let mut idle = Vec::new();
+        for k in 0..6 {
+            let c = connect(port).await;
+            // Parse, Describe, Sync only.
+            c.prepare("SELECT k FROM p WHERE k = $1").await.unwrap();
+            // An autocommit statement, and one that fails.
+            c.execute("INSERT INTO p VALUES ($1)", &[&k]).await.unwrap();
+            assert!(c.execute("INSERT INTO p VALUES ($1)", &[&k]).await.is_err());
+            idle.push(c);
+        }
+        // One transaction left open holds one of the two permits; the
+        // other is free for whoever asks.
+        let mut holder = connect(port).await;
+        let tx = holder.transaction().await.unwrap();
+        tx.execute("INSERT INTO p VALUES (100)", &[]).await.unwrap();
+        for c in &idle {
+            let row = c.query_one("SELECT count(*) FROM p", &[]).await.unwrap();
+            assert_eq!(row.get::<_, i64>(0), 6);
+        }
+        tx.commit().await.unwrap();
+    })
+    .await
+    .expect("a statement waited for an admission permit that idle connections kept");
+}
+
+/// A Parse that must wait for a table under DDL holds no admission
+/// permit, so connections waiting on a long CREATE INDEX do not hold up
+/// connections with other work (`conn.rs`, the execution model).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parse_waiting_for_ddl_holds_no_admission_permit() {
+    let srv = start_with(ServerConfig {
+        max_active: 2,
+        ..ServerConfig::default()
+    })
+    .await;
+    let c = connect(srv.port).await;
+    c.batch_execute("CREATE TABLE big (id int PRIMARY KEY, v int NOT NULL)")
+        .await
+        .unwrap();
+    // Enough rows that the build takes far longer than a statement.
+    for chunk in 0..40 {
+        let rows: Vec<String> = (0..5000)
+            .map(|i| {
+                let id = chunk * 5000 + i;
+                format!("({id}, {})", id % 977)
+            })
+            .collect();
+        c.batch_execute(&format!("INSERT INTO big VALUES {}", rows.join(",")))
+            .await
+            .unwrap();
+    }
+    let port = srv.port;
+    let started = std::time::Instant::now();
+    // One permit: the build's.
+    let ddl = tokio::spawn(async move {
+        let c = connect(port).await;
+        c.batch_execute("CREATE INDEX big_v ON big (v)")
+            .await
+            .unwrap();
+        started.elapsed()
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The other stays free while this Parse waits for the table.
+    let parse = tokio::spawn(async move {
+        let c = connect(port).await;
+        c.prepare("UPDATE big SET v = $1 WHERE id = $2")
+            .await
+            .unwrap();
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let other = connect(srv.port).await;
+    let row = tokio::time::timeout(Duration::from_secs(60), other.query_one("SELECT 1", &[]))
+        .await
+        .expect("not stuck")
+        .unwrap();
+    assert_eq!(row.get::<_, i32>(0), 1);
+    let other_done = started.elapsed();
+    let build_done = ddl.await.unwrap();
+    parse.await.unwrap();
+    eprintln!("statement done at {other_done:?}, the build at {build_done:?}");
+    if build_done > Duration::from_millis(500) {
+        // Had the Parse kept its permit, the statement would have had
+        // to wait for the build to give one back.
+        assert!(
+            other_done + Duration::from_millis(100) < build_done,
+            "the statement waited for the build: done at {other_done:?}, the build at {build_done:?}"
+        );
+    } else {
+        eprintln!("the build took {build_done:?}, too short to show the Parse's permit");
+    }
+}
+
 /// Whether psql is here; if not, says so with what is `skipped`.
 fn psql_installed(skipped: &str) -> bool {
     let here = std::process::Command::new("psql")
