@@ -55,6 +55,12 @@ pub trait Engine: Send + Sync {
     fn write_split(&self) -> Option<WriteSplit> {
         None
     }
+    /// What a peer was given that a report should say (cache, the
+    /// settings its documentation recommends for this workload); empty
+    /// for Quill, whose setup the reports state.
+    fn settings(&self) -> String {
+        String::new()
+    }
     /// The injected sync delay this engine runs with (ms), or why it
     /// cannot have one.
     fn fsync_delay(&self) -> std::result::Result<f64, &'static str>;
@@ -73,8 +79,9 @@ pub trait Engine: Send + Sync {
 /// How the workload benchmarks open an engine.
 #[derive(Clone, Debug)]
 pub struct Setup {
-    /// Cache bytes: Quill's buffer pool, RocksDB's block cache, SQLite's
-    /// page cache per connection is left at its default.
+    /// Cache bytes: Quill's buffer pool, RocksDB's block cache; SQLite's
+    /// memory map, with this split evenly over `max_clients` connections'
+    /// page caches (SQLite's page cache is per connection).
     pub cache_bytes: u64,
     /// Most clients that will run at once.
     pub max_clients: usize,
@@ -115,7 +122,13 @@ pub fn open(name: &str, dir: &Path, setup: &Setup) -> Result<Box<dyn Engine>> {
             Ok(Box::new(QuillEngine::new(db, setup.fsync_delay_ms)?))
         }
         #[cfg(feature = "peers")]
-        "sqlite" => Ok(Box::new(super::sqlite::SqliteEngine::open(dir)?)),
+        "sqlite" => Ok(Box::new(super::sqlite::SqliteEngine::open(
+            dir,
+            &super::sqlite::SqliteOptions {
+                cache_bytes: setup.cache_bytes,
+                max_clients: setup.max_clients,
+            },
+        )?)),
         #[cfg(feature = "peers")]
         "rocksdb" => Ok(Box::new(super::rocks::RocksEngine::open(
             dir,
@@ -157,6 +170,14 @@ pub trait Session {
     /// Run `f` as one durable transaction (E1), again from the start after
     /// a retryable conflict. Returns how many attempts were rolled back.
     fn transaction(&mut self, f: &mut dyn FnMut(&mut dyn Ops) -> Result<()>) -> Result<u64>;
+
+    /// Run `f`, which only reads, as one transaction, as [`Session::transaction`]
+    /// does. An engine whose readers can start without taking its write
+    /// lock starts them so (SQLite: a deferred `BEGIN` instead of
+    /// `BEGIN IMMEDIATE`); the others run it as any transaction.
+    fn read_transaction(&mut self, f: &mut dyn FnMut(&mut dyn Ops) -> Result<()>) -> Result<u64> {
+        self.transaction(f)
+    }
 }
 
 /// The operations a workload transaction performs, by table name and

@@ -697,7 +697,7 @@ fn windowed(
                 _ => {
                     let point = query == Some(true);
                     retries.fetch_add(
-                        session.transaction(&mut |ops| {
+                        session.read_transaction(&mut |ops| {
                             if point {
                                 let lo = counter.lowest_id();
                                 let hi = counter.max_id.load(Ordering::Relaxed).max(lo);

@@ -58,6 +58,11 @@ pub enum Shape {
 }
 
 impl Shape {
+    /// Whether its transactions only read.
+    pub fn read_only(self) -> bool {
+        matches!(self, Shape::PointSelect | Shape::ReadOnly)
+    }
+
     /// Every shape, in sysbench's order.
     pub const ALL: &'static [Shape] = &[
         Shape::PointSelect,
@@ -326,8 +331,13 @@ fn run_one(
                     reason: "none".into(),
                 })?;
             let id = rng.below(cfg.table_size) as i64 + 1;
-            let r = session
-                .transaction(&mut |ops| event(ops, shape, table, id, &mut rng, cfg.table_size))?;
+            let mut run =
+                |ops: &mut dyn Ops| event(ops, shape, table, id, &mut rng, cfg.table_size);
+            let r = if shape.read_only() {
+                session.read_transaction(&mut run)?
+            } else {
+                session.transaction(&mut run)?
+            };
             retries.fetch_add(r, Ordering::Relaxed);
             Ok(Some(0))
         })

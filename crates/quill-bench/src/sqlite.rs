@@ -6,10 +6,18 @@
 //! Mapping: `Int32`/`Int64`/`Timestamp` are `INTEGER`, `Bool` is `INTEGER`
 //! 0/1, `Float64` is `REAL`, `Text` is `TEXT`, `Bytes` is `BLOB`; a single
 //! `Int64` primary key is `INTEGER PRIMARY KEY` (SQLite's row id, which a
-//! NULL insert assigns automatically, as Quill does). A transaction is
-//! `BEGIN IMMEDIATE` ... `COMMIT`, retried when SQLite reports the
-//! database busy or locked (writers queue on its one write lock; the busy
-//! timeout is 10 s).
+//! NULL insert assigns automatically, as Quill does). A transaction that
+//! writes is `BEGIN IMMEDIATE` ... `COMMIT` (it takes SQLite's one write
+//! lock first, so two writers never deadlock upgrading a read lock); one
+//! that only reads is a deferred `BEGIN`, which in WAL mode never waits
+//! for a writer. Either is retried when SQLite reports the database busy
+//! or locked; waits are SQLite's own busy handler (`busy_timeout`, 10 s).
+//!
+//! Given what Quill is given ([`SqliteOptions`]): the cache budget as a
+//! memory map of the database (`mmap_size`, shared by every connection
+//! through the OS page cache) and, split evenly over the clients, as each
+//! connection's own page cache (`cache_size`), instead of SQLite's
+//! default 2 MB per connection.
 //!
 //! Log syncs are not counted: SQLite syncs its WAL through its VFS, which
 //! `rusqlite` does not let a caller wrap without a C shim, so reports say
@@ -91,16 +99,30 @@ fn quote(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
+/// What SQLite is given ([`super::engine::Setup`]).
+#[derive(Clone, Debug)]
+pub struct SqliteOptions {
+    /// Bytes of the database file mapped into memory (`mmap_size`); the
+    /// same bytes split over `max_clients` connections' page caches.
+    pub cache_bytes: u64,
+    /// Most connections open at once.
+    pub max_clients: usize,
+}
+
+/// SQLite's default page cache per connection, in KiB (`cache_size=-2000`).
+const DEFAULT_CACHE_KIB: u64 = 2000;
+
 /// SQLite with one connection per session.
 pub struct SqliteEngine {
     path: PathBuf,
+    options: SqliteOptions,
     /// Shared by `Arc`: looking a table up is on every operation's path.
     tables: RwLock<HashMap<String, Arc<TableDef>>>,
 }
 
 impl SqliteEngine {
     /// Create (or open) the database file `dir/sqlite.db`.
-    pub fn open(dir: &Path) -> Result<SqliteEngine> {
+    pub fn open(dir: &Path, options: &SqliteOptions) -> Result<SqliteEngine> {
         std::fs::create_dir_all(dir).map_err(|e| Error::Peer {
             engine: ENGINE,
             reason: format!("creating {}: {e}", dir.display()),
@@ -108,6 +130,7 @@ impl SqliteEngine {
         })?;
         let e = SqliteEngine {
             path: dir.join("sqlite.db"),
+            options: options.clone(),
             tables: RwLock::new(HashMap::new()),
         };
         drop(e.connect()?);
@@ -119,6 +142,18 @@ impl SqliteEngine {
         c.busy_timeout(Duration::from_secs(10)).map_err(err)?;
         c.pragma_update(None, "journal_mode", "WAL").map_err(err)?;
         c.pragma_update(None, "synchronous", "FULL").map_err(err)?;
+        // Negative: KiB. Never below SQLite's own default.
+        let per_connection = self.options.cache_bytes / self.options.max_clients.max(1) as u64;
+        let kib = (per_connection / 1024).max(DEFAULT_CACHE_KIB);
+        c.pragma_update(None, "cache_size", -i64::try_from(kib).unwrap_or(i64::MAX))
+            .map_err(err)?;
+        // SQLite caps this at its compile-time SQLITE_MAX_MMAP_SIZE.
+        c.pragma_update(
+            None,
+            "mmap_size",
+            i64::try_from(self.options.cache_bytes).unwrap_or(i64::MAX),
+        )
+        .map_err(err)?;
         c.set_prepared_statement_cache_capacity(64);
         Ok(c)
     }
@@ -214,6 +249,17 @@ impl Engine for SqliteEngine {
         None
     }
 
+    fn settings(&self) -> String {
+        let per_connection = self.options.cache_bytes / self.options.max_clients.max(1) as u64;
+        format!(
+            "WAL, synchronous=FULL, mmap_size {} MiB, cache_size {} MiB per connection ({} connections), \
+             busy_timeout 10 s, BEGIN IMMEDIATE for writers and a deferred BEGIN for readers",
+            self.options.cache_bytes >> 20,
+            (per_connection / 1024).max(DEFAULT_CACHE_KIB) >> 10,
+            self.options.max_clients
+        )
+    }
+
     fn syncs_note(&self) -> &'static str {
         "n/a: SQLite syncs through its VFS, which rusqlite cannot wrap without a C shim"
     }
@@ -230,10 +276,22 @@ struct SqliteSession<'e> {
 
 impl Session for SqliteSession<'_> {
     fn transaction(&mut self, f: &mut dyn FnMut(&mut dyn Ops) -> Result<()>) -> Result<u64> {
+        self.run("BEGIN IMMEDIATE", f)
+    }
+
+    fn read_transaction(&mut self, f: &mut dyn FnMut(&mut dyn Ops) -> Result<()>) -> Result<u64> {
+        self.run("BEGIN", f)
+    }
+}
+
+impl SqliteSession<'_> {
+    /// Run `f` between `begin` and `COMMIT`, again after a busy or locked
+    /// database; how many attempts were rolled back.
+    fn run(&mut self, begin: &str, f: &mut dyn FnMut(&mut dyn Ops) -> Result<()>) -> Result<u64> {
         let mut retries = 0;
         loop {
             let r = (|| {
-                self.conn.execute_batch("BEGIN IMMEDIATE").map_err(err)?;
+                self.conn.execute_batch(begin).map_err(err)?;
                 let mut ops = SqliteOps {
                     engine: self.engine,
                     conn: &self.conn,
@@ -467,28 +525,94 @@ mod tests {
     use crate::engine::conformance;
     use crate::oltp::run_every_shape;
 
+    /// A 64 MiB budget over 4 clients.
+    fn small() -> SqliteOptions {
+        SqliteOptions {
+            cache_bytes: 64 << 20,
+            max_clients: 4,
+        }
+    }
+
+    #[test]
+    fn each_connection_gets_its_share_of_the_cache_and_the_map() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = SqliteEngine::open(tmp.path(), &small()).unwrap();
+        let c = e.connect().unwrap();
+        let pragma =
+            |name: &str| -> i64 { c.pragma_query_value(None, name, |r| r.get(0)).unwrap() };
+        assert_eq!(pragma("cache_size"), -16 * 1024, "16 MiB each, in KiB");
+        assert_eq!(pragma("mmap_size"), 64 << 20);
+        // Never below SQLite's default.
+        let many = SqliteEngine::open(
+            tmp.path(),
+            &SqliteOptions {
+                cache_bytes: 1 << 20,
+                max_clients: 64,
+            },
+        )
+        .unwrap();
+        let c = many.connect().unwrap();
+        let size: i64 = c
+            .pragma_query_value(None, "cache_size", |r| r.get(0))
+            .unwrap();
+        assert_eq!(size, -2000);
+    }
+
+    #[test]
+    fn a_reader_does_not_wait_for_a_writer() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = SqliteEngine::open(tmp.path(), &small()).unwrap();
+        conformance::every_operation(&e);
+        // A writer holds SQLite's write lock for 3 s.
+        let writer = e.connect().unwrap();
+        let (locked, is_locked) = std::sync::mpsc::channel();
+        let holder = std::thread::spawn(move || {
+            writer.execute_batch("BEGIN IMMEDIATE").unwrap();
+            locked.send(()).unwrap();
+            std::thread::sleep(Duration::from_secs(3));
+            writer.execute_batch("COMMIT").unwrap();
+        });
+        is_locked.recv().unwrap();
+        let mut s = e.session().unwrap();
+        let started = std::time::Instant::now();
+        s.read_transaction(&mut |_| Ok(())).unwrap();
+        let read = started.elapsed();
+        // A writing transaction waits for the lock (SQLite's busy handler).
+        s.transaction(&mut |_| Ok(())).unwrap();
+        let write = started.elapsed();
+        holder.join().unwrap();
+        assert!(
+            read < Duration::from_secs(2),
+            "a read-only transaction waited {read:?} for the write lock"
+        );
+        assert!(
+            write >= Duration::from_secs(2),
+            "the writer did not wait: {write:?}"
+        );
+    }
+
     #[test]
     fn every_operation_the_workloads_use() {
         let tmp = tempfile::tempdir().unwrap();
-        conformance::every_operation(&SqliteEngine::open(tmp.path()).unwrap());
+        conformance::every_operation(&SqliteEngine::open(tmp.path(), &small()).unwrap());
     }
 
     #[test]
     fn every_insert_benchmark_step_runs() {
         let tmp = tempfile::tempdir().unwrap();
-        crate::insert::run_every_step(&SqliteEngine::open(tmp.path()).unwrap());
+        crate::insert::run_every_step(&SqliteEngine::open(tmp.path(), &small()).unwrap());
     }
 
     #[test]
     fn conflicts_are_retried_and_failures_change_nothing() {
         let tmp = tempfile::tempdir().unwrap();
-        conformance::retries_and_failures(&SqliteEngine::open(tmp.path()).unwrap());
+        conformance::retries_and_failures(&SqliteEngine::open(tmp.path(), &small()).unwrap());
     }
 
     #[test]
     fn every_oltp_shape_runs_on_sqlite() {
         let tmp = tempfile::tempdir().unwrap();
-        let e = SqliteEngine::open(tmp.path()).unwrap();
+        let e = SqliteEngine::open(tmp.path(), &small()).unwrap();
         for r in &run_every_shape(&e) {
             assert!(
                 r.costs.fsyncs_per_commit.is_none(),

@@ -53,7 +53,8 @@ pub struct InsertArgs {
     /// Warm-up seconds before each measured window.
     #[arg(long, default_value_t = 2.0)]
     warmup: f64,
-    /// Cache: Quill's buffer pool, RocksDB's block cache.
+    /// Cache: Quill's buffer pool, RocksDB's block cache, SQLite's memory
+    /// map (and, split over the clients, its connections' page caches).
     #[arg(long, default_value = "2G", value_parser = parse_size)]
     pool: u64,
     /// Write results as JSON to this file.

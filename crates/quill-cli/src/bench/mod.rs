@@ -116,10 +116,17 @@ pub fn engine_info(
         Err(why) if setup.fsync_delay_ms > 0.0 => format!("sync delay {why}"),
         Err(_) => "no sync delay".to_string(),
     };
+    let settings = engine.settings();
+    let given = if settings.is_empty() {
+        String::new()
+    } else {
+        format!("; given: {settings}")
+    };
     serde_json::json!({
         "name": engine.name(),
         "syncs": engine.syncs_note(),
         "fsync_delay_ms": delay.ok(),
-        "note": format!("syncs counted by {}; {delay_note}", engine.syncs_note()),
+        "settings": settings,
+        "note": format!("syncs counted by {}; {delay_note}{given}", engine.syncs_note()),
     })
 }

@@ -36,7 +36,8 @@ pub struct OltpArgs {
     /// Warm-up seconds per run.
     #[arg(long, default_value_t = 2.0)]
     warmup: f64,
-    /// Cache: Quill's buffer pool, RocksDB's block cache.
+    /// Cache: Quill's buffer pool, RocksDB's block cache, SQLite's memory
+    /// map (and, split over the clients, its connections' page caches).
     #[arg(long, default_value = "1G", value_parser = parse_size)]
     pool: u64,
     #[command(flatten)]
