@@ -110,8 +110,10 @@ pub fn run(a: InsertArgs) -> Result<()> {
                 let dir = a.dir.join(format!("{name}-{}-{clients}", txn_size.name()));
                 let engine = bench::engine::open(name, &dir, &setup)
                     .with_context(|| format!("opening {name} in {}", dir.display()))?;
-                if engines.len() < a.peers.engines.len() {
-                    let info = engine_info(engine.as_ref(), &setup);
+                // Once per engine and setup: a peer's settings depend on
+                // the number of clients (SQLite's page cache per connection).
+                let info = engine_info(engine.as_ref(), &setup);
+                if !engines.contains(&info) {
                     say(
                         pb,
                         format!("{name}: {}", info["note"].as_str().unwrap_or_default()),
