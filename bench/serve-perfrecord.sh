@@ -12,18 +12,8 @@
 set -euo pipefail
 quill=$(realpath "$1"); out=$2; shift 2
 test=${TEST:-oltp_update_non_index}
-spin=${SERVER_PIN-taskset -c 1}; cpin=${CLIENT_PIN-taskset -c 0}
-mkdir -p "$out"
-ulimit -n 8192
-dir=$(mktemp -d)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-$spin "$quill" serve --dir "$dir/data" --listen "127.0.0.1:$port" > "$out/server.log" 2>&1 &
-spid=$!
-trap 'kill $spid 2>/dev/null || true; sleep 1; rm -rf "$dir"' EXIT
-for _ in $(seq 100); do (echo > /dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.2; done
-sb=(--db-driver=pgsql --pgsql-host=127.0.0.1 --pgsql-port="$port" --pgsql-user=sbtest
-    --pgsql-db=sbtest --tables=1 --table-size=10000)
-sysbench "$test" "${sb[@]}" prepare > /dev/null
+# shellcheck source=bench/serve-pinned.sh
+. "$(dirname "$0")/serve-pinned.sh"
 for n in "$@"; do
   # shellcheck disable=SC2086 # SB_ARGS is a list of flags
   $cpin sysbench "$test" "${sb[@]}" --threads="$n" --time=25 ${SB_ARGS:-} run > "$out/sb-$n.txt" 2>&1 &

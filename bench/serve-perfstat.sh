@@ -18,19 +18,8 @@
 set -euo pipefail
 quill=$(realpath "$1"); out=$2; secs=$3; shift 3
 test=${TEST:-oltp_update_non_index}
-spin=${SERVER_PIN-taskset -c 1}; cpin=${CLIENT_PIN-taskset -c 0}
-mkdir -p "$out"
-ulimit -n 8192
-dir=$(mktemp -d)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-# shellcheck disable=SC2086 # SERVE_ARGS is a list of flags
-$spin "$quill" serve --dir "$dir/data" --listen "127.0.0.1:$port" ${SERVE_ARGS:-} > "$out/server.log" 2>&1 &
-spid=$!
-trap 'kill $spid 2>/dev/null || true; rm -rf "$dir"' EXIT
-for _ in $(seq 100); do (echo > /dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.2; done
-sb=(--db-driver=pgsql --pgsql-host=127.0.0.1 --pgsql-port="$port" --pgsql-user=sbtest
-    --pgsql-db=sbtest --tables=1 --table-size=10000)
-sysbench "$test" "${sb[@]}" prepare > /dev/null
+# shellcheck source=bench/serve-pinned.sh
+. "$(dirname "$0")/serve-pinned.sh"
 events=task-clock,context-switches,cpu-migrations,sched:sched_wakeup
 for s in futex epoll_wait recvfrom sendto read write writev sched_yield fdatasync pwrite64; do
   events+=",syscalls:sys_enter_$s"

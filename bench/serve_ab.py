@@ -114,13 +114,12 @@ def main():
                  f"--table-size={args.table_size}", *extra],
                 capture_output=True, text=True, timeout=args.time + 300)
 
-        def record(steal=None):
-            if not args.out:
-                return
-            with open(args.out, "w") as f:
-                json.dump({"args": vars(args), "binaries": binaries, "started": started,
-                           "machine": {"nproc": os.cpu_count(), "kernel": platform.release()},
-                           "runs": runs, "steal_fraction": steal}, f, indent=1)
+        def record(**more):
+            if args.out:
+                with open(args.out, "w") as f:
+                    json.dump({"args": vars(args), "binaries": binaries, "started": started,
+                               "machine": {"nproc": os.cpu_count(), "kernel": platform.release()},
+                               "runs": runs, **more}, f, indent=1)
 
         for name, (_, port) in servers.items():
             p = sysbench(port, "prepare")
@@ -178,12 +177,8 @@ def main():
     print("B/A per round:", " ".join(f"{x:.3f}" for x in ratios), f"median {statistics.median(ratios):.3f}")
     print(f"host CPU steal over the runs: {100 * steal:.1f}%")
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"args": vars(args), "binaries": binaries, "started": started,
-                       "ended": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                       "machine": {"nproc": os.cpu_count(), "kernel": platform.release()},
-                       "runs": runs, "summary": summary, "b_over_a": ratios,
-                       "b_over_a_median": statistics.median(ratios), "steal_fraction": steal}, f, indent=1)
+        record(ended=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), summary=summary,
+               b_over_a=ratios, b_over_a_median=statistics.median(ratios), steal_fraction=steal)
         print(f"wrote {args.out}")
 
 
