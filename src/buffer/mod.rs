@@ -64,6 +64,7 @@
 //!   order assertions (B4, page P3). Before the log is installed, the
 //!   ceiling is the end of what recovery may scan.
 
+mod arena;
 mod doublewrite;
 mod lru;
 
@@ -76,6 +77,7 @@ use crossbeam_utils::CachePadded;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use serde::{Deserialize, Serialize};
 
+use arena::{Arena, FrameMem};
 pub use doublewrite::{DOUBLEWRITE_FILE, Doublewrite};
 use lru::{Lru, NIL};
 
@@ -133,7 +135,7 @@ enum State {
 
 #[derive(Debug)]
 struct FrameBuf {
-    buf: AlignedBuf,
+    buf: FrameMem,
     id: PageId,
     state: State,
     /// Set when a load found a corrupt page under `Load::AllowCorrupt`.
@@ -214,6 +216,9 @@ impl PoolStats {
 pub struct BufferPool {
     page_size: usize,
     frames: Box<[Frame]>,
+    /// The frames' memory (arena FA2: declared after `frames`, so
+    /// dropped after them).
+    _arena: Arena,
     shards: Box<[CachePadded<Shard>]>,
     lru: Mutex<Lru>,
     flush_list: Mutex<BTreeSet<(u64, u64)>>,
@@ -356,10 +361,12 @@ impl BufferPool {
     pub fn new(file: Arc<DataFile>, frames: usize, doublewrite: Option<Doublewrite>) -> Self {
         let page_size = file.page_size();
         let frames = frames.max(32);
-        let frame_vec: Vec<Frame> = (0..frames)
-            .map(|_| Frame {
+        let (arena, pieces) = Arena::new(frames, page_size);
+        let frame_vec: Vec<Frame> = pieces
+            .into_iter()
+            .map(|buf| Frame {
                 latch: RwLock::new(FrameBuf {
-                    buf: AlignedBuf::new(page_size),
+                    buf,
                     id: PageId(NO_PAGE),
                     state: State::Empty,
                     corrupt: false,
@@ -375,6 +382,7 @@ impl BufferPool {
         BufferPool {
             page_size,
             frames: frame_vec.into_boxed_slice(),
+            _arena: arena,
             shards: (0..nshards)
                 .map(|_| CachePadded::new(RwLock::new(HashMap::new())))
                 .collect(),

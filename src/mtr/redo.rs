@@ -76,6 +76,32 @@ impl Op<'_> {
         matches!(self, Op::Init(_))
     }
 
+    /// The operation's name, as the module's table gives it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Init(_) => "Init",
+            Op::Write { .. } => "Write",
+            Op::NodeInit(_) => "NodeInit",
+            Op::NodeInsert { .. } => "NodeInsert",
+            Op::NodeDelete(_) => "NodeDelete",
+            Op::NodeReplace { .. } => "NodeReplace",
+            Op::NodeTruncate(_) => "NodeTruncate",
+            Op::Image(_) => "Image",
+        }
+    }
+
+    /// Bytes of the operation's body in a record (after the 13-byte
+    /// operation header).
+    pub fn body_len(&self) -> usize {
+        match self {
+            Op::Init(_) | Op::NodeInit(_) => 1,
+            Op::Write { bytes, .. } => 4 + bytes.len(),
+            Op::NodeInsert { cell, .. } | Op::NodeReplace { cell, .. } => 2 + cell.len(),
+            Op::NodeDelete(_) | Op::NodeTruncate(_) => 2,
+            Op::Image(body) => body.len(),
+        }
+    }
+
     fn code(&self) -> u8 {
         match self {
             Op::Init(_) => 1,
@@ -90,17 +116,14 @@ impl Op<'_> {
     }
 }
 
+/// Bytes of an operation's header in a record: code, page id, body length.
+pub const OP_HEADER: usize = 1 + 8 + 4;
+
 /// Append the encoding of `op` on page `id` to `out`.
 pub fn encode(out: &mut Vec<u8>, id: PageId, op: &Op<'_>) {
-    let payload = match op {
-        Op::Init(_) | Op::NodeInit(_) => 1,
-        Op::Write { bytes, .. } => 4 + bytes.len(),
-        Op::NodeInsert { cell, .. } | Op::NodeReplace { cell, .. } => 2 + cell.len(),
-        Op::NodeDelete(_) | Op::NodeTruncate(_) => 2,
-        Op::Image(body) => body.len(),
-    };
+    let payload = op.body_len();
     // One allocation for the record instead of a doubling per push.
-    out.reserve(1 + 8 + 4 + payload);
+    out.reserve(OP_HEADER + payload);
     out.push(op.code());
     out.extend_from_slice(&id.0.to_le_bytes());
     let len_at = out.len();
@@ -152,7 +175,7 @@ pub fn decode(mut rec: &[u8]) -> impl Iterator<Item = Result<(PageId, Op<'_>)>> 
         }
         let item = (|| {
             let (head, rest) = rec
-                .split_first_chunk::<13>()
+                .split_first_chunk::<OP_HEADER>()
                 .ok_or_else(|| malformed("truncated operation header"))?;
             let [code, ..] = *head;
             // In bounds (page P4): `head` is 13 bytes.

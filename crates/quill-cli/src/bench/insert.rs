@@ -16,9 +16,13 @@ use super::{PeerArgs, engine_info};
 #[derive(Args)]
 pub struct InsertArgs {
     /// Database directory (emptied first; each engine and configuration
-    /// gets a subdirectory, removed after its run).
+    /// gets a subdirectory, removed after its run unless --keep).
     #[arg(long, default_value = "quill-bench/insert")]
     dir: PathBuf,
+    /// Keep each engine's database after its run, for `quill status`,
+    /// `quill dump --summary` or `quill check` (Quill's) to look at.
+    #[arg(long)]
+    keep: bool,
     #[command(flatten)]
     peers: PeerArgs,
     /// Client counts, comma-separated (one table per client).
@@ -133,8 +137,10 @@ pub fn run(a: InsertArgs) -> Result<()> {
                     )?,
                 );
                 engine.close().with_context(|| format!("closing {name}"))?;
-                std::fs::remove_dir_all(&dir)
-                    .with_context(|| format!("removing {}", dir.display()))?;
+                if !a.keep {
+                    std::fs::remove_dir_all(&dir)
+                        .with_context(|| format!("removing {}", dir.display()))?;
+                }
             }
             configs.push(cfg);
         }
