@@ -734,7 +734,7 @@ impl<'a> Ctx<'a> {
             }
         }
         let max_value = tree.max_value_len();
-        let undo = UndoRecord::encoded_len(pk.len(), old_len);
+        let undo = UndoRecord::max_encoded_len(pk.len(), old_len);
         for (what, len) in [
             ("record value length", row_len.map(|n| n + REC_HEADER)),
             ("undo record length", Some(undo)),

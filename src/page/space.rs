@@ -56,8 +56,10 @@ use crate::{Error, Result};
 /// Magic bytes of a Quill tablespace file.
 pub const SPACE_MAGIC: &[u8; 8] = b"QUILLDAT";
 /// Tablespace format version this build writes. Version 2 added the
-/// database id (S4); version 3 the table id floor and pending drops (S5).
-pub const SPACE_FORMAT_VERSION: u32 = 3;
+/// database id (S4); version 3 the table id floor and pending drops (S5);
+/// version 4 compact undo records (`txn::undo` U5: its undo log may hold
+/// records a version 3 build cannot read).
+pub const SPACE_FORMAT_VERSION: u32 = 4;
 /// Oldest tablespace format version this build reads (and migrates).
 pub const MIN_SPACE_FORMAT_VERSION: u32 = 1;
 /// Number of root slots in the superblock.
@@ -108,6 +110,18 @@ pub fn init_superblock(page: &mut [u8], page_size: usize, space_id: u64, db_id: 
 /// The page size of the Quill tablespace `file` (of `size` bytes) seems
 /// to have, judged by its page 1 alone (a valid page whose header names
 /// page 1): for telling a damaged superblock from a foreign file.
+/// Whether page 0, whose first 4 KiB are `head`, passes its checksum at
+/// the page size `head` names.
+fn superblock_verifies(file: &dyn File, head: &[u8], size: u64) -> Result<bool> {
+    let page_size = get_u32(head, SB_PAGE_SIZE) as usize;
+    if !valid_page_size(page_size) || size < page_size as u64 {
+        return Ok(false);
+    }
+    let mut page = AlignedBuf::new(page_size);
+    file.read_exact_at(&mut page, 0)?;
+    Ok(super::verify(&page, PageId(0), super::space_id(&page)) == PageCheck::Valid)
+}
+
 fn quill_pages_follow(file: &dyn File, size: u64) -> Result<Option<usize>> {
     let mut page_size = super::MIN_PAGE_SIZE;
     while page_size <= super::MAX_PAGE_SIZE {
@@ -271,6 +285,17 @@ impl DataFile {
         let magic = &head[SB_MAGIC..SB_MAGIC + 8];
         let version = get_u32(&head, SB_VERSION);
         let foreign = magic != SPACE_MAGIC;
+        if !foreign
+            && version > SPACE_FORMAT_VERSION
+            && superblock_verifies(file.as_ref(), &head, size)?
+        {
+            // An intact superblock of a later format: a newer build's.
+            return Err(Error::UnsupportedVersion {
+                file: path.to_path_buf(),
+                found: version,
+                supported: SPACE_FORMAT_VERSION,
+            });
+        }
         if foreign || !(MIN_SPACE_FORMAT_VERSION..=SPACE_FORMAT_VERSION).contains(&version) {
             // A file whose other pages are Quill's has a damaged superblock;
             // anything else is another kind of file or a future format.

@@ -580,7 +580,8 @@ impl Store {
     /// return: a format 1 one records the log's id as the database id (T7,
     /// space S4); formats 1 and 2 hold zeros where format 3 keeps its
     /// table id floor and pending drops (space S5), which read as none,
-    /// so only the version changes.
+    /// so only the version changes; format 4 reads every undo record
+    /// format 3 wrote (undo U5), so from 3 only the version changes too.
     fn migrate(&self, from: u32) -> Result<()> {
         use crate::page::space::{SB_DB_ID, SB_VERSION, SPACE_FORMAT_VERSION};
         let id = self.log().id();

@@ -5,10 +5,19 @@
 //!
 //! Clustered record value: `version u8 | flags u8 (bit 0: delete-marked)
 //! | trx id u64 | roll pointer u64 | row bytes` (the row format of
-//! `catalog::row`). Undo record: `version u8 | kind u8 | undo no u64 |
-//! table id u64 | trx id u64 | previous trx id u64 | previous roll
-//! pointer u64 | changed indexes u64 | key length u32 | key | old row present u8 | [old row
-//! length u32 | old row]`. Little-endian throughout.
+//! `catalog::row`). Undo record, version 2 (written since tablespace
+//! format 4): `version u8 (2) | kind u8 | undo no | table id | trx id |
+//! previous trx id | previous roll pointer | indexes u8 | changed-index
+//! bits | key length | key | [old value length | old value]`, every
+//! unnamed width an unsigned LEB128 varint of at most 10 bytes, minimal
+//! (no trailing zero groups); the old value is there exactly when the kind
+//! is not `Insert`. An insert's undo record is about 12 bytes plus its
+//! key where version 1 took 55 plus its key, and an insert writes one per
+//! row. Version 1 (still read, never written): `version u8 (1) | kind u8
+//! | undo no u64 | table id u64 | trx id u64 | previous trx id u64 |
+//! previous roll pointer u64 | changed indexes u64 | key length u32 | key
+//! | old row present u8 | [old row length u32 | old row]`. Little-endian
+//! throughout.
 //!
 //! Invariants:
 //! * U1. A roll pointer names one undo record: together with the
@@ -24,14 +33,24 @@
 //!   limit (at most `u32::MAX`), so a truncating cast would be our bug
 //!   (and a record U3 rejects, or worse, one that decodes differently).
 //!   Asserted on encode.
+//! * U5. An undo record's first byte is its version: 1 or 2. A database
+//!   whose undo log may hold version 2 has tablespace format 4 or later,
+//!   so a build that reads only version 1 refuses the database at open
+//!   (space format check) instead of failing on an undo record later.
 
 use crate::Result;
 use crate::catalog::CatalogError;
 
 use super::registry::TrxId;
 
-/// Format version of record headers and undo records.
+/// Format version of clustered record headers.
 pub const UNDO_FORMAT_VERSION: u8 = 1;
+/// Version of the undo records this build writes (U5).
+pub const UNDO_RECORD_VERSION: u8 = 2;
+/// The fixed-width undo record version, still read (U5).
+const UNDO_RECORD_V1: u8 = 1;
+/// The longest LEB128 encoding of a u64.
+const VARINT_MAX: usize = 10;
 /// Bytes of the clustered record header.
 pub const REC_HEADER: usize = 18;
 
@@ -113,6 +132,10 @@ pub enum UndoKind {
     DeleteMark = 3,
 }
 
+/// The bits of [`UndoRecord::changed`] that name indexes (the top byte
+/// holds the index count).
+const CHANGED_BITS: u64 = (1 << 56) - 1;
+
 /// One undo record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UndoRecord {
@@ -172,6 +195,47 @@ impl<'a> Reader<'a> {
     fn u64(&mut self, what: &str) -> Result<u64> {
         self.array(what).map(u64::from_le_bytes)
     }
+    /// A minimal LEB128 varint of at most [`VARINT_MAX`] bytes whose value
+    /// fits a u64 (U3: exactly what [`put_varint`] writes).
+    fn varint(&mut self, what: &str) -> Result<u64> {
+        let start = self.at;
+        let mut v: u64 = 0;
+        for i in 0..VARINT_MAX {
+            let byte = self.u8(what)?;
+            let bits = u64::from(byte & 0x7f);
+            if i == VARINT_MAX - 1 && byte > 1 {
+                return Err(malformed(start, "varint overflows a u64"));
+            }
+            v |= bits << (7 * i);
+            if byte & 0x80 == 0 {
+                if byte == 0 && i > 0 {
+                    return Err(malformed(start, "varint is not minimal"));
+                }
+                return Ok(v);
+            }
+        }
+        Err(malformed(start, "varint longer than 10 bytes"))
+    }
+    /// A varint length, as a usize.
+    fn len(&mut self, what: &str) -> Result<usize> {
+        let at = self.at;
+        usize::try_from(self.varint(what)?).map_err(|_| malformed(at, what))
+    }
+}
+
+/// Append `v` as a minimal unsigned LEB128 varint.
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8 & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Bytes of `v` as a varint.
+const fn varint_len(v: u64) -> usize {
+    let bits = 64 - (v | 1).leading_zeros() as usize;
+    bits.div_ceil(7)
 }
 
 /// A length for a u32 field of the encoding (U4).
@@ -204,21 +268,35 @@ impl UndoRecord {
         i >= known || i >= 56 || self.changed & (1 << i) != 0
     }
 
-    /// Length of [`UndoRecord::encode`] for a record with a `key_len`-byte
-    /// key and, unless it is an insert's, an `old_len`-byte old value.
-    pub const fn encoded_len(key_len: usize, old_len: Option<usize>) -> usize {
-        let fixed = 2 + 6 * 8 + 4 + 1;
+    /// The most bytes [`UndoRecord::encode`] writes for a record with a
+    /// `key_len`-byte key and, unless it is an insert's, an `old_len`-byte
+    /// old value (every varint counted at its longest).
+    pub const fn max_encoded_len(key_len: usize, old_len: Option<usize>) -> usize {
+        // version, kind, indexes; five u64 varints, the changed bits and
+        // the key length.
+        let fixed = 3 + 7 * VARINT_MAX;
         match old_len {
             None => fixed + key_len,
-            Some(n) => fixed + key_len + 4 + n,
+            Some(n) => fixed + key_len + VARINT_MAX + n,
         }
     }
 
-    /// The record's bytes.
+    /// The record's bytes, in version [`UNDO_RECORD_VERSION`].
     pub fn encode(&self) -> Vec<u8> {
-        let len = Self::encoded_len(self.key.len(), self.old_value.as_ref().map(Vec::len));
-        let mut v = Vec::with_capacity(len);
-        v.push(UNDO_FORMAT_VERSION);
+        let old_len = self.old_value.as_ref().map_or(0, Vec::len);
+        let mut v = Vec::with_capacity(
+            3 + varint_len(self.undo_no)
+                + varint_len(self.table)
+                + varint_len(self.trx)
+                + varint_len(self.prev_trx)
+                + varint_len(self.prev_roll.0)
+                + VARINT_MAX
+                + varint_len(self.key.len() as u64)
+                + self.key.len()
+                + VARINT_MAX
+                + old_len,
+        );
+        v.push(UNDO_RECORD_VERSION);
         v.push(self.kind as u8);
         for x in [
             self.undo_no,
@@ -226,28 +304,39 @@ impl UndoRecord {
             self.trx,
             self.prev_trx,
             self.prev_roll.0,
-            self.changed,
         ] {
-            v.extend_from_slice(&x.to_le_bytes());
+            put_varint(&mut v, x);
         }
-        v.extend_from_slice(&len_u32(self.key.len(), "key").to_le_bytes());
+        v.push((self.changed >> 56) as u8);
+        put_varint(&mut v, self.changed & CHANGED_BITS);
+        // U4 for a varint: a length the B+tree accepts fits a u32.
+        put_varint(&mut v, u64::from(len_u32(self.key.len(), "key")));
         v.extend_from_slice(&self.key);
-        match &self.old_value {
-            None => v.push(0),
-            Some(old) => {
-                v.push(1);
-                v.extend_from_slice(&len_u32(old.len(), "old value").to_le_bytes());
-                v.extend_from_slice(old);
-            }
+        // The kind says whether an old value follows; an insert's record
+        // carrying one (or another kind's lacking one) is our bug.
+        assert_eq!(
+            self.kind == UndoKind::Insert,
+            self.old_value.is_none(),
+            "undo U2: a {:?} record with old value {:?}",
+            self.kind,
+            self.old_value.as_ref().map(Vec::len)
+        );
+        if let Some(old) = &self.old_value {
+            put_varint(&mut v, u64::from(len_u32(old.len(), "old value")));
+            v.extend_from_slice(old);
         }
-        debug_assert_eq!(v.len(), len, "encoded_len matches encode");
+        debug_assert!(
+            v.len() <= Self::max_encoded_len(self.key.len(), self.old_value.as_ref().map(Vec::len)),
+            "max_encoded_len bounds encode"
+        );
         v
     }
 
-    /// Decode one record (U3).
+    /// Decode one record of either version (U3, U5).
     pub fn decode(bytes: &[u8]) -> Result<UndoRecord> {
         let mut r = Reader { b: bytes, at: 0 };
-        if r.u8("version")? != UNDO_FORMAT_VERSION {
+        let version = r.u8("version")?;
+        if version != UNDO_RECORD_VERSION && version != UNDO_RECORD_V1 {
             return Err(malformed(0, "unknown undo record version"));
         }
         let kind = match r.u8("kind")? {
@@ -256,6 +345,48 @@ impl UndoRecord {
             3 => UndoKind::DeleteMark,
             _ => return Err(malformed(1, "unknown undo record kind")),
         };
+        let rec = if version == UNDO_RECORD_V1 {
+            Self::decode_v1(&mut r, kind)?
+        } else {
+            let undo_no = r.varint("undo number")?;
+            let table = r.varint("table")?;
+            let trx = r.varint("trx")?;
+            let prev_trx = r.varint("previous trx")?;
+            let prev_roll = RollPtr(r.varint("previous roll pointer")?);
+            let indexes = r.u8("index count")?;
+            let at = r.at;
+            let bits = r.varint("changed indexes")?;
+            if bits & !CHANGED_BITS != 0 {
+                return Err(malformed(at, "changed-index bits past bit 55"));
+            }
+            let klen = r.len("key length")?;
+            let key = r.take(klen, "key")?.to_vec();
+            let old_value = if kind == UndoKind::Insert {
+                None
+            } else {
+                let n = r.len("old value length")?;
+                Some(r.take(n, "old value")?.to_vec())
+            };
+            UndoRecord {
+                kind,
+                undo_no,
+                table,
+                trx,
+                prev_trx,
+                prev_roll,
+                key,
+                old_value,
+                changed: (u64::from(indexes) << 56) | bits,
+            }
+        };
+        if r.at != bytes.len() {
+            return Err(malformed(r.at, "trailing bytes after the undo record"));
+        }
+        Ok(rec)
+    }
+
+    /// The rest of a version 1 record, after its version and kind.
+    fn decode_v1(r: &mut Reader<'_>, kind: UndoKind) -> Result<UndoRecord> {
         let undo_no = r.u64("undo number")?;
         let table = r.u64("table")?;
         let trx = r.u64("trx")?;
@@ -277,9 +408,6 @@ impl UndoRecord {
                 1,
                 "insert undo carries an old value, or another kind lacks one",
             ));
-        }
-        if r.at != bytes.len() {
-            return Err(malformed(r.at, "trailing bytes after the undo record"));
         }
         Ok(UndoRecord {
             kind,
@@ -331,9 +459,100 @@ mod tests {
             })
     }
 
+    /// A record as version 1 wrote it, field by field.
+    fn v1_bytes(r: &UndoRecord) -> Vec<u8> {
+        let mut v = vec![UNDO_RECORD_V1, r.kind as u8];
+        for x in [
+            r.undo_no,
+            r.table,
+            r.trx,
+            r.prev_trx,
+            r.prev_roll.0,
+            r.changed,
+        ] {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        v.extend_from_slice(&(r.key.len() as u32).to_le_bytes());
+        v.extend_from_slice(&r.key);
+        match &r.old_value {
+            None => v.push(0),
+            Some(old) => {
+                v.push(1);
+                v.extend_from_slice(&(old.len() as u32).to_le_bytes());
+                v.extend_from_slice(old);
+            }
+        }
+        v
+    }
+
+    fn insert_undo() -> UndoRecord {
+        UndoRecord {
+            kind: UndoKind::Insert,
+            undo_no: 57,
+            table: 3,
+            trx: 1_234_567,
+            prev_trx: 0,
+            prev_roll: RollPtr::NONE,
+            key: vec![0x02; 9],
+            old_value: None,
+            changed: UndoRecord::changed_mask(3, []),
+        }
+    }
+
+    #[test]
+    fn an_insert_undo_record_is_small() {
+        let r = insert_undo();
+        let b = r.encode();
+        // version, kind, undo no, table, trx (3 bytes), previous trx and
+        // roll, index count, changed bits, key length: 12 bytes and the key.
+        assert_eq!(b.len(), 12 + 9, "{b:02x?}");
+        assert!(b.len() <= UndoRecord::max_encoded_len(9, None));
+        assert_eq!(v1_bytes(&r).len(), 55 + 9);
+    }
+
+    #[test]
+    fn version_1_records_still_decode() {
+        let mut update = insert_undo();
+        update.kind = UndoKind::Update;
+        update.prev_trx = 99;
+        update.prev_roll = RollPtr(4);
+        update.old_value = Some(b"old".to_vec());
+        update.changed = UndoRecord::changed_mask(3, [1]);
+        for r in [insert_undo(), update] {
+            assert_eq!(UndoRecord::decode(&v1_bytes(&r)).unwrap(), r);
+        }
+    }
+
+    #[test]
+    fn varints_the_encoder_cannot_write_are_refused() {
+        let good = insert_undo().encode();
+        // The undo number (57) at byte 2, written with a needless zero
+        // continuation group.
+        assert_eq!(good[2], 57);
+        let mut long = good[..2].to_vec();
+        long.extend_from_slice(&[57 | 0x80, 0]);
+        long.extend_from_slice(&good[3..]);
+        assert!(UndoRecord::decode(&long).is_err(), "non-minimal varint");
+        // Ten bytes whose last carries more than the u64's top bit.
+        let mut over = good[..2].to_vec();
+        over.extend_from_slice(&[0xff; 9]);
+        over.push(0x02);
+        over.extend_from_slice(&good[3..]);
+        assert!(UndoRecord::decode(&over).is_err(), "varint past u64");
+        // The largest u64 is fine.
+        let mut max = insert_undo();
+        max.undo_no = u64::MAX;
+        max.trx = u64::MAX;
+        assert_eq!(UndoRecord::decode(&max.encode()).unwrap(), max);
+        assert!(max.encode().len() <= UndoRecord::max_encoded_len(9, None));
+    }
+
     proptest! {
         #[test]
         fn undo_round_trip(r in record()) {
+            let b = r.encode();
+            prop_assert!(b.len() <= UndoRecord::max_encoded_len(r.key.len(), r.old_value.as_ref().map(Vec::len)));
+            prop_assert_eq!(UndoRecord::decode(&v1_bytes(&r)).unwrap(), r.clone());
             prop_assert_eq!(UndoRecord::decode(&r.encode()).unwrap(), r);
         }
 

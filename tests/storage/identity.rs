@@ -222,10 +222,11 @@ fn a_format_1_tablespace_is_bound_to_its_log_at_first_open() {
 }
 
 /// A format 2 tablespace (no table id floor, no pending drops: zeros
-/// there) opens as format 3 with neither, and is marked format 3.
+/// there) opens as format 3 with neither, and is marked with this build's
+/// format (4: undo records of either version, undo U5).
 #[test]
-fn a_format_2_tablespace_is_migrated_to_format_3() {
-    use quill::page::space::{SB_DB_ID, SB_DROP_COUNT, SB_VERSION};
+fn a_format_2_tablespace_is_migrated_to_this_builds_format() {
+    use quill::page::space::{SB_DB_ID, SB_DROP_COUNT, SB_VERSION, SPACE_FORMAT_VERSION};
     let fs = SimFs::new(86);
     let a = Path::new("/a");
     made(&fs, a);
@@ -238,7 +239,38 @@ fn a_format_2_tablespace_is_migrated_to_format_3() {
     let s = Store::open(vfs(&fs), a, opts(64)).unwrap();
     s.close().unwrap();
     let sb = fs.current_bytes(&data).unwrap();
-    assert_eq!(sb[SB_VERSION..SB_VERSION + 4], 3u32.to_le_bytes());
+    assert_eq!(
+        sb[SB_VERSION..SB_VERSION + 4],
+        SPACE_FORMAT_VERSION.to_le_bytes()
+    );
     assert_eq!(sb[SB_DB_ID..SB_DB_ID + 16], id[..]);
     assert_eq!(sb[SB_DROP_COUNT..SB_DROP_COUNT + 4], [0; 4]);
+}
+
+/// An intact superblock of a later format is a newer build's database:
+/// refused as an unsupported version (not reported as damage), unchanged.
+#[test]
+fn a_newer_format_is_refused_as_unsupported() {
+    use quill::page::space::{SB_VERSION, SPACE_FORMAT_VERSION};
+    let fs = SimFs::new(87);
+    let a = Path::new("/a");
+    made(&fs, a);
+    let data = a.join("data.qdb");
+    let page_size = quill::page::space::DataFile::open(vfs(&fs).as_ref(), &data, false, false)
+        .unwrap()
+        .page_size();
+    let mut sb = fs.current_bytes(&data).unwrap()[..page_size].to_vec();
+    let newer = SPACE_FORMAT_VERSION + 1;
+    sb[SB_VERSION..SB_VERSION + 4].copy_from_slice(&newer.to_le_bytes());
+    quill::page::seal(&mut sb);
+    assert!(fs.corrupt(&data, 0, &sb));
+    match Store::open(vfs(&fs), a, opts(64)) {
+        Err(Error::UnsupportedVersion {
+            found, supported, ..
+        }) => {
+            assert_eq!((found, supported), (newer, SPACE_FORMAT_VERSION));
+        }
+        other => panic!("expected UnsupportedVersion, got {:?}", other.err()),
+    }
+    assert_eq!(fs.current_bytes(&data).unwrap()[..page_size], sb[..]);
 }
