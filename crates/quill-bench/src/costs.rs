@@ -9,7 +9,9 @@
 //!   count of what the process sent to the block layer.
 //! * Log syncs: the engine's own counter ([`Engine::log_syncs`]), or none.
 //! * Written bytes by kind ([`Engine::write_split`]): log, data and
-//!   doublewrite, where the engine counts them.
+//!   doublewrite, where the engine counts them; and the log's payload
+//!   (redo records without framing and block padding) apart from the
+//!   bytes its writes carried.
 
 use serde::{Deserialize, Serialize};
 
@@ -62,6 +64,7 @@ impl Snapshot {
                 .zip(self.write_bytes)
                 .map(|(a, b)| per_op(a, b)),
             log_bytes_per_op: split.map(|(a, b)| per_op(a.log, b.log)),
+            redo_bytes_per_op: split.map(|(a, b)| per_op(a.log_payload, b.log_payload)),
             data_bytes_per_op: split.map(|(a, b)| per_op(a.data, b.data)),
             doublewrite_bytes_per_op: split.map(|(a, b)| per_op(a.doublewrite, b.doublewrite)),
         }
@@ -81,6 +84,11 @@ pub struct Costs {
     pub write_bytes_per_op: Option<f64>,
     /// Log bytes the engine wrote per operation.
     pub log_bytes_per_op: Option<f64>,
+    /// Log payload per operation: the redo (WAL) records themselves,
+    /// without framing or block padding ([`WriteSplit::log_payload`]).
+    /// Absent from results recorded before it was measured.
+    #[serde(default)]
+    pub redo_bytes_per_op: Option<f64>,
     /// Data bytes (pages, or flushed and compacted tables) per operation.
     pub data_bytes_per_op: Option<f64>,
     /// Doublewrite bytes per operation.

@@ -157,8 +157,14 @@ pub fn open(name: &str, dir: &Path, setup: &Setup) -> Result<Box<dyn Engine>> {
 /// Bytes an engine wrote since open, by what they were for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WriteSplit {
-    /// Log (Quill's redo log, RocksDB's WAL).
+    /// Log (Quill's redo log, RocksDB's WAL): bytes written to its files.
     pub log: u64,
+    /// Of what the log holds, the records' payload: Quill's redo records
+    /// before framing and before the padding of whole 4 KiB blocks that
+    /// its writes carry; RocksDB's write batches as its WAL counts them
+    /// (`rocksdb.wal.bytes`, the same figure as `log`: its WAL appends
+    /// records unpadded).
+    pub log_payload: u64,
     /// Data: Quill's data pages; RocksDB's flushed and compacted tables.
     pub data: u64,
     /// Quill's doublewrite buffer (0 for engines without one).
@@ -302,6 +308,7 @@ impl Engine for QuillEngine {
         let s = self.db.store().stats();
         Some(WriteSplit {
             log: s.log.write_bytes,
+            log_payload: s.log.append_payload_bytes,
             data: s.pool.data_io.write_bytes,
             doublewrite: s.pool.doublewrite_io.map_or(0, |d| d.write_bytes),
         })

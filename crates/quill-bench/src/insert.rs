@@ -787,7 +787,7 @@ fn total(counters: &[TableCounters], field: fn(&TableCounters) -> &AtomicU64) ->
 /// Column headings for [`table_line`].
 pub fn table_header() -> String {
     format!(
-        "{:<7} {:<5} {:>3} {:<7} {:>5} {:>10} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>7} {:>9} {:>8} {:>8} {:>8}",
+        "{:<7} {:<5} {:>3} {:<7} {:>5} {:>10} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>7} {:>9} {:>8} {:>9} {:>8} {:>8}",
         "engine",
         "txn",
         "cl",
@@ -803,6 +803,7 @@ pub fn table_header() -> String {
         "csw/op",
         "wbytes/op",
         "log B/op",
+        "redo B/op",
         "data B/op",
         "dblw B/op",
     )
@@ -821,7 +822,7 @@ pub fn table_line(r: &InsertRow) -> String {
         _ => "-".into(),
     };
     format!(
-        "{:<7} {:<5} {:>3} {:<7} {:>5} {:>10.0} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9.1} {:>7.2} {:>9} {:>8} {:>8} {:>8}",
+        "{:<7} {:<5} {:>3} {:<7} {:>5} {:>10.0} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9.1} {:>7.2} {:>9} {:>8} {:>9} {:>8} {:>8}",
         r.engine,
         r.txn_size,
         r.clients,
@@ -851,6 +852,7 @@ pub fn table_line(r: &InsertRow) -> String {
         r.costs.switches_per_op,
         or_na(r.costs.write_bytes_per_op, 0),
         or_na(r.costs.log_bytes_per_op, 0),
+        or_na(r.costs.redo_bytes_per_op, 0),
         or_na(r.costs.data_bytes_per_op, 0),
         or_na(r.costs.doublewrite_bytes_per_op, 0),
     )
@@ -930,6 +932,13 @@ mod tests {
             assert!(r.costs.log_bytes_per_op.is_some());
             if r.write_heavy {
                 assert!(r.costs.fsyncs_per_commit.unwrap() > 0.0, "{}", r.step);
+                // Redo payload is there, and never more than the log
+                // writes that carried it (framing and padding on top).
+                let (log, redo) = (
+                    r.costs.log_bytes_per_op.unwrap(),
+                    r.costs.redo_bytes_per_op.unwrap(),
+                );
+                assert!(redo > 0.0 && redo <= log, "{}: redo {redo} log {log}", r.step);
             }
         }
         e.db().check().unwrap();

@@ -374,7 +374,7 @@ fn run_one(
 /// Column headings for [`table_line`].
 pub fn table_header() -> String {
     format!(
-        "{:<7} {:<17} {:>7} {:>10} {:>10} {:>9} {:>8} {:>8} {:>8} {:>9} {:>7} {:>9} {:>8} {:>8} {:>8}",
+        "{:<7} {:<17} {:>7} {:>10} {:>10} {:>9} {:>8} {:>8} {:>8} {:>9} {:>7} {:>9} {:>8} {:>9} {:>8} {:>8}",
         "engine",
         "shape",
         "threads",
@@ -388,6 +388,7 @@ pub fn table_header() -> String {
         "csw/tx",
         "wbytes/tx",
         "log B/tx",
+        "redo B/tx",
         "data B/tx",
         "dblw B/tx"
     )
@@ -396,7 +397,7 @@ pub fn table_header() -> String {
 /// One result as a table line.
 pub fn table_line(r: &OltpRow) -> String {
     format!(
-        "{:<7} {:<17} {:>7} {:>10.0} {:>10.0} {:>9} {:>8.0} {:>8.0} {:>8.0} {:>9.1} {:>7.2} {:>9} {:>8} {:>8} {:>8}",
+        "{:<7} {:<17} {:>7} {:>10.0} {:>10.0} {:>9} {:>8.0} {:>8.0} {:>8.0} {:>9.1} {:>7.2} {:>9} {:>8} {:>9} {:>8} {:>8}",
         r.engine,
         r.shape,
         r.threads,
@@ -410,6 +411,7 @@ pub fn table_line(r: &OltpRow) -> String {
         r.costs.switches_per_op,
         or_na(r.costs.write_bytes_per_op, 0),
         or_na(r.costs.log_bytes_per_op, 0),
+        or_na(r.costs.redo_bytes_per_op, 0),
         or_na(r.costs.data_bytes_per_op, 0),
         or_na(r.costs.doublewrite_bytes_per_op, 0),
     )

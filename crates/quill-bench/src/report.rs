@@ -367,17 +367,18 @@ fn costs_table<'a>(
     let _ = writeln!(out, "\n## Costs {per}\n");
     let _ = writeln!(
         out,
-        "| run | engine | p99 us | cpu us | context switches | bytes written | log bytes | data bytes | doublewrite bytes |"
+        "| run | engine | p99 us | cpu us | context switches | bytes written | log bytes | redo payload | data bytes | doublewrite bytes |"
     );
-    let _ = writeln!(out, "|{}", " --- |".repeat(9));
+    let _ = writeln!(out, "|{}", " --- |".repeat(10));
     for (run, engine, p99, c) in rows {
         let _ = writeln!(
             out,
-            "| {run} | {engine} | {p99:.0} | {:.1} | {:.2} | {} | {} | {} | {} |",
+            "| {run} | {engine} | {p99:.0} | {:.1} | {:.2} | {} | {} | {} | {} | {} |",
             c.cpu_us_per_op,
             c.switches_per_op,
             or_na(c.write_bytes_per_op, 0),
             or_na(c.log_bytes_per_op, 0),
+            or_na(c.redo_bytes_per_op, 0),
             or_na(c.data_bytes_per_op, 0),
             or_na(c.doublewrite_bytes_per_op, 0)
         );

@@ -391,8 +391,10 @@ impl Engine for RocksEngine {
     }
 
     fn write_split(&self) -> Option<WriteSplit> {
+        let wal = self.ticker("rocksdb.wal.bytes")?;
         Some(WriteSplit {
-            log: self.ticker("rocksdb.wal.bytes")?,
+            log: wal,
+            log_payload: wal,
             data: self.ticker("rocksdb.flush.write.bytes")?
                 + self.ticker("rocksdb.compact.write.bytes")?,
             doublewrite: 0,
