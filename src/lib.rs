@@ -95,6 +95,7 @@ pub mod page;
 pub mod stats;
 pub mod store;
 mod txn;
+pub mod varint;
 pub mod wait;
 
 pub use db::{Db, Isolation, Options, OwnedTxn, Table, Txn, TxnOptions};

@@ -2,8 +2,13 @@
 //! function that applies them to a page, in normal operation and in
 //! recovery alike.
 //!
-//! Encoding of one operation (little-endian):
-//! `op u8 | page id u64 | body length u32 | body`. Bodies:
+//! Encoding of one operation: `op u8 | page id | body length | body`.
+//! Since tablespace format 4 the op byte has bit 7 set and the page id
+//! and body length are varints (`crate::varint`): 3 to 6 bytes of header
+//! for the pages and bodies of a database up to terabytes, where format 3
+//! and older wrote `page id u64 | body length u32` (13 bytes of header
+//! per operation; a row insert logs two or three operations). Both are
+//! read; only the compact form is written. Bodies (little-endian):
 //!
 //! | op | name | body |
 //! | -- | ---- | ---- |
@@ -20,10 +25,12 @@
 //! the first malformed one (the log's CRC makes that a bug, not damage).
 //!
 //! Invariants:
-//! * RO1. [`encode`] writes exactly the body length it announces (the
-//!   header's u32), and that length fits a u32: a body is at most a page.
-//!   Asserted on every encode (one compare), since [`decode`] trusts it to
-//!   find the next operation.
+//! * RO1. [`encode`] writes exactly the body length it announces, and
+//!   that length fits a u32: a body is at most a page. Asserted on every
+//!   encode (one compare), since [`decode`] trusts it to find the next
+//!   operation.
+//! * RO3. A compact header's varints are exactly what the encoder writes
+//!   (varint V1), so a record decodes only as the bytes an encoder made.
 //! * RO2. [`apply`] is the only function that changes a page for a redo
 //!   operation, in normal operation and recovery alike; input it cannot
 //!   apply is an error (recovery reads it from the log), never a partial
@@ -116,18 +123,34 @@ impl Op<'_> {
     }
 }
 
-/// Bytes of an operation's header in a record: code, page id, body length.
+/// Bytes of an operation's header in the fixed form format 3 and older
+/// wrote: code, page id u64, body length u32.
 pub const OP_HEADER: usize = 1 + 8 + 4;
 
-/// Append the encoding of `op` on page `id` to `out`.
+/// Set in the op byte of an operation with a compact header.
+const COMPACT: u8 = 0x80;
+
+/// Bytes of the compact header [`encode`] writes for `op` on page `id`.
+pub fn header_len(id: PageId, op: &Op<'_>) -> usize {
+    1 + crate::varint::len(id.0) + crate::varint::len(op.body_len() as u64)
+}
+
+/// Append the encoding of `op` on page `id` to `out`, with a compact
+/// header.
 pub fn encode(out: &mut Vec<u8>, id: PageId, op: &Op<'_>) {
     let payload = op.body_len();
+    // RO1: a body is at most a page, so its length fits a u32.
+    assert!(
+        u32::try_from(payload).is_ok(),
+        "redo RO1: op {} has a body of {payload} bytes",
+        op.code()
+    );
     // One allocation for the record instead of a doubling per push.
-    out.reserve(OP_HEADER + payload);
-    out.push(op.code());
-    out.extend_from_slice(&id.0.to_le_bytes());
-    let len_at = out.len();
-    out.extend_from_slice(&[0; 4]);
+    out.reserve(header_len(id, op) + payload);
+    out.push(op.code() | COMPACT);
+    crate::varint::put(out, id.0);
+    crate::varint::put(out, payload as u64);
+    let body_at = out.len();
     match op {
         Op::Init(t) => out.push(*t as u8),
         Op::Write { offset, bytes } => {
@@ -142,15 +165,38 @@ pub fn encode(out: &mut Vec<u8>, id: PageId, op: &Op<'_>) {
         Op::NodeDelete(slot) | Op::NodeTruncate(slot) => out.extend_from_slice(&slot.to_le_bytes()),
         Op::Image(body) => out.extend_from_slice(body),
     }
-    let body_len = out.len() - len_at - 4;
+    let body_len = out.len() - body_at;
     assert!(
-        body_len == payload && u32::try_from(body_len).is_ok(),
+        body_len == payload,
         "redo RO1: op {} announced {payload} body bytes and wrote {body_len}",
         op.code()
     );
-    // In bounds: the 4 placeholder bytes were pushed at `len_at` above.
-    #[allow(clippy::indexing_slicing)]
-    out[len_at..len_at + 4].copy_from_slice(&(body_len as u32).to_le_bytes());
+}
+
+/// The header at the start of `rec`: op code (without [`COMPACT`]), page
+/// id, body length, and the rest of the record after the header.
+fn header(rec: &[u8]) -> Result<(u8, PageId, usize, &[u8])> {
+    let (&code, rest) = rec
+        .split_first()
+        .ok_or_else(|| malformed("truncated operation header"))?;
+    if code & COMPACT == 0 {
+        let (head, rest) = rest
+            .split_first_chunk::<{ OP_HEADER - 1 }>()
+            .ok_or_else(|| malformed("truncated operation header"))?;
+        // In bounds (page P4): `head` is 12 bytes.
+        let id = PageId(page::get_u64(head, 0));
+        let len = page::get_u32(head, 8) as usize;
+        return Ok((code, id, len, rest));
+    }
+    let varint = |b: &[u8], what: &str| {
+        crate::varint::read(b).map_err(|e| malformed(&format!("{what}: {}", e.reason())))
+    };
+    let (id, n) = varint(rest, "page id")?;
+    let rest = rest.get(n..).unwrap_or_default();
+    let (len, n) = varint(rest, "body length")?;
+    let rest = rest.get(n..).unwrap_or_default();
+    let len = u32::try_from(len).map_err(|_| malformed("body length past a u32"))? as usize;
+    Ok((code & !COMPACT, PageId(id), len, rest))
 }
 
 fn malformed(why: &str) -> Error {
@@ -168,19 +214,19 @@ fn u16_at(b: &[u8]) -> Result<(u16, &[u8])> {
 }
 
 /// Decode the operations of one record, in order.
-pub fn decode(mut rec: &[u8]) -> impl Iterator<Item = Result<(PageId, Op<'_>)>> {
+pub fn decode(rec: &[u8]) -> impl Iterator<Item = Result<(PageId, Op<'_>)>> {
+    decode_sized(rec).map(|r| r.map(|(id, op, _)| (id, op)))
+}
+
+/// [`decode`], with the bytes each operation took in the record (header
+/// and body), for tools that say where a log's bytes go.
+pub fn decode_sized(mut rec: &[u8]) -> impl Iterator<Item = Result<(PageId, Op<'_>, usize)>> {
     std::iter::from_fn(move || {
         if rec.is_empty() {
             return None;
         }
         let item = (|| {
-            let (head, rest) = rec
-                .split_first_chunk::<OP_HEADER>()
-                .ok_or_else(|| malformed("truncated operation header"))?;
-            let [code, ..] = *head;
-            // In bounds (page P4): `head` is 13 bytes.
-            let id = PageId(page::get_u64(head, 1));
-            let len = page::get_u32(head, 9) as usize;
+            let (code, id, len, rest) = header(rec)?;
             let (body, rest) = rest
                 .split_at_checked(len)
                 .ok_or_else(|| malformed("operation body past the record's end"))?;
@@ -213,8 +259,9 @@ pub fn decode(mut rec: &[u8]) -> impl Iterator<Item = Result<(PageId, Op<'_>)>> 
                 8 => Op::Image(body),
                 other => return Err(malformed(&format!("unknown operation {other}"))),
             };
+            let size = rec.len() - rest.len();
             rec = rest;
-            Ok((id, op))
+            Ok((id, op, size))
         })();
         if item.is_err() {
             rec = &[];
@@ -311,6 +358,69 @@ mod tests {
             assert_eq!(id.0, i as u64);
             assert_eq!(op, &ops[i]);
         }
+    }
+
+    /// An operation as format 3 and older wrote it: fixed header.
+    fn fixed(out: &mut Vec<u8>, id: PageId, op: &Op<'_>) {
+        let mut compact = Vec::new();
+        encode(&mut compact, id, op);
+        let body = &compact[header_len(id, op)..];
+        out.push(op.code());
+        out.extend_from_slice(&id.0.to_le_bytes());
+        out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        out.extend_from_slice(body);
+    }
+
+    #[test]
+    fn fixed_headers_of_older_logs_still_decode_beside_compact_ones() {
+        let cell = [7u8; 40];
+        let ops = [
+            (
+                PageId(3),
+                Op::NodeInsert {
+                    slot: 9,
+                    cell: &cell,
+                },
+            ),
+            (PageId(1 << 40), Op::NodeDelete(2)),
+            (PageId(u64::MAX), Op::Image(&[5; 300])),
+        ];
+        let mut rec = Vec::new();
+        let mut sizes = Vec::new();
+        for (i, (id, op)) in ops.iter().enumerate() {
+            let before = rec.len();
+            if i % 2 == 0 {
+                fixed(&mut rec, *id, op);
+                assert_eq!(rec.len() - before, OP_HEADER + op.body_len());
+            } else {
+                encode(&mut rec, *id, op);
+                assert_eq!(rec.len() - before, header_len(*id, op) + op.body_len());
+            }
+            sizes.push(rec.len() - before);
+        }
+        let back: Vec<_> = decode_sized(&rec).collect::<Result<_>>().unwrap();
+        for (i, (id, op, size)) in back.iter().enumerate() {
+            assert_eq!((*id, op), (ops[i].0, &ops[i].1));
+            assert_eq!(*size, sizes[i]);
+        }
+    }
+
+    #[test]
+    fn a_compact_header_is_a_few_bytes() {
+        let op = Op::NodeInsert {
+            slot: 9,
+            cell: &[1; 100],
+        };
+        // Op byte, page 70,000 in 3 varint bytes, body length 102 in 1.
+        assert_eq!(header_len(PageId(70_000), &op), 5);
+        let mut out = Vec::new();
+        encode(&mut out, PageId(70_000), &op);
+        assert_eq!(out.len(), 5 + 102);
+        // A non-minimal page id is refused (RO3).
+        let mut bad = vec![out[0]];
+        bad.extend_from_slice(&[0x80 | 5, 0x00]);
+        bad.extend_from_slice(&out[4..]);
+        assert!(decode(&bad).next().unwrap().is_err());
     }
 
     proptest::proptest! {

@@ -40,6 +40,7 @@
 
 use crate::Result;
 use crate::catalog::CatalogError;
+use crate::varint::{len as varint_len, put as put_varint};
 
 use super::registry::TrxId;
 
@@ -49,8 +50,8 @@ pub const UNDO_FORMAT_VERSION: u8 = 1;
 pub const UNDO_RECORD_VERSION: u8 = 2;
 /// The fixed-width undo record version, still read (U5).
 const UNDO_RECORD_V1: u8 = 1;
-/// The longest LEB128 encoding of a u64.
-const VARINT_MAX: usize = 10;
+/// The longest varint.
+const VARINT_MAX: usize = crate::varint::MAX_LEN;
 /// Bytes of the clustered record header.
 pub const REC_HEADER: usize = 18;
 
@@ -195,47 +196,19 @@ impl<'a> Reader<'a> {
     fn u64(&mut self, what: &str) -> Result<u64> {
         self.array(what).map(u64::from_le_bytes)
     }
-    /// A minimal LEB128 varint of at most [`VARINT_MAX`] bytes whose value
-    /// fits a u64 (U3: exactly what [`put_varint`] writes).
+    /// A varint ([`crate::varint`] V1: exactly what the encoder writes).
     fn varint(&mut self, what: &str) -> Result<u64> {
-        let start = self.at;
-        let mut v: u64 = 0;
-        for i in 0..VARINT_MAX {
-            let byte = self.u8(what)?;
-            let bits = u64::from(byte & 0x7f);
-            if i == VARINT_MAX - 1 && byte > 1 {
-                return Err(malformed(start, "varint overflows a u64"));
-            }
-            v |= bits << (7 * i);
-            if byte & 0x80 == 0 {
-                if byte == 0 && i > 0 {
-                    return Err(malformed(start, "varint is not minimal"));
-                }
-                return Ok(v);
-            }
-        }
-        Err(malformed(start, "varint longer than 10 bytes"))
+        let rest = self.b.get(self.at..).unwrap_or_default();
+        let (v, n) = crate::varint::read(rest)
+            .map_err(|e| malformed(self.at, &format!("{what}: {}", e.reason())))?;
+        self.at += n;
+        Ok(v)
     }
     /// A varint length, as a usize.
     fn len(&mut self, what: &str) -> Result<usize> {
         let at = self.at;
         usize::try_from(self.varint(what)?).map_err(|_| malformed(at, what))
     }
-}
-
-/// Append `v` as a minimal unsigned LEB128 varint.
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8 & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// Bytes of `v` as a varint.
-const fn varint_len(v: u64) -> usize {
-    let bits = 64 - (v | 1).leading_zeros() as usize;
-    bits.div_ceil(7)
 }
 
 /// A length for a u32 field of the encoding (U4).

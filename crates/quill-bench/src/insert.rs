@@ -938,7 +938,11 @@ mod tests {
                     r.costs.log_bytes_per_op.unwrap(),
                     r.costs.redo_bytes_per_op.unwrap(),
                 );
-                assert!(redo > 0.0 && redo <= log, "{}: redo {redo} log {log}", r.step);
+                assert!(
+                    redo > 0.0 && redo <= log,
+                    "{}: redo {redo} log {log}",
+                    r.step
+                );
             }
         }
         e.db().check().unwrap();

@@ -62,13 +62,9 @@ impl Summary {
         if r.rtype != quill::mtr::RTYPE_MTR {
             return;
         }
-        for op in quill::mtr::redo::decode(r.payload) {
+        for op in quill::mtr::redo::decode_sized(r.payload) {
             match op {
-                Ok((_, op)) => self
-                    .ops
-                    .entry(op.name())
-                    .or_default()
-                    .add(quill::mtr::redo::OP_HEADER + op.body_len()),
+                Ok((_, op, size)) => self.ops.entry(op.name()).or_default().add(size),
                 Err(_) => {
                     self.undecodable += 1;
                     break;
