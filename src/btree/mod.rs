@@ -432,6 +432,7 @@ impl<'s> Tree<'s> {
         let cell = node::encode_leaf_inline(key, value).map_err(self.ne(id))?;
         self.assert_cell_size(&cell);
         let free = self.free_space(id, &leaf)?;
+        let patch;
         let op = match node::search_leaf(&leaf, key).map_err(self.ne(id))? {
             Ok(i) => {
                 let old = node::cell(&leaf, i).map_err(self.ne(id))?;
@@ -442,9 +443,18 @@ impl<'s> Tree<'s> {
                 if was_overflow || free + old.len() < cell.len() {
                     return Ok(None);
                 }
-                Op::NodeReplace {
-                    slot: i as u16,
-                    cell: &cell,
+                // A same-length replacement logs only the bytes that
+                // changed (an update's header and columns).
+                patch = crate::mtr::redo::cell_patch(old, &cell);
+                match &patch {
+                    Some(patches) => Op::NodePatch {
+                        slot: i as u16,
+                        patches,
+                    },
+                    None => Op::NodeReplace {
+                        slot: i as u16,
+                        cell: &cell,
+                    },
                 }
             }
             Err(i) => {

@@ -20,6 +20,14 @@
 //! | 6 | `NodeReplace` | slot u16, cell |
 //! | 7 | `NodeTruncate` | first removed slot u16 |
 //! | 8 | `Image` | page bytes from the end of the header on |
+//! | 9 | `NodePatch` | slot u16, then per changed range: gap varint (bytes since the previous range's end, or the cell's start), length varint, bytes |
+//!
+//! `NodePatch` (format 4 on) rewrites byte ranges of a cell in place, for
+//! a replacement of the same length: an update logs the bytes that
+//! changed (the record header's writer and undo pointer, the changed
+//! columns), not the whole row. It never changes a cell's length or its
+//! own length fields ([`apply`] checks, on a copy, before changing the
+//! page: RO2).
 //!
 //! A record is a sequence of operations; decoding stops with an error at
 //! the first malformed one (the log's CRC makes that a bug, not damage).
@@ -74,6 +82,13 @@ pub enum Op<'b> {
     NodeTruncate(u16),
     /// Overwrite everything after the header.
     Image(&'b [u8]),
+    /// Rewrite byte ranges of the cell at a slot, keeping its length.
+    NodePatch {
+        /// Slot position.
+        slot: u16,
+        /// The ranges: per range, gap varint, length varint, bytes.
+        patches: &'b [u8],
+    },
 }
 
 impl Op<'_> {
@@ -94,6 +109,7 @@ impl Op<'_> {
             Op::NodeReplace { .. } => "NodeReplace",
             Op::NodeTruncate(_) => "NodeTruncate",
             Op::Image(_) => "Image",
+            Op::NodePatch { .. } => "NodePatch",
         }
     }
 
@@ -106,6 +122,7 @@ impl Op<'_> {
             Op::NodeInsert { cell, .. } | Op::NodeReplace { cell, .. } => 2 + cell.len(),
             Op::NodeDelete(_) | Op::NodeTruncate(_) => 2,
             Op::Image(body) => body.len(),
+            Op::NodePatch { patches, .. } => 2 + patches.len(),
         }
     }
 
@@ -119,6 +136,7 @@ impl Op<'_> {
             Op::NodeReplace { .. } => 6,
             Op::NodeTruncate(_) => 7,
             Op::Image(_) => 8,
+            Op::NodePatch { .. } => 9,
         }
     }
 }
@@ -162,6 +180,10 @@ pub fn encode(out: &mut Vec<u8>, id: PageId, op: &Op<'_>) {
             out.extend_from_slice(&slot.to_le_bytes());
             out.extend_from_slice(cell);
         }
+        Op::NodePatch { slot, patches } => {
+            out.extend_from_slice(&slot.to_le_bytes());
+            out.extend_from_slice(patches);
+        }
         Op::NodeDelete(slot) | Op::NodeTruncate(slot) => out.extend_from_slice(&slot.to_le_bytes()),
         Op::Image(body) => out.extend_from_slice(body),
     }
@@ -197,6 +219,78 @@ fn header(rec: &[u8]) -> Result<(u8, PageId, usize, &[u8])> {
     let rest = rest.get(n..).unwrap_or_default();
     let len = u32::try_from(len).map_err(|_| malformed("body length past a u32"))? as usize;
     Ok((code & !COMPACT, PageId(id), len, rest))
+}
+
+/// Ranges closer than this are logged as one: a range's gap and length
+/// varints cost about as much as the bytes between them.
+const MERGE_GAP: usize = 3;
+
+/// The `NodePatch` ranges that turn cell `old` into `new`, if the two
+/// have the same length and the patch is shorter than the whole cell
+/// (else the caller logs `NodeReplace`).
+pub fn cell_patch(old: &[u8], new: &[u8]) -> Option<Vec<u8>> {
+    if old.len() != new.len() {
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut prev_end = 0usize;
+    let mut i = 0usize;
+    let n = new.len();
+    while i < n {
+        // The next differing byte, then the end of its range (a run of
+        // differences that may swallow short equal gaps).
+        let Some(start) = (i..n).find(|&j| old.get(j) != new.get(j)) else {
+            break;
+        };
+        let mut end = start + 1;
+        let mut j = end;
+        while j < n {
+            if old.get(j) != new.get(j) {
+                end = j + 1;
+            } else if j - end >= MERGE_GAP {
+                break;
+            }
+            j += 1;
+        }
+        crate::varint::put(&mut out, (start - prev_end) as u64);
+        crate::varint::put(&mut out, (end - start) as u64);
+        out.extend_from_slice(new.get(start..end)?);
+        if out.len() >= n {
+            return None;
+        }
+        prev_end = end;
+        i = end;
+    }
+    Some(out)
+}
+
+/// Apply `NodePatch` ranges to `cell` (a copy). Ranges must lie in the
+/// cell, in order, each non-empty (what [`cell_patch`] writes).
+fn apply_patches(cell: &mut [u8], mut patches: &[u8]) -> std::result::Result<(), String> {
+    let mut at = 0usize;
+    let read = |b: &mut &[u8], what: &str| -> std::result::Result<usize, String> {
+        let (v, n) = crate::varint::read(b).map_err(|e| format!("patch {what}: {}", e.reason()))?;
+        *b = b.get(n..).unwrap_or_default();
+        usize::try_from(v).map_err(|_| format!("patch {what} past usize"))
+    };
+    while !patches.is_empty() {
+        let gap = read(&mut patches, "gap")?;
+        let len = read(&mut patches, "length")?;
+        if len == 0 {
+            return Err("empty patch range".into());
+        }
+        let start = at.checked_add(gap).ok_or("patch offset overflows")?;
+        let end = start.checked_add(len).ok_or("patch offset overflows")?;
+        let (bytes, rest) = patches
+            .split_at_checked(len)
+            .ok_or("patch bytes past the record's end")?;
+        cell.get_mut(start..end)
+            .ok_or("patch range past the cell's end")?
+            .copy_from_slice(bytes);
+        patches = rest;
+        at = end;
+    }
+    Ok(())
 }
 
 fn malformed(why: &str) -> Error {
@@ -257,6 +351,10 @@ pub fn decode_sized(mut rec: &[u8]) -> impl Iterator<Item = Result<(PageId, Op<'
                 }
                 7 => Op::NodeTruncate(u16_at(body)?.0),
                 8 => Op::Image(body),
+                9 => {
+                    let (slot, patches) = u16_at(body)?;
+                    Op::NodePatch { slot, patches }
+                }
                 other => return Err(malformed(&format!("unknown operation {other}"))),
             };
             let size = rec.len() - rest.len();
@@ -314,6 +412,10 @@ pub fn apply(page: &mut [u8], id: PageId, space: u64, op: &Op<'_>) -> Result<()>
         }
         Op::NodeTruncate(from) => {
             node::truncate(page, *from as usize).map_err(|e| node_err(id, e))?
+        }
+        Op::NodePatch { slot, patches } => {
+            node::patch_cell(page, *slot as usize, |cell| apply_patches(cell, patches))
+                .map_err(|e| node_err(id, e))?
         }
         Op::Image(body) => {
             let dst = page
@@ -423,7 +525,87 @@ mod tests {
         assert!(decode(&bad).next().unwrap().is_err());
     }
 
+    /// A leaf page holding cells `a`, `b`, `c` (keys 1, 2, 3), the middle
+    /// one with `value`.
+    fn leaf_page(value: &[u8]) -> Vec<u8> {
+        let mut page = vec![0u8; 4096];
+        page::init(&mut page, PageId(7), PageType::BtreeNode, 1);
+        node::init(&mut page, 0).unwrap();
+        for (i, (k, v)) in [(b"1", &b"left"[..]), (b"2", value), (b"3", b"right")]
+            .iter()
+            .enumerate()
+        {
+            let cell = node::encode_leaf_inline(&k[..], v).unwrap();
+            assert!(node::insert_cell(&mut page, i, &cell).unwrap());
+        }
+        page
+    }
+
+    #[test]
+    fn a_patch_logs_only_what_changed() {
+        let old = node::encode_leaf_inline(b"k", &[0u8; 200]).unwrap();
+        let mut value = vec![0u8; 200];
+        value[10] = 1;
+        value[100..120].fill(2);
+        let new = node::encode_leaf_inline(b"k", &value).unwrap();
+        let p = cell_patch(&old, &new).unwrap();
+        // Two ranges: 1 byte and 20 bytes, a gap and a length varint each.
+        assert_eq!(p.len(), 2 + 1 + 2 + 20);
+        // A whole new value still leaves the cell's header and key out.
+        let all = node::encode_leaf_inline(b"k", &[9u8; 200]).unwrap();
+        assert_eq!(cell_patch(&old, &all).unwrap().len(), 3 + 200);
+        // Cells of different lengths are replaced, not patched.
+        assert_eq!(cell_patch(&old, &old[..old.len() - 1]), None);
+    }
+
+    #[test]
+    fn a_patch_that_would_change_a_cells_length_leaves_the_page_alone() {
+        let mut page = leaf_page(b"value");
+        let before = page.clone();
+        // Rewrite the cell's first byte (its key length).
+        let patches = [0u8, 1, 0x7f];
+        let op = Op::NodePatch {
+            slot: 1,
+            patches: &patches,
+        };
+        assert!(apply(&mut page, PageId(7), 1, &op).is_err());
+        assert_eq!(page, before);
+        // A range past the cell's end, and an empty range.
+        for patches in [&[0u8, 100, 1][..], &[0u8, 0][..]] {
+            let op = Op::NodePatch { slot: 1, patches };
+            assert!(apply(&mut page, PageId(7), 1, &op).is_err());
+            assert_eq!(page, before);
+        }
+    }
+
     proptest::proptest! {
+        /// Patching a cell gives the page a replacement gives.
+        #[test]
+        fn a_patch_equals_a_replacement(
+            old in proptest::collection::vec(proptest::num::u8::ANY, 1..300),
+            changes in proptest::collection::vec((0usize..300, proptest::num::u8::ANY), 0..20),
+        ) {
+            let mut value = old.clone();
+            for (at, b) in changes {
+                let n = value.len();
+                value[at % n] = b;
+            }
+            let old_cell = node::encode_leaf_inline(b"2", &old).unwrap();
+            let new_cell = node::encode_leaf_inline(b"2", &value).unwrap();
+            let mut replaced = leaf_page(&old);
+            apply(&mut replaced, PageId(7), 1, &Op::NodeReplace { slot: 1, cell: &new_cell }).unwrap();
+            if let Some(patches) = cell_patch(&old_cell, &new_cell) {
+                proptest::prop_assert!(patches.len() < new_cell.len());
+                let mut patched = leaf_page(&old);
+                let op = Op::NodePatch { slot: 1, patches: &patches };
+                let mut rec = Vec::new();
+                encode(&mut rec, PageId(7), &op);
+                let (_, back) = decode(&rec).next().unwrap().unwrap();
+                apply(&mut patched, PageId(7), 1, &back).unwrap();
+                proptest::prop_assert_eq!(patched, replaced);
+            }
+        }
+
         #[test]
         fn garbage_records_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
             for (id, op) in decode(&bytes).flatten() {

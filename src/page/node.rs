@@ -875,6 +875,28 @@ pub fn replace_cell(page: &mut [u8], i: usize, cell: &[u8]) -> Result<bool, Node
     Ok(true)
 }
 
+/// Rewrite cell `i` in place through `f`, which gets a copy of it: the
+/// page changes only if `f` succeeds and the result is still one
+/// well-formed cell of the same length (so a patch can never damage the
+/// cell area around it).
+pub fn patch_cell(
+    page: &mut [u8],
+    i: usize,
+    f: impl FnOnce(&mut [u8]) -> Result<(), String>,
+) -> Result<(), NodeError> {
+    let h = header(page)?;
+    let (off, len) = cell_span(page, &h, i)?;
+    // In bounds: `cell_span` checked `off + len <= h.len == page.len()`.
+    #[allow(clippy::indexing_slicing)]
+    let mut copy = page[off..off + len].to_vec();
+    f(&mut copy).map_err(|r| invalid(format!("patch of cell {i}: {r}")))?;
+    // The copy's own length fields still give exactly its length.
+    check_cell_arg(h.level, &copy)?;
+    // N8: same span, same length.
+    wr(page, off, &copy);
+    Ok(())
+}
+
 /// Remove slots `from..nslots` (`from <= nslots`); their bytes become
 /// garbage. Truncating to zero slots resets the node to empty (N4).
 pub fn truncate(page: &mut [u8], from: usize) -> Result<(), NodeError> {
