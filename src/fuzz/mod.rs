@@ -687,7 +687,9 @@ pub fn undo_record(data: &[u8]) {
     with_db_change(|db| {
         let store = db.store();
         let (undo, _) = UndoLog::open(store)?;
-        let lsn = undo.put(store, rec.trx, seq, &rec)?;
+        // The bytes as given, so a version 1 record reaches recovery's
+        // rollback from disk as an older database would hold it.
+        let lsn = undo.put_raw(store, rec.trx, seq, bytes)?;
         if flags & 1 != 0
             && let Some(schema) = db.tables().into_iter().find(|t| t.id == rec.table)
         {

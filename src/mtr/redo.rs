@@ -4,8 +4,9 @@
 //!
 //! Encoding of one operation: `op u8 | page id | body length | body`.
 //! Since tablespace format 4 the op byte has bit 7 set and the page id
-//! and body length are varints (`crate::varint`): 3 to 6 bytes of header
-//! for the pages and bodies of a database up to terabytes, where format 3
+//! and body length are varints (`crate::varint`): 3 to 8 bytes of header
+//! (a page id below 2^21, the first 32 GiB of 16 KiB pages, takes 3 or
+//! fewer; a cell's body length 1 or 2), where format 3
 //! and older wrote `page id u64 | body length u32` (13 bytes of header
 //! per operation; a row insert logs two or three operations). Both are
 //! read; only the compact form is written. Bodies (little-endian):
@@ -25,9 +26,9 @@
 //! `NodePatch` (format 4 on) rewrites byte ranges of a cell in place, for
 //! a replacement of the same length: an update logs the bytes that
 //! changed (the record header's writer and undo pointer, the changed
-//! columns), not the whole row. It never changes a cell's length or its
-//! own length fields ([`apply`] checks, on a copy, before changing the
-//! page: RO2).
+//! columns), not the whole row. It applies to leaf cells only and never
+//! changes a cell's length, its header or its key ([`apply`] checks, on
+//! a copy, before changing the page: RO2).
 //!
 //! A record is a sequence of operations; decoding stops with an error at
 //! the first malformed one (the log's CRC makes that a bug, not damage).
@@ -37,12 +38,14 @@
 //!   that length fits a u32: a body is at most a page. Asserted on every
 //!   encode (one compare), since [`decode`] trusts it to find the next
 //!   operation.
-//! * RO3. A compact header's varints are exactly what the encoder writes
-//!   (varint V1), so a record decodes only as the bytes an encoder made.
 //! * RO2. [`apply`] is the only function that changes a page for a redo
 //!   operation, in normal operation and recovery alike; input it cannot
 //!   apply is an error (recovery reads it from the log), never a partial
 //!   or skipped change.
+//! * RO3. A compact header's varints are exactly what the encoder writes
+//!   (varint V1), and a fixed header is accepted only for the operations
+//!   that existed when fixed headers were written (1 to 8), so a record
+//!   decodes only as bytes some build's encoder made.
 
 use crate::page::node;
 use crate::page::{self, PAGE_HEADER, PageId, PageType};
@@ -113,8 +116,8 @@ impl Op<'_> {
         }
     }
 
-    /// Bytes of the operation's body in a record (after the 13-byte
-    /// operation header).
+    /// Bytes of the operation's body in a record (after the operation's
+    /// header).
     pub fn body_len(&self) -> usize {
         match self {
             Op::Init(_) | Op::NodeInit(_) => 1,
@@ -202,6 +205,10 @@ fn header(rec: &[u8]) -> Result<(u8, PageId, usize, &[u8])> {
         .split_first()
         .ok_or_else(|| malformed("truncated operation header"))?;
     if code & COMPACT == 0 {
+        // RO3: no build wrote a later operation with a fixed header.
+        if !(1..=8).contains(&code) {
+            return Err(malformed(&format!("unknown operation {code}")));
+        }
         let (head, rest) = rest
             .split_first_chunk::<{ OP_HEADER - 1 }>()
             .ok_or_else(|| malformed("truncated operation header"))?;
@@ -221,8 +228,8 @@ fn header(rec: &[u8]) -> Result<(u8, PageId, usize, &[u8])> {
     Ok((code & !COMPACT, PageId(id), len, rest))
 }
 
-/// Ranges closer than this are logged as one: a range's gap and length
-/// varints cost about as much as the bytes between them.
+/// Ranges at most this far apart are logged as one: a range's gap and
+/// length varints cost about as much as the bytes between them.
 const MERGE_GAP: usize = 3;
 
 /// The `NodePatch` ranges that turn cell `old` into `new`, if the two
@@ -559,7 +566,7 @@ mod tests {
     }
 
     #[test]
-    fn a_patch_that_would_change_a_cells_length_leaves_the_page_alone() {
+    fn a_patch_of_a_cells_header_or_key_leaves_the_page_alone() {
         let mut page = leaf_page(b"value");
         let before = page.clone();
         // Rewrite the cell's first byte (its key length).
@@ -570,8 +577,9 @@ mod tests {
         };
         assert!(apply(&mut page, PageId(7), 1, &op).is_err());
         assert_eq!(page, before);
-        // A range past the cell's end, and an empty range.
-        for patches in [&[0u8, 100, 1][..], &[0u8, 0][..]] {
+        // A change to the key (byte 7: after the 7-byte cell header), a
+        // range past the cell's end, and an empty range.
+        for patches in [&[7u8, 1, b'9'][..], &[0u8, 100, 1][..], &[0u8, 0][..]] {
             let op = Op::NodePatch { slot: 1, patches };
             assert!(apply(&mut page, PageId(7), 1, &op).is_err());
             assert_eq!(page, before);

@@ -875,23 +875,40 @@ pub fn replace_cell(page: &mut [u8], i: usize, cell: &[u8]) -> Result<bool, Node
     Ok(true)
 }
 
-/// Rewrite cell `i` in place through `f`, which gets a copy of it: the
-/// page changes only if `f` succeeds and the result is still one
-/// well-formed cell of the same length (so a patch can never damage the
-/// cell area around it).
+/// Rewrite leaf cell `i` in place through `f`, which gets a copy of it:
+/// the page changes only if `f` succeeds and the result keeps the cell's
+/// header and key byte for byte (so its length, its kind and the page's
+/// key order stay as they were: a patch changes only an inline value).
 pub fn patch_cell(
     page: &mut [u8],
     i: usize,
     f: impl FnOnce(&mut [u8]) -> Result<(), String>,
 ) -> Result<(), NodeError> {
     let h = header(page)?;
+    if h.level != 0 {
+        return Err(invalid(format!(
+            "a patch of cell {i} of a level-{} node",
+            h.level
+        )));
+    }
     let (off, len) = cell_span(page, &h, i)?;
     // In bounds: `cell_span` checked `off + len <= h.len == page.len()`.
     #[allow(clippy::indexing_slicing)]
-    let mut copy = page[off..off + len].to_vec();
+    let old = &page[off..off + len];
+    let LeafValue::Inline(value) = decode_leaf(old)?.value else {
+        return Err(invalid(format!(
+            "a patch of cell {i}, whose value overflows"
+        )));
+    };
+    // The header and key come first, the inline value last.
+    let fixed = len - value.len();
+    let mut copy = old.to_vec();
     f(&mut copy).map_err(|r| invalid(format!("patch of cell {i}: {r}")))?;
-    // The copy's own length fields still give exactly its length.
-    check_cell_arg(h.level, &copy)?;
+    if copy.get(..fixed) != old.get(..fixed) {
+        return Err(invalid(format!(
+            "a patch of cell {i} changes its header or key"
+        )));
+    }
     // N8: same span, same length.
     wr(page, off, &copy);
     Ok(())

@@ -107,9 +107,6 @@ pub fn init_superblock(page: &mut [u8], page_size: usize, space_id: u64, db_id: 
     put(page, SB_DB_ID, &db_id.to_le_bytes());
 }
 
-/// The page size of the Quill tablespace `file` (of `size` bytes) seems
-/// to have, judged by its page 1 alone (a valid page whose header names
-/// page 1): for telling a damaged superblock from a foreign file.
 /// Whether page 0, whose first 4 KiB are `head`, passes its checksum at
 /// the page size `head` names.
 fn superblock_verifies(file: &dyn File, head: &[u8], size: u64) -> Result<bool> {
@@ -122,6 +119,9 @@ fn superblock_verifies(file: &dyn File, head: &[u8], size: u64) -> Result<bool> 
     Ok(super::verify(&page, PageId(0), super::space_id(&page)) == PageCheck::Valid)
 }
 
+/// The page size of the Quill tablespace `file` (of `size` bytes) seems
+/// to have, judged by its page 1 alone (a valid page whose header names
+/// page 1): for telling a damaged superblock from a foreign file.
 fn quill_pages_follow(file: &dyn File, size: u64) -> Result<Option<usize>> {
     let mut page_size = super::MIN_PAGE_SIZE;
     while page_size <= super::MAX_PAGE_SIZE {

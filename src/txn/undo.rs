@@ -28,15 +28,20 @@
 //!   rebuilds every older version without reading anything else.
 //! * U3. Decoding rejects anything the encoder cannot produce: unknown
 //!   version or kind, lengths past the end, trailing bytes.
-//! * U4. The encoder's u32 length fields hold the real lengths: keys are
-//!   bounded by the B+tree's key limit (BT3) and old values by its value
-//!   limit (at most `u32::MAX`), so a truncating cast would be our bug
-//!   (and a record U3 rejects, or worse, one that decodes differently).
-//!   Asserted on encode.
+//! * U4. Key and old-value lengths fit a u32 (version 1's fields; version
+//!   2 writes them as varints but keeps the bound): keys are bounded by
+//!   the B+tree's key limit (BT3) and old values by its value limit (at
+//!   most `u32::MAX`), so a length past it would be our bug. Asserted on
+//!   encode.
 //! * U5. An undo record's first byte is its version: 1 or 2. A database
-//!   whose undo log may hold version 2 has tablespace format 4 or later,
-//!   so a build that reads only version 1 refuses the database at open
-//!   (space format check) instead of failing on an undo record later.
+//!   whose undo log may hold version 2 has tablespace format 4 or later.
+//!   A format 3 build refuses such a database at open, though with the
+//!   wrong words: it reports the superblock as damaged (its check took
+//!   any unknown version of an intact file for damage; this build says
+//!   "unsupported version"). If this build crashed while migrating a
+//!   format 3 database, before the new superblock reached the data file,
+//!   a format 3 build finds format 3 and fails in recovery on the first
+//!   compact redo operation: an error either way, never a misread record.
 
 use crate::Result;
 use crate::catalog::CatalogError;

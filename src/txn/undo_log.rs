@@ -226,6 +226,14 @@ impl UndoLog {
         self.tree(store).put(&undo_key(trx, seq), &rec.encode())
     }
 
+    /// Store `bytes` as undo record `seq` of `trx` as they are: for the
+    /// fuzz target that puts records of either version (undo U5) where
+    /// recovery rolls them back.
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn put_raw(&self, store: &Store, trx: TrxId, seq: u64, bytes: &[u8]) -> Result<Lsn> {
+        self.tree(store).put(&undo_key(trx, seq), bytes)
+    }
+
     /// Undo record `seq` of `trx`, if it still exists.
     pub fn get(&self, store: &Store, trx: TrxId, seq: u64) -> Result<Option<UndoRecord>> {
         match self.tree(store).get(&undo_key(trx, seq))? {

@@ -247,6 +247,26 @@ fn a_format_2_tablespace_is_migrated_to_this_builds_format() {
     assert_eq!(sb[SB_DROP_COUNT..SB_DROP_COUNT + 4], [0; 4]);
 }
 
+/// A format 3 tablespace (whose undo log holds version 1 undo records,
+/// which this build still reads: undo U5) opens and is marked format 4.
+#[test]
+fn a_format_3_tablespace_is_migrated_to_this_builds_format() {
+    use quill::page::space::{SB_VERSION, SPACE_FORMAT_VERSION};
+    assert_eq!(SPACE_FORMAT_VERSION, 4);
+    let fs = SimFs::new(88);
+    let a = Path::new("/a");
+    made(&fs, a);
+    let data = a.join("data.qdb");
+    let mut sb = fs.current_bytes(&data).unwrap()[..4096].to_vec();
+    sb[SB_VERSION..SB_VERSION + 4].copy_from_slice(&3u32.to_le_bytes());
+    quill::page::seal(&mut sb);
+    assert!(fs.corrupt(&data, 0, &sb));
+    let s = Store::open(vfs(&fs), a, opts(64)).unwrap();
+    s.close().unwrap();
+    let sb = fs.current_bytes(&data).unwrap();
+    assert_eq!(sb[SB_VERSION..SB_VERSION + 4], 4u32.to_le_bytes());
+}
+
 /// An intact superblock of a later format is a newer build's database:
 /// refused as an unsupported version (not reported as damage), unchanged.
 #[test]

@@ -122,6 +122,74 @@ fn output_into_a_closed_pipe_ends_quietly() {
     }
 }
 
+/// `quill dump --summary` counts records per type and redo operations per
+/// kind, with the bytes each took, and says when a record's operations
+/// do not decode.
+#[test]
+fn dump_summary_adds_up_records_and_operations() {
+    use quill::mtr::redo::{self, Op};
+    let tmp = tempfile::tempdir().unwrap();
+    let logdir = tmp.path().join("log");
+    let log = quill::log::Log::create(
+        std::sync::Arc::new(quill::io::RealFs::new()),
+        &logdir,
+        quill::log::LogOptions {
+            file_size: 8 << 20,
+            buffer_size: 1 << 20,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let cell = quill::page::node::encode_leaf_inline(b"key", &[7; 50]).unwrap();
+    let mut op_bytes = 0;
+    for i in 0..10u64 {
+        let mut rec = Vec::new();
+        redo::encode(
+            &mut rec,
+            quill::page::PageId(i + 3),
+            &Op::NodeInsert {
+                slot: 0,
+                cell: &cell,
+            },
+        );
+        redo::encode(&mut rec, quill::page::PageId(i + 3), &Op::NodeDelete(1));
+        op_bytes += rec.len();
+        log.append(quill::mtr::RTYPE_MTR, &rec).unwrap();
+    }
+    for _ in 0..3 {
+        log.append(7, b"not a mini-transaction").unwrap();
+    }
+    let end = log.append(quill::mtr::RTYPE_MTR, &[0xee; 5]).unwrap();
+    log.commit(end, quill::Durability::Sync).unwrap();
+    drop(log);
+    let out = quill(&["dump", logdir.to_str().unwrap(), "--summary"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let count = |name: &str| -> u64 {
+        let line = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} line in:\n{stdout}"));
+        line.trim_start()[name.len()..]
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no count after {name} in:\n{stdout}"))
+    };
+    assert_eq!(count("mini-transaction"), 11, "{stdout}");
+    assert_eq!(count("type 7"), 3, "{stdout}");
+    assert_eq!(count("NodeInsert"), 10, "{stdout}");
+    assert_eq!(count("NodeDelete"), 10, "{stdout}");
+    assert!(
+        stdout.contains(&format!("redo operations {op_bytes}")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("1 mini-transaction records did not decode"),
+        "{stdout}"
+    );
+}
+
 /// Item 5 and 2: `quill check` and `quill status` write nothing (check ran
 /// recovery, appended to the log, took a checkpoint and rewrote saved
 /// statistics), and `check` refuses a database another process has open
