@@ -349,35 +349,9 @@ fn undo_record() -> Result<Vec<Vec<u8>>> {
         with_flags(1, &rec(UndoKind::Insert, 14, None).encode()),
         with_flags(0, &rec(UndoKind::Insert, 9999, None).encode()),
         // The fixed-width version 1 that older databases hold (undo U5).
-        with_flags(1, &undo_v1(&rec(UndoKind::Update, 10, Some(old(11)?)))),
-        with_flags(0, &undo_v1(&rec(UndoKind::Insert, 14, None))),
+        with_flags(1, &rec(UndoKind::Update, 10, Some(old(11)?)).encode_v1()),
+        with_flags(0, &rec(UndoKind::Insert, 14, None).encode_v1()),
     ])
-}
-
-/// `r` as undo record version 1 laid it out, field by field.
-fn undo_v1(r: &UndoRecord) -> Vec<u8> {
-    let mut v = vec![1, r.kind as u8];
-    for x in [
-        r.undo_no,
-        r.table,
-        r.trx,
-        r.prev_trx,
-        r.prev_roll.0,
-        r.changed,
-    ] {
-        v.extend_from_slice(&x.to_le_bytes());
-    }
-    v.extend_from_slice(&(r.key.len() as u32).to_le_bytes());
-    v.extend_from_slice(&r.key);
-    match &r.old_value {
-        None => v.push(0),
-        Some(old) => {
-            v.push(1);
-            v.extend_from_slice(&(old.len() as u32).to_le_bytes());
-            v.extend_from_slice(old);
-        }
-    }
-    v
 }
 
 /// The statistics files of the clean image with every number replaced by

@@ -363,6 +363,35 @@ impl UndoRecord {
         Ok(rec)
     }
 
+    /// The record as version 1 wrote it, field by field: what older
+    /// databases hold, for the tests and fuzz seeds that check it is
+    /// still read (U5). This build never writes it.
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn encode_v1(&self) -> Vec<u8> {
+        let mut v = vec![UNDO_RECORD_V1, self.kind as u8];
+        for x in [
+            self.undo_no,
+            self.table,
+            self.trx,
+            self.prev_trx,
+            self.prev_roll.0,
+            self.changed,
+        ] {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        v.extend_from_slice(&len_u32(self.key.len(), "key").to_le_bytes());
+        v.extend_from_slice(&self.key);
+        match &self.old_value {
+            None => v.push(0),
+            Some(old) => {
+                v.push(1);
+                v.extend_from_slice(&len_u32(old.len(), "old value").to_le_bytes());
+                v.extend_from_slice(old);
+            }
+        }
+        v
+    }
+
     /// The rest of a version 1 record, after its version and kind.
     fn decode_v1(r: &mut Reader<'_>, kind: UndoKind) -> Result<UndoRecord> {
         let undo_no = r.u64("undo number")?;
@@ -437,32 +466,6 @@ mod tests {
             })
     }
 
-    /// A record as version 1 wrote it, field by field.
-    fn v1_bytes(r: &UndoRecord) -> Vec<u8> {
-        let mut v = vec![UNDO_RECORD_V1, r.kind as u8];
-        for x in [
-            r.undo_no,
-            r.table,
-            r.trx,
-            r.prev_trx,
-            r.prev_roll.0,
-            r.changed,
-        ] {
-            v.extend_from_slice(&x.to_le_bytes());
-        }
-        v.extend_from_slice(&(r.key.len() as u32).to_le_bytes());
-        v.extend_from_slice(&r.key);
-        match &r.old_value {
-            None => v.push(0),
-            Some(old) => {
-                v.push(1);
-                v.extend_from_slice(&(old.len() as u32).to_le_bytes());
-                v.extend_from_slice(old);
-            }
-        }
-        v
-    }
-
     fn insert_undo() -> UndoRecord {
         UndoRecord {
             kind: UndoKind::Insert,
@@ -485,7 +488,7 @@ mod tests {
         // roll, index count, changed bits, key length: 12 bytes and the key.
         assert_eq!(b.len(), 12 + 9, "{b:02x?}");
         assert!(b.len() <= UndoRecord::max_encoded_len(9, None));
-        assert_eq!(v1_bytes(&r).len(), 55 + 9);
+        assert_eq!(r.encode_v1().len(), 55 + 9);
     }
 
     #[test]
@@ -497,7 +500,7 @@ mod tests {
         update.old_value = Some(b"old".to_vec());
         update.changed = UndoRecord::changed_mask(3, [1]);
         for r in [insert_undo(), update] {
-            assert_eq!(UndoRecord::decode(&v1_bytes(&r)).unwrap(), r);
+            assert_eq!(UndoRecord::decode(&r.encode_v1()).unwrap(), r);
         }
     }
 
@@ -530,7 +533,7 @@ mod tests {
         fn undo_round_trip(r in record()) {
             let b = r.encode();
             prop_assert!(b.len() <= UndoRecord::max_encoded_len(r.key.len(), r.old_value.as_ref().map(Vec::len)));
-            prop_assert_eq!(UndoRecord::decode(&v1_bytes(&r)).unwrap(), r.clone());
+            prop_assert_eq!(UndoRecord::decode(&r.encode_v1()).unwrap(), r.clone());
             prop_assert_eq!(UndoRecord::decode(&r.encode()).unwrap(), r);
         }
 

@@ -189,6 +189,16 @@ fn creation_cut_short_at_any_write_is_created_again() {
     }
 }
 
+/// Rewrite the first `len` bytes of `data`'s superblock through `f` and
+/// reseal them, as another build would have written them; returns them.
+fn rewrite_superblock(fs: &SimFs, data: &Path, len: usize, f: impl FnOnce(&mut [u8])) -> Vec<u8> {
+    let mut sb = fs.current_bytes(data).unwrap()[..len].to_vec();
+    f(&mut sb);
+    quill::page::seal(&mut sb);
+    assert!(fs.corrupt(data, 0, &sb));
+    sb
+}
+
 /// A format 1 tablespace (no database id) is bound to its log at its first
 /// open by this build, and from then on refuses other logs.
 #[test]
@@ -200,11 +210,10 @@ fn a_format_1_tablespace_is_bound_to_its_log_at_first_open() {
     made(&fs, b);
     // Rewrite /a's superblock as format 1 wrote it.
     let data = a.join("data.qdb");
-    let mut sb = fs.current_bytes(&data).unwrap()[..4096].to_vec();
-    sb[SB_VERSION..SB_VERSION + 4].copy_from_slice(&1u32.to_le_bytes());
-    sb[SB_DB_ID..SB_DB_ID + 16].fill(0);
-    quill::page::seal(&mut sb);
-    assert!(fs.corrupt(&data, 0, &sb));
+    rewrite_superblock(&fs, &data, 4096, |sb| {
+        sb[SB_VERSION..SB_VERSION + 4].copy_from_slice(&1u32.to_le_bytes());
+        sb[SB_DB_ID..SB_DB_ID + 16].fill(0);
+    });
     let s = Store::open(vfs(&fs), a, opts(64)).unwrap();
     let id = s.log().id();
     s.close().unwrap();
@@ -231,11 +240,10 @@ fn a_format_2_tablespace_is_migrated_to_this_builds_format() {
     let a = Path::new("/a");
     made(&fs, a);
     let data = a.join("data.qdb");
-    let mut sb = fs.current_bytes(&data).unwrap()[..4096].to_vec();
-    sb[SB_VERSION..SB_VERSION + 4].copy_from_slice(&2u32.to_le_bytes());
+    let sb = rewrite_superblock(&fs, &data, 4096, |sb| {
+        sb[SB_VERSION..SB_VERSION + 4].copy_from_slice(&2u32.to_le_bytes());
+    });
     let id = sb[SB_DB_ID..SB_DB_ID + 16].to_vec();
-    quill::page::seal(&mut sb);
-    assert!(fs.corrupt(&data, 0, &sb));
     let s = Store::open(vfs(&fs), a, opts(64)).unwrap();
     s.close().unwrap();
     let sb = fs.current_bytes(&data).unwrap();
@@ -257,10 +265,9 @@ fn a_format_3_tablespace_is_migrated_to_this_builds_format() {
     let a = Path::new("/a");
     made(&fs, a);
     let data = a.join("data.qdb");
-    let mut sb = fs.current_bytes(&data).unwrap()[..4096].to_vec();
-    sb[SB_VERSION..SB_VERSION + 4].copy_from_slice(&3u32.to_le_bytes());
-    quill::page::seal(&mut sb);
-    assert!(fs.corrupt(&data, 0, &sb));
+    rewrite_superblock(&fs, &data, 4096, |sb| {
+        sb[SB_VERSION..SB_VERSION + 4].copy_from_slice(&3u32.to_le_bytes());
+    });
     let s = Store::open(vfs(&fs), a, opts(64)).unwrap();
     s.close().unwrap();
     let sb = fs.current_bytes(&data).unwrap();
@@ -279,11 +286,10 @@ fn a_newer_format_is_refused_as_unsupported() {
     let page_size = quill::page::space::DataFile::open(vfs(&fs).as_ref(), &data, false, false)
         .unwrap()
         .page_size();
-    let mut sb = fs.current_bytes(&data).unwrap()[..page_size].to_vec();
     let newer = SPACE_FORMAT_VERSION + 1;
-    sb[SB_VERSION..SB_VERSION + 4].copy_from_slice(&newer.to_le_bytes());
-    quill::page::seal(&mut sb);
-    assert!(fs.corrupt(&data, 0, &sb));
+    let sb = rewrite_superblock(&fs, &data, page_size, |sb| {
+        sb[SB_VERSION..SB_VERSION + 4].copy_from_slice(&newer.to_le_bytes());
+    });
     match Store::open(vfs(&fs), a, opts(64)) {
         Err(Error::UnsupportedVersion {
             found, supported, ..

@@ -87,6 +87,20 @@ fn into_closed_pipe(args: &[&str]) {
     assert!(out.status.success(), "{args:?}: {:?} {err}", out.status);
 }
 
+/// A new log in `dir` with 8 MiB files, on the real file system.
+fn small_log(dir: &std::path::Path) -> quill::log::Log {
+    quill::log::Log::create(
+        std::sync::Arc::new(quill::io::RealFs::new()),
+        dir,
+        quill::log::LogOptions {
+            file_size: 8 << 20,
+            buffer_size: 1 << 20,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
 /// Item 7: `quill status | head` and `quill dump | head` panicked on the
 /// closed pipe.
 #[test]
@@ -96,16 +110,7 @@ fn output_into_a_closed_pipe_ends_quietly() {
     database(&dir);
     // A log with records after its checkpoint, so dump has lines to print.
     let logdir = tmp.path().join("log");
-    let log = quill::log::Log::create(
-        std::sync::Arc::new(quill::io::RealFs::new()),
-        &logdir,
-        quill::log::LogOptions {
-            file_size: 8 << 20,
-            buffer_size: 1 << 20,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let log = small_log(&logdir);
     let mut end = log.end_lsn();
     for i in 0..5000u32 {
         end = log.append(1, &i.to_le_bytes()).unwrap();
@@ -130,16 +135,7 @@ fn dump_summary_adds_up_records_and_operations() {
     use quill::mtr::redo::{self, Op};
     let tmp = tempfile::tempdir().unwrap();
     let logdir = tmp.path().join("log");
-    let log = quill::log::Log::create(
-        std::sync::Arc::new(quill::io::RealFs::new()),
-        &logdir,
-        quill::log::LogOptions {
-            file_size: 8 << 20,
-            buffer_size: 1 << 20,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let log = small_log(&logdir);
     let cell = quill::page::node::encode_leaf_inline(b"key", &[7; 50]).unwrap();
     let mut op_bytes = 0;
     for i in 0..10u64 {
