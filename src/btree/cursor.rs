@@ -1,11 +1,23 @@
 //! Range scans. A cursor reads one leaf at a time under a shared latch,
-//! copies the entries in range into a batch, and releases the latch; the
-//! next batch descends again from the root, starting at the leaf's fence
-//! (the separator that bounded it), so no latch is held between calls and
-//! no sibling pointer is ever followed (see the deadlock argument in the
-//! module above). Each batch is one leaf's consistent state; the scan as
-//! a whole sees concurrent changes the way a reader without a snapshot
-//! does (transaction snapshots come from the layer above).
+//! copies entries in range into a batch, and releases the latch; the next
+//! batch descends again from the root, starting after the batch's last key
+//! (or at the leaf's fence, the separator that bounded it, when the batch
+//! took the rest of the leaf), so no latch is held between calls and no
+//! sibling pointer is ever followed (see the deadlock argument in the
+//! module above). Each batch is a consistent state of part of one leaf; a
+//! leaf may be read in several batches, and the scan as a whole sees
+//! concurrent changes the way a reader without a snapshot does
+//! (transaction snapshots come from the layer above).
+//!
+//! A batch is one buffer: the entries' keys and values back to back, read
+//! in place by [`Cursor::next_entry`] (no allocation per entry; the
+//! `Iterator` implementation copies each entry out for callers that keep
+//! them). The first batch stops after [`FIRST_BATCH`] entries and each
+//! later one after four times as many, unless at most twice that many
+//! are left in the leaf (then it takes them: a descent costs more than
+//! copying a few dozen entries): a scan that stops after a few rows (a
+//! `LIMIT 10`) copies a few entries, not a leaf, and a long scan soon
+//! copies whole leaves per descent.
 //!
 //! Invariants:
 //! * C1. Progress: a forward batch that ends at upper fence `f` continues
@@ -16,8 +28,10 @@
 //!   read, so every move of the resume bound is checked, in release, to go
 //!   strictly onward, and one that does not is an `Error::CorruptPage`
 //!   (else the scan would return the same entries forever).
+//! * C2. A batch's entry offsets lie within its buffer: `push` records
+//!   them as it appends, and the buffer and the offsets are only cleared
+//!   together.
 
-use std::collections::VecDeque;
 use std::ops::Bound;
 
 use super::{Tree, node};
@@ -33,6 +47,15 @@ pub enum Direction {
     Backward,
 }
 
+/// Entries after which the first batch of a scan stops, if more than
+/// twice as many are left in its leaf; each later batch stops after four
+/// times as many as the one before.
+pub const FIRST_BATCH: usize = 16;
+
+/// How many cells ahead of the one it copies a batch asks the CPU to load
+/// (`LeafView::prefetch`).
+const PREFETCH_AHEAD: usize = 4;
+
 /// An iterator over `(key, value)` pairs of a range.
 #[derive(Debug)]
 pub struct Cursor<'s> {
@@ -40,9 +63,18 @@ pub struct Cursor<'s> {
     lo: Bound<Vec<u8>>,
     hi: Bound<Vec<u8>>,
     dir: Direction,
-    batch: VecDeque<(Vec<u8>, Vec<u8>)>,
+    /// The batch's keys and values, back to back.
+    buf: Vec<u8>,
+    /// Per entry of the batch: where its key starts, where its value
+    /// starts (the key's end) and where the value ends, in `buf`.
+    ents: Vec<(usize, usize, usize)>,
+    /// One past the current entry of `ents` (0: none yet).
+    pos: usize,
     done: bool,
+    /// The most entries one batch copies (`batch_limit`).
     limit: usize,
+    /// Entries after which the next batch stops (grows from `FIRST_BATCH`).
+    want: usize,
 }
 
 fn owned(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
@@ -103,10 +135,74 @@ impl<'s> Cursor<'s> {
             lo: owned(lo),
             hi: owned(hi),
             dir,
-            batch: VecDeque::new(),
+            buf: Vec::new(),
+            ents: Vec::new(),
+            pos: 0,
             done: false,
             limit: usize::MAX,
+            want: FIRST_BATCH,
         }
+    }
+
+    /// The next entry, read in place from the cursor's batch: no copy and
+    /// no allocation per entry. `None` at the end of the range; after an
+    /// error the scan ends.
+    pub fn next_entry(&mut self) -> Option<Result<(&[u8], &[u8])>> {
+        match self.advance()? {
+            Ok(()) => self.current().map(Ok),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// Move to the next entry ([`Self::current`] then returns it). `None`
+    /// at the end of the range; after an error the scan ends.
+    pub fn advance(&mut self) -> Option<Result<()>> {
+        self.pos += 1;
+        while self.pos > self.ents.len() {
+            if self.done {
+                self.pos = self.ents.len() + 1; // past the end: no current entry
+                return None;
+            }
+            self.buf.clear();
+            self.ents.clear();
+            self.pos = 1;
+            if self.buf.capacity() == 0 {
+                self.buf.reserve(self.tree.store.pool().page_size());
+            }
+            if let Err(e) = self.fill() {
+                self.done = true;
+                self.buf.clear();
+                self.ents.clear();
+                self.pos = 0;
+                return Some(Err(e));
+            }
+        }
+        Some(Ok(()))
+    }
+
+    /// The entry [`Self::advance`] moved to, in place in the batch; `None`
+    /// before the first `advance` and after the end.
+    pub fn current(&self) -> Option<(&[u8], &[u8])> {
+        let &(k, v, e) = self.pos.checked_sub(1).and_then(|i| self.ents.get(i))?;
+        // C2: offsets `push` recorded within `buf`.
+        #[allow(clippy::indexing_slicing)]
+        Some((&self.buf[k..v], &self.buf[v..e]))
+    }
+
+    /// Copy one entry into the batch.
+    fn push(&mut self, key: &[u8], value: node::LeafValue<'_>) -> Result<()> {
+        let k = self.buf.len();
+        self.buf.extend_from_slice(key);
+        let v = self.buf.len();
+        match value {
+            node::LeafValue::Inline(b) => self.buf.extend_from_slice(b),
+            node::LeafValue::Overflow { len, first_page } => {
+                let b = super::overflow::read(self.tree.store.pool(), first_page, len)?;
+                self.buf.extend_from_slice(&b);
+            }
+        }
+        self.ents.push((k, v, self.buf.len()));
+        Ok(())
     }
 
     /// Copy at most `n` entries per leaf visit (at least 1): for callers
@@ -180,28 +276,35 @@ impl<'s> Cursor<'s> {
             break (cur, fence);
         };
         let id = cur.id();
-        let n = node::nslots(&cur);
+        let leaf = node::LeafView::new(&cur).map_err(t.ne(id))?;
+        let n = leaf.nslots();
+        let want = self.want;
+        self.want = want.saturating_mul(4);
+        // Whether to stop the batch here with `left` entries of the leaf
+        // still to read.
+        let limit = self.limit;
+        let stop = move |taken: usize, left: usize| {
+            left > 0 && (taken >= limit || (taken >= want && left > want.saturating_mul(2)))
+        };
         if forward {
             let start = match &self.lo {
                 Bound::Unbounded => 0,
-                Bound::Included(k) => node::search_leaf(&cur, k)
-                    .map_err(t.ne(id))?
-                    .unwrap_or_else(|i| i),
-                Bound::Excluded(k) => match node::search_leaf(&cur, k).map_err(t.ne(id))? {
+                Bound::Included(k) => leaf.search(k).map_err(t.ne(id))?.unwrap_or_else(|i| i),
+                Bound::Excluded(k) => match leaf.search(k).map_err(t.ne(id))? {
                     Ok(i) => i + 1,
                     Err(i) => i,
                 },
             };
             for j in start..n {
-                let k = node::key(&cur, j).map_err(t.ne(id))?;
-                if !below_hi(&self.hi, k) {
+                leaf.prefetch(j + PREFETCH_AHEAD);
+                let c = leaf.cell(j).map_err(t.ne(id))?;
+                if !below_hi(&self.hi, c.key) {
                     self.done = true;
                     break;
                 }
-                let v = t.value_at(&cur, j)?;
-                self.batch.push_back((k.to_vec(), v));
-                if self.batch.len() >= self.limit && j + 1 < n {
-                    return self.resume(id, Bound::Excluded(k.to_vec()));
+                self.push(c.key, c.value)?;
+                if stop(self.ents.len(), n - (j + 1)) {
+                    return self.resume(id, Bound::Excluded(c.key.to_vec()));
                 }
             }
             if !self.done {
@@ -213,24 +316,24 @@ impl<'s> Cursor<'s> {
         } else {
             let end = match &self.hi {
                 Bound::Unbounded => n,
-                Bound::Included(k) => match node::search_leaf(&cur, k).map_err(t.ne(id))? {
+                Bound::Included(k) => match leaf.search(k).map_err(t.ne(id))? {
                     Ok(i) => i + 1,
                     Err(i) => i,
                 },
-                Bound::Excluded(k) => node::search_leaf(&cur, k)
-                    .map_err(t.ne(id))?
-                    .unwrap_or_else(|i| i),
+                Bound::Excluded(k) => leaf.search(k).map_err(t.ne(id))?.unwrap_or_else(|i| i),
             };
             for j in (0..end).rev() {
-                let k = node::key(&cur, j).map_err(t.ne(id))?;
-                if !above_lo(&self.lo, k) {
+                if let Some(ahead) = j.checked_sub(PREFETCH_AHEAD) {
+                    leaf.prefetch(ahead);
+                }
+                let c = leaf.cell(j).map_err(t.ne(id))?;
+                if !above_lo(&self.lo, c.key) {
                     self.done = true;
                     break;
                 }
-                let v = t.value_at(&cur, j)?;
-                self.batch.push_back((k.to_vec(), v));
-                if self.batch.len() >= self.limit && j > 0 {
-                    return self.resume(id, Bound::Excluded(k.to_vec()));
+                self.push(c.key, c.value)?;
+                if stop(self.ents.len(), j) {
+                    return self.resume(id, Bound::Excluded(c.key.to_vec()));
                 }
             }
             if !self.done {
@@ -253,18 +356,8 @@ impl Iterator for Cursor<'_> {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            if let Some(x) = self.batch.pop_front() {
-                return Some(Ok(x));
-            }
-            if self.done {
-                return None;
-            }
-            if let Err(e) = self.fill() {
-                self.done = true;
-                return Some(Err(e));
-            }
-        }
+        self.next_entry()
+            .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
     }
 }
 
@@ -279,6 +372,57 @@ mod tests {
     use crate::io::SimFs;
     use crate::mtr::Op;
     use crate::store::{Store, test_options};
+
+    /// A scan's first batch stops after `FIRST_BATCH` entries and each
+    /// later one after four times more (unless little of the leaf is
+    /// left), and the scan reads in place exactly the tree's entries, in
+    /// order, in both directions.
+    #[test]
+    fn batches_start_small_and_grow() {
+        let store =
+            Store::create(Arc::new(SimFs::new(2)), Path::new("/db"), test_options()).unwrap();
+        let tree = Tree::create(&store).unwrap();
+        let n = 3000;
+        let key = |i: usize| format!("key-{i:05}").into_bytes();
+        // Out of order, so leaves are not filled by sequential splits only.
+        for i in (0..n).step_by(2).chain((1..n).step_by(2)) {
+            tree.put(&key(i), &[7u8; 12]).unwrap();
+        }
+        for dir in [Direction::Forward, Direction::Backward] {
+            let mut c = tree.range(Unbounded, Unbounded, dir);
+            let mut sizes = Vec::new();
+            let mut keys = Vec::new();
+            while let Some(e) = c.next_entry() {
+                let (k, v) = e.unwrap();
+                assert_eq!(v, &[7u8; 12]);
+                keys.push(k.to_vec());
+                if c.pos == 1 {
+                    sizes.push(c.ents.len());
+                }
+            }
+            assert!(c.next_entry().is_none() && c.current().is_none());
+            let mut want: Vec<Vec<u8>> = (0..n).map(key).collect();
+            if dir == Direction::Backward {
+                want.reverse();
+            }
+            assert_eq!(keys, want, "{dir:?}");
+            assert_eq!(sizes.iter().sum::<usize>(), n);
+            // A batch stops at its cap unless at most twice the cap is
+            // left in the leaf.
+            let mut cap = FIRST_BATCH;
+            for (b, &size) in sizes.iter().enumerate() {
+                assert!(
+                    size <= cap.saturating_mul(3),
+                    "{dir:?}: batch {b} of {size}: {sizes:?}"
+                );
+                cap = cap.saturating_mul(4);
+            }
+            if dir == Direction::Forward {
+                assert_eq!(sizes[0], FIRST_BATCH, "the first leaf is full: {sizes:?}");
+            }
+            assert!(sizes.iter().any(|&s| s > FIRST_BATCH), "{dir:?}: {sizes:?}");
+        }
+    }
 
     /// A root whose separators repeat (damage with a valid checksum) used
     /// to send a backward scan back to the same leaf forever, returning

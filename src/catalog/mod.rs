@@ -52,7 +52,7 @@ pub mod schema;
 pub mod types;
 
 pub use keycode::{decode_key, encode_key};
-pub use row::{decode_row, encode_row};
+pub use row::{RowRef, ValueRef, decode_row, encode_row};
 pub use types::{CatalogError, Column, ColumnType, Value, check_row, check_value};
 
 /// A bounds-checked cursor over encoded bytes, shared by the decoders so
@@ -92,6 +92,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A malformed-encoding error at the current position.
+    #[cold]
     pub(crate) fn error(&self, reason: impl Into<String>) -> CatalogError {
         CatalogError::Malformed {
             offset: self.pos,
@@ -112,6 +113,7 @@ impl<'a> Reader<'a> {
         }
     }
 
+    #[cold]
     fn truncated(&self, n: usize, what: &str) -> CatalogError {
         self.error(format!(
             "truncated {what}: need {n} bytes, {} left",

@@ -105,24 +105,7 @@ fn put_var(out: &mut Vec<u8>, bytes: &[u8]) {
 /// other than 0/1, a non-minimal or oversized length, text or bytes over
 /// the column's limit, invalid UTF-8.
 pub fn decode_row(columns: &[Column], bytes: &[u8]) -> Result<Vec<Value>, CatalogError> {
-    let mut r = Reader::new(bytes);
-    let version = r.u8("row format version")?;
-    if version != ROW_FORMAT_VERSION {
-        return Err(CatalogError::Malformed {
-            offset: 0,
-            reason: format!(
-                "row format version {version}, this build reads version {ROW_FORMAT_VERSION}"
-            ),
-        });
-    }
-    let bitmap = r.take(columns.len().div_ceil(8), "null bitmap")?;
-    let used_bits = columns.len() % 8;
-    if used_bits != 0 && bitmap.last().is_some_and(|last| last >> used_bits != 0) {
-        return Err(CatalogError::Malformed {
-            offset: bitmap.len(),
-            reason: "null bitmap has bits set past the last column".into(),
-        });
-    }
+    let Fields { bitmap, mut r } = Fields::new(columns, bytes)?;
     let mut values = Vec::with_capacity(columns.len());
     for (i, column) in columns.iter().enumerate() {
         // RF2: `bitmap` has `div_ceil(columns.len(), 8)` bytes.
@@ -173,6 +156,280 @@ pub fn decode_row(columns: &[Column], bytes: &[u8]) -> Result<Vec<Value>, Catalo
     Ok(values)
 }
 
+/// A column's value borrowed from a row's bytes ([`Value`] without the
+/// copy).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ValueRef<'a> {
+    /// SQL NULL.
+    Null,
+    /// A bool.
+    Bool(bool),
+    /// An int32.
+    Int32(i32),
+    /// An int64.
+    Int64(i64),
+    /// A float64.
+    Float64(f64),
+    /// Text, checked to be UTF-8.
+    Text(&'a str),
+    /// Bytes.
+    Bytes(&'a [u8]),
+    /// A timestamp (microseconds since the Unix epoch, UTC).
+    Timestamp(i64),
+}
+
+impl ValueRef<'_> {
+    /// The owned value.
+    pub fn to_owned(&self) -> Value {
+        match *self {
+            ValueRef::Null => Value::Null,
+            ValueRef::Bool(b) => Value::Bool(b),
+            ValueRef::Int32(v) => Value::Int32(v),
+            ValueRef::Int64(v) => Value::Int64(v),
+            ValueRef::Float64(v) => Value::Float64(v),
+            ValueRef::Text(t) => Value::Text(t.to_owned()),
+            ValueRef::Bytes(b) => Value::Bytes(b.to_vec()),
+            ValueRef::Timestamp(v) => Value::Timestamp(v),
+        }
+    }
+}
+
+/// Columns whose field positions a [`RowRef`] keeps (later columns are
+/// found by walking from the last one kept).
+const SPAN_COLUMNS: usize = 8;
+
+/// A kept field position meaning NULL.
+const NULL_SPAN: (u32, u32) = (u32::MAX, u32::MAX);
+
+/// A row read in place, its columns decoded only when asked for.
+/// [`RowRef::new`] checks the row's layout as [`decode_row`] does (version,
+/// null bitmap, NOT NULL, bool bytes, lengths within their limits, no
+/// trailing bytes) in one pass that copies and allocates nothing, and
+/// keeps where each field is; text is checked to be UTF-8 when
+/// [`RowRef::get`] or [`RowRef::iter`] returns it. So a damaged row gives
+/// an error, never a wrong value.
+#[derive(Clone, Copy, Debug)]
+pub struct RowRef<'a> {
+    columns: &'a [Column],
+    bytes: &'a [u8],
+    /// Where the fields of the first `SPAN_COLUMNS` columns are: the
+    /// payload's start and end in `bytes` (`NULL_SPAN` for NULL).
+    spans: [(u32, u32); SPAN_COLUMNS],
+}
+
+impl<'a> RowRef<'a> {
+    /// `bytes` as a row of `columns`, its layout checked; nothing is
+    /// copied or decoded.
+    pub fn new(columns: &'a [Column], bytes: &'a [u8]) -> Result<RowRef<'a>, CatalogError> {
+        let mut fields = Fields::new(columns, bytes)?;
+        if u32::try_from(bytes.len()).is_err() {
+            return Err(CatalogError::Malformed {
+                offset: 0,
+                reason: "a row of 4 GiB or more".into(),
+            });
+        }
+        let mut spans = [NULL_SPAN; SPAN_COLUMNS];
+        for (i, column) in columns.iter().enumerate() {
+            let span = fields.span(i, column)?;
+            if let (Some(slot), Some((a, b))) = (spans.get_mut(i), span) {
+                // Offsets within `bytes`, whose length fits a u32 (above).
+                *slot = (a as u32, b as u32);
+            }
+        }
+        fields.finish()?;
+        Ok(RowRef {
+            columns,
+            bytes,
+            spans,
+        })
+    }
+
+    /// The row's columns, in order.
+    pub fn iter(&self) -> impl Iterator<Item = Result<ValueRef<'a>, CatalogError>> + use<'a> {
+        let row = *self;
+        (0..self.columns.len()).map(move |i| row.get(i))
+    }
+
+    /// Column `i` (as the table's columns number them).
+    pub fn get(&self, i: usize) -> Result<ValueRef<'a>, CatalogError> {
+        let Some(column) = self.columns.get(i) else {
+            return Err(CatalogError::Malformed {
+                offset: 0,
+                reason: format!("column {i} of a row of {} columns", self.columns.len()),
+            });
+        };
+        let span = match self.spans.get(i) {
+            Some(&NULL_SPAN) => None,
+            Some(&(a, b)) => Some((a as usize, b as usize)),
+            None => {
+                // Past the kept positions: walk the fields (checked by
+                // `new`, so this does not fail).
+                let mut fields = Fields::new(self.columns, self.bytes)?;
+                let mut span = None;
+                for (j, c) in self.columns.iter().enumerate().take(i + 1) {
+                    span = fields.span(j, c)?;
+                }
+                span
+            }
+        };
+        match span {
+            None => Ok(ValueRef::Null),
+            Some((a, b)) => {
+                let payload = self
+                    .bytes
+                    .get(a..b)
+                    .ok_or_else(|| CatalogError::Malformed {
+                        offset: a,
+                        reason: format!("field of column {} past the row's end", column.name),
+                    })?;
+                value_of(column, payload, a)
+            }
+        }
+    }
+
+    /// Every column as an owned value.
+    pub fn to_values(&self) -> Result<Vec<Value>, CatalogError> {
+        self.iter().map(|v| Ok(v?.to_owned())).collect()
+    }
+
+    /// The row's bytes.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+}
+
+/// The value of `column` from its field's payload (`Fields::span`),
+/// which starts at offset `at` of its row (for errors).
+#[inline]
+fn value_of<'a>(
+    column: &Column,
+    payload: &'a [u8],
+    at: usize,
+) -> Result<ValueRef<'a>, CatalogError> {
+    let wrong = || CatalogError::Malformed {
+        offset: at,
+        reason: format!("field of column {} has the wrong length", column.name),
+    };
+    Ok(match column.ty {
+        ColumnType::Bool => match payload {
+            [0] => ValueRef::Bool(false),
+            [1] => ValueRef::Bool(true),
+            _ => {
+                return Err(CatalogError::Malformed {
+                    offset: at,
+                    reason: format!(
+                        "bool field {payload:?} in column {} is not 0 or 1",
+                        column.name
+                    ),
+                });
+            }
+        },
+        ColumnType::Int32 => {
+            ValueRef::Int32(i32::from_le_bytes(payload.try_into().map_err(|_| wrong())?))
+        }
+        ColumnType::Int64 => {
+            ValueRef::Int64(i64::from_le_bytes(payload.try_into().map_err(|_| wrong())?))
+        }
+        ColumnType::Timestamp => {
+            ValueRef::Timestamp(i64::from_le_bytes(payload.try_into().map_err(|_| wrong())?))
+        }
+        ColumnType::Float64 => ValueRef::Float64(f64::from_bits(u64::from_le_bytes(
+            payload.try_into().map_err(|_| wrong())?,
+        ))),
+        ColumnType::Text { .. } => {
+            ValueRef::Text(
+                std::str::from_utf8(payload).map_err(|e| CatalogError::Malformed {
+                    offset: at,
+                    reason: format!("text in column {} is not UTF-8: {e}", column.name),
+                })?,
+            )
+        }
+        ColumnType::Bytes { .. } => ValueRef::Bytes(payload),
+    })
+}
+
+/// One pass over a row's fields in column order, checking them as
+/// [`decode_row`] does ([`RowRef::new`]). After the last column,
+/// [`Fields::finish`] checks that nothing follows it.
+struct Fields<'a> {
+    bitmap: &'a [u8],
+    r: Reader<'a>,
+}
+
+impl<'a> Fields<'a> {
+    fn new(columns: &'a [Column], bytes: &'a [u8]) -> Result<Self, CatalogError> {
+        let mut r = Reader::new(bytes);
+        let version = r.u8("row format version")?;
+        if version != ROW_FORMAT_VERSION {
+            return Err(CatalogError::Malformed {
+                offset: 0,
+                reason: format!(
+                    "row format version {version}, this build reads version {ROW_FORMAT_VERSION}"
+                ),
+            });
+        }
+        let bitmap = r.take(columns.len().div_ceil(8), "null bitmap")?;
+        let used_bits = columns.len() % 8;
+        if used_bits != 0 && bitmap.last().is_some_and(|last| last >> used_bits != 0) {
+            return Err(CatalogError::Malformed {
+                offset: bitmap.len(),
+                reason: "null bitmap has bits set past the last column".into(),
+            });
+        }
+        Ok(Fields { bitmap, r })
+    }
+
+    /// After every column: no bytes may follow.
+    fn finish(&self) -> Result<(), CatalogError> {
+        if !self.r.is_empty() {
+            return Err(self.r.error(format!(
+                "{} trailing bytes after the row",
+                self.r.rest().len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Step over column `i`'s field, checking everything but UTF-8:
+    /// where its payload is (`None` for NULL).
+    #[inline]
+    fn span(&mut self, i: usize, column: &Column) -> Result<Option<(usize, usize)>, CatalogError> {
+        let r = &mut self.r;
+        // RF2: `bitmap` has `div_ceil(columns.len(), 8)` bytes and `i`
+        // is a column's position.
+        #[allow(clippy::indexing_slicing)]
+        let null = self.bitmap[i / 8] & (1 << (i % 8)) != 0;
+        if null {
+            if !column.nullable {
+                return Err(r.error(format!("NULL in NOT NULL column {}", column.name)));
+            }
+            return Ok(None);
+        }
+        let start = r.pos();
+        let fixed = match column.ty {
+            ColumnType::Bool => {
+                let b = r.u8("bool")?;
+                if b > 1 {
+                    return Err(r.error(format!(
+                        "bool byte {b:#04x} in column {} is not 0 or 1",
+                        column.name
+                    )));
+                }
+                return Ok(Some((start, start + 1)));
+            }
+            ColumnType::Int32 => 4,
+            ColumnType::Int64 | ColumnType::Timestamp | ColumnType::Float64 => 8,
+            ColumnType::Text { max_len } | ColumnType::Bytes { max_len } => {
+                let payload = take_var(r, column, max_len)?;
+                let end = r.pos();
+                return Ok(Some((end - payload.len(), end)));
+            }
+        };
+        r.take(fixed, "fixed-size field")?;
+        Ok(Some((start, start + fixed)))
+    }
+}
+
 /// Reads a varint length and that many bytes, checked against `max_len`
 /// before anything is allocated.
 fn take_var<'a>(
@@ -209,6 +466,7 @@ fn take_var<'a>(
 mod tests {
     use super::*;
     use crate::catalog::types::tests::{arb_column, arb_schema_and_row, same_bits};
+    use crate::fuzz::check_row_ref;
     use proptest::prelude::*;
 
     fn schema() -> Vec<Column> {
@@ -366,7 +624,7 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(256))]
 
         #[test]
-        fn row_round_trip((columns, values) in arb_schema_and_row(12)) {
+        fn row_round_trip((columns, values) in arb_schema_and_row(24)) {
             let bytes = encode_row(&columns, &values).unwrap();
             let back = decode_row(&columns, &bytes).unwrap();
             prop_assert!(same_bits(&back, &values), "{back:?} vs {values:?}");
@@ -375,6 +633,16 @@ mod tests {
             longer.push(0);
             prop_assert!(decode_row(&columns, &longer).is_err());
             prop_assert!(decode_row(&columns, &bytes[..bytes.len() - 1]).is_err());
+            // Read in place, the same row, and the same refusals.
+            check_row_ref(&columns, &bytes, Some(back));
+            check_row_ref(&columns, &longer, None);
+            check_row_ref(&columns, &bytes[..bytes.len() - 1], None);
+            let row = RowRef::new(&columns, &bytes).unwrap();
+            for (i, v) in values.iter().enumerate() {
+                let got = row.get(i).unwrap().to_owned();
+                prop_assert!(same_bits(&[got], std::slice::from_ref(v)));
+            }
+            prop_assert!(row.get(values.len()).is_err(), "a column past the last");
         }
 
         /// Garbage never panics, and whatever decodes re-encodes to the
@@ -391,9 +659,11 @@ mod tests {
                 bytes.push(ROW_FORMAT_VERSION);
             }
             bytes.extend_from_slice(&tail);
-            if let Ok(values) = decode_row(&columns, &bytes) {
-                prop_assert_eq!(encode_row(&columns, &values).unwrap(), bytes);
+            let decoded = decode_row(&columns, &bytes).ok();
+            if let Some(values) = &decoded {
+                prop_assert_eq!(&encode_row(&columns, values).unwrap(), &bytes);
             }
+            check_row_ref(&columns, &bytes, decoded);
         }
 
         /// Byte-flipped valid rows never panic, and are either rejected or
@@ -407,9 +677,11 @@ mod tests {
             let mut bytes = encode_row(&columns, &values).unwrap();
             let at = flip.index(bytes.len());
             bytes[at] = with;
-            if let Ok(back) = decode_row(&columns, &bytes) {
-                prop_assert_eq!(encode_row(&columns, &back).unwrap(), bytes);
+            let decoded = decode_row(&columns, &bytes).ok();
+            if let Some(back) = &decoded {
+                prop_assert_eq!(&encode_row(&columns, back).unwrap(), &bytes);
             }
+            check_row_ref(&columns, &bytes, decoded);
         }
     }
 }

@@ -679,13 +679,15 @@ impl Db {
         let mut entries: Vec<Vec<u8>> = Vec::new();
         let mut live: Vec<Vec<u8>> = Vec::new();
         let tree = table::clustered(&db.store, &trial);
-        for item in tree.range(
+        let mut rows = tree.range(
             std::ops::Bound::Unbounded,
             std::ops::Bound::Unbounded,
             Direction::Forward,
-        ) {
+        );
+        // Read in place: the batch is not copied entry by entry.
+        while let Some(item) = rows.next_entry() {
             let (pk, v) = item?;
-            let mut cur = Some(table::split_rec(&v)?);
+            let mut cur = Some(table::split_rec(v)?);
             let mut first = true;
             let mut walk = table::VersionWalk::default();
             while let Some(rec) = cur {
@@ -695,7 +697,7 @@ impl Db {
                     live.push(k.clone());
                 }
                 first = false;
-                entries.push(table::entry_key(&k, &pk));
+                entries.push(table::entry_key(&k, pk));
                 if rec.0.trx < bound {
                     break;
                 }

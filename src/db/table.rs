@@ -37,6 +37,7 @@
 //!   finds its row). The first explicit key ends freshness for the life of
 //!   the counter.
 
+use std::borrow::Cow;
 use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,6 +45,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
 use crate::btree::{Direction, Tree};
+use crate::catalog::RowRef;
 use crate::catalog::schema::TableSchema;
 use crate::catalog::{ColumnType, Value, decode_key, decode_row, encode_key, keycode};
 use crate::page::PageId;
@@ -289,25 +291,43 @@ pub(crate) fn pk_of(schema: &TableSchema, values: &[Value]) -> Vec<u8> {
 /// Encoded key of secondary index `i` (a position in the schema's
 /// indexes) for a row of one value per column.
 pub(crate) fn sec_key_of(schema: &TableSchema, i: usize, values: &[Value]) -> Vec<u8> {
-    debug_assert!(
-        i < schema.def.indexes.len(),
-        "an index position of the schema"
-    );
     debug_assert_eq!(
         values.len(),
         schema.def.columns.len(),
         "a row has one value per column"
     );
+    let key: Result<Vec<u8>> = sec_key_with(schema, i, |k| {
+        Ok(values.get(k).cloned().unwrap_or(Value::Null))
+    });
+    key.unwrap_or_default() // the column function never fails
+}
+
+/// [`sec_key_of`] for a row read in place: only the index's columns are
+/// decoded.
+pub(crate) fn sec_key_of_ref(schema: &TableSchema, i: usize, row: &RowRef<'_>) -> Result<Vec<u8>> {
+    sec_key_with(schema, i, |k| Ok(row.get(k)?.to_owned()))
+}
+
+/// The encoded key of index `i` of a row whose column `k` is `column(k)`.
+fn sec_key_with(
+    schema: &TableSchema,
+    i: usize,
+    mut column: impl FnMut(usize) -> Result<Value>,
+) -> Result<Vec<u8>> {
+    debug_assert!(
+        i < schema.def.indexes.len(),
+        "an index position of the schema"
+    );
     let mut out = Vec::new();
     if let Some(ix) = schema.def.indexes.get(i) {
-        let vals: Vec<Value> = ix
+        let vals = ix
             .columns
             .iter()
-            .map(|&k| values.get(k).cloned().unwrap_or(Value::Null))
-            .collect();
+            .map(|&k| column(k))
+            .collect::<Result<Vec<Value>>>()?;
         encode_key(&vals, &mut out);
     }
-    out
+    Ok(out)
 }
 
 /// Whether a secondary key has a NULL column (not checked for uniqueness).
@@ -388,7 +408,7 @@ pub(crate) type Rec = (RecHeader, Vec<u8>);
 pub(crate) fn read_rec(store: &Store, schema: &TableSchema, pk: &[u8]) -> Result<Option<Rec>> {
     match clustered(store, schema).get(pk)? {
         None => Ok(None),
-        Some(v) => split_rec(&v).map(Some),
+        Some(v) => split_rec_owned(v).map(Some),
     }
 }
 
@@ -396,6 +416,14 @@ pub(crate) fn read_rec(store: &Store, schema: &TableSchema, pk: &[u8]) -> Result
 pub(crate) fn split_rec(value: &[u8]) -> Result<Rec> {
     let (h, row) = RecHeader::decode(value)?;
     Ok((h, row.to_vec()))
+}
+
+/// Split a clustered value, keeping its buffer for the row.
+pub(crate) fn split_rec_owned(mut value: Vec<u8>) -> Result<Rec> {
+    let (h, row) = RecHeader::decode(&value)?;
+    let header_len = value.len() - row.len();
+    value.drain(..header_len);
+    Ok((h, value))
 }
 
 fn missing_undo(db: &DbInner, trx: TrxId, roll: RollPtr) -> Error {
@@ -465,7 +493,7 @@ pub(crate) fn previous(
         None => Ok(None),
         Some(u) => match (u.kind, u.old_value) {
             (UndoKind::Insert, _) | (_, None) => Ok(Some(None)),
-            (_, Some(old)) => Ok(Some(Some(split_rec(&old)?))),
+            (_, Some(old)) => Ok(Some(Some(split_rec_owned(old)?))),
         },
     }
 }
@@ -485,10 +513,10 @@ pub(crate) fn visible(
     let mut retries = 0;
     let mut walk = VersionWalk::default();
     loop {
-        let (h, row) = &cur;
-        if view.sees(h.trx) {
-            return Ok(if h.deleted { None } else { Some(row.clone()) });
+        if view.sees(cur.0.trx) {
+            return Ok(if cur.0.deleted { None } else { Some(cur.1) });
         }
+        let h = &cur.0;
         match previous(db, &cur, &mut walk)? {
             Some(Some(prev)) => cur = prev,
             Some(None) => return Ok(None),
@@ -503,6 +531,23 @@ pub(crate) fn visible(
             None => return Err(missing_undo(db, h.trx, h.roll)),
         }
     }
+}
+
+/// [`visible`] for a clustered value read in place (`value`, the record
+/// of `pk`): the row is borrowed from `value` when the view sees the
+/// current version (no copy), and copied only to walk to an older one.
+pub(crate) fn visible_in_place<'v>(
+    db: &DbInner,
+    view: &ReadView,
+    schema: &TableSchema,
+    pk: &[u8],
+    value: &'v [u8],
+) -> Result<Option<Cow<'v, [u8]>>> {
+    let (h, row) = RecHeader::decode(value)?;
+    if view.sees(h.trx) {
+        return Ok((!h.deleted).then_some(Cow::Borrowed(row)));
+    }
+    Ok(visible(db, view, schema, pk, (h, row.to_vec()))?.map(Cow::Owned))
 }
 
 /// Whether a version of the row some view may still read (the current

@@ -19,13 +19,14 @@
 //! views), `Write` and `Lazy` commits leave it first. If a `Sync` commit's
 //! wait fails, the transaction never becomes visible in this process.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::ops::{Bound, Deref};
 use std::sync::Arc;
 
 use crate::btree::{Cursor, Direction};
 use crate::catalog::schema::TableSchema;
-use crate::catalog::{Value, check_row, encode_key, encode_row, keycode};
+use crate::catalog::{RowRef, Value, check_row, encode_key, encode_row, keycode};
 use crate::log::Durability;
 use crate::txn::undo::REC_HEADER;
 use crate::txn::{LockMode, ReadView, RecHeader, RollPtr, SlotToken, TrxId, UndoKind, UndoRecord};
@@ -1141,6 +1142,8 @@ impl<'a> Ctx<'a> {
             schema,
             view,
             cursor,
+            owned: Vec::new(),
+            place: Place::None,
             index: None,
         })
     }
@@ -1182,6 +1185,8 @@ impl<'a> Ctx<'a> {
             schema,
             view,
             cursor,
+            owned: Vec::new(),
+            place: Place::None,
             index: Some(i),
         })
     }
@@ -1384,6 +1389,10 @@ impl<H: DbHandle> Drop for TxnCore<H> {
 }
 
 /// Rows of a scan, decoded, as the scan's read view sees them.
+///
+/// As an `Iterator` each row comes as owned values; [`Rows::next_ref`]
+/// lends each row in place instead (no copy, columns decoded when asked
+/// for), for callers that use a row before taking the next.
 #[derive(Debug)]
 pub struct Rows<'db> {
     db: &'db DbInner,
@@ -1391,39 +1400,103 @@ pub struct Rows<'db> {
     view: ReadView,
     cursor: Cursor<'db>,
     index: Option<usize>,
+    /// The current row when it is not the cursor's entry as it stands (an
+    /// older version, or a row found through a secondary index).
+    owned: Vec<u8>,
+    place: Place,
+}
+
+/// Where the current row of [`Rows`] is.
+#[derive(Clone, Copy, Debug)]
+enum Place {
+    /// No current row.
+    None,
+    /// Bytes `start..end` of the cursor's current value, in its batch.
+    Batch { start: usize, end: usize },
+    /// In `Rows::owned`.
+    Owned,
 }
 
 impl Rows<'_> {
-    fn step(&mut self) -> Result<Option<Option<Vec<Value>>>> {
-        let Some(item) = self.cursor.next() else {
-            return Ok(None);
+    /// The next row the view sees, read in place: borrowed from the scan's
+    /// batch when the view sees the row's newest version (most rows), so
+    /// nothing is copied or allocated for it; its columns are decoded
+    /// when [`RowRef::get`] or [`RowRef::iter`] asks for them.
+    pub fn next_ref(&mut self) -> Option<Result<RowRef<'_>>> {
+        if let Err(e) = crate::wait::step() {
+            return Some(Err(e));
+        }
+        loop {
+            match self.seek() {
+                Err(e) => return Some(Err(e)),
+                Ok(false) => return None,
+                Ok(true) => {}
+            }
+            if !matches!(self.place, Place::None) {
+                break;
+            }
+        }
+        let columns = &self.schema.def.columns;
+        let bytes = match self.place {
+            Place::None => return None,
+            Place::Owned => self.owned.as_slice(),
+            Place::Batch { start, end } => {
+                match self.cursor.current().and_then(|(_, v)| v.get(start..end)) {
+                    Some(row) => row,
+                    None => {
+                        debug_assert!(false, "Rows: the entry seek placed is gone");
+                        return None;
+                    }
+                }
+            }
+        };
+        Some(RowRef::new(columns, bytes).map_err(Error::from))
+    }
+
+    /// Move to the next index entry; `false` at the end. `place` says
+    /// where the row is, or `Place::None` if the view does not see one
+    /// for this entry (the caller moves on).
+    fn seek(&mut self) -> Result<bool> {
+        self.place = Place::None;
+        let Some(item) = self.cursor.next_entry() else {
+            return Ok(false);
         };
         let (k, v) = item?;
         let schema = &self.schema;
         match self.index {
-            None => {
-                let rec = table::split_rec(&v)?;
-                match table::visible(self.db, &self.view, schema, &k, rec)? {
-                    None => Ok(Some(None)),
-                    Some(row) => Ok(Some(Some(table::decode(schema, &row)?))),
+            None => match table::visible_in_place(self.db, &self.view, schema, k, v)? {
+                None => {}
+                Some(Cow::Borrowed(row)) => {
+                    // `row` is a suffix of `v` (the record header first).
+                    let start = v.len() - row.len();
+                    self.place = Place::Batch {
+                        start,
+                        end: v.len(),
+                    };
                 }
-            }
+                Some(Cow::Owned(row)) => {
+                    self.owned = row;
+                    self.place = Place::Owned;
+                }
+            },
             Some(i) => {
-                let (sec, pk) = table::split_entry(schema, i, &k)?;
+                let (sec, pk) = table::split_entry(schema, i, k)?;
                 let Some(rec) = table::read_rec(&self.db.store, schema, pk)? else {
-                    return Ok(Some(None));
+                    return Ok(true);
                 };
                 let Some(row) = table::visible(self.db, &self.view, schema, pk, rec)? else {
-                    return Ok(Some(None));
+                    return Ok(true);
                 };
-                let values = table::decode(schema, &row)?;
-                if table::sec_key_of(schema, i, &values) == sec {
-                    Ok(Some(Some(values)))
-                } else {
-                    Ok(Some(None)) // an entry of another version
+                let row_ref = RowRef::new(&schema.def.columns, &row)?;
+                // Keep the entry only if the version has its key (else it
+                // is an entry of another version).
+                if table::sec_key_of_ref(schema, i, &row_ref)? == sec {
+                    self.owned = row;
+                    self.place = Place::Owned;
                 }
             }
         }
+        Ok(true)
     }
 }
 
@@ -1431,16 +1504,6 @@ impl Iterator for Rows<'_> {
     type Item = Result<Vec<Value>>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if let Err(e) = crate::wait::step() {
-            return Some(Err(e));
-        }
-        loop {
-            match self.step() {
-                Err(e) => return Some(Err(e)),
-                Ok(None) => return None,
-                Ok(Some(None)) => continue,
-                Ok(Some(Some(row))) => return Some(Ok(row)),
-            }
-        }
+        Some(self.next_ref()?.and_then(|row| Ok(row.to_values()?)))
     }
 }

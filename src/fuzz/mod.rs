@@ -28,7 +28,7 @@ use std::sync::Arc;
 use crate::btree::{Direction, Tree};
 use crate::buffer::BufferPool;
 use crate::catalog::schema::{CATALOG_ROOT_SLOT, TableSchema};
-use crate::catalog::{Column, ColumnType, Value, decode_row, encode_row, keycode};
+use crate::catalog::{Column, ColumnType, RowRef, Value, decode_row, encode_row, keycode};
 use crate::db::{Db, KeyBound};
 use crate::io::Vfs;
 use crate::log::format::{self, BLOCK, CheckpointSlot, FileHeader};
@@ -429,6 +429,19 @@ fn exercise_node(page: &[u8]) {
     }
     let cells = node::cells(page);
     let _ = node::split_point(page);
+    if let Ok(view) = node::LeafView::new(page) {
+        for i in 0..=view.nslots().min(64) {
+            view.prefetch(i);
+            assert_eq!(
+                view.cell(i).ok(),
+                node::cell(page, i).and_then(node::decode_leaf).ok(),
+                "a leaf view reads cell {i} differently"
+            );
+        }
+        for probe in &probes {
+            assert_eq!(view.search(probe).ok(), node::search_leaf(page, probe).ok());
+        }
+    }
     if valid {
         assert!(cells.is_ok(), "a valid node's cells do not read");
     }
@@ -630,10 +643,12 @@ fn row_schemas() -> Vec<Vec<Column>> {
 /// so whatever decodes must encode back to the same bytes.
 pub fn row_and_key(data: &[u8]) {
     for columns in row_schemas() {
-        if let Ok(values) = decode_row(&columns, data) {
-            let again = encode_row(&columns, &values);
+        let decoded = decode_row(&columns, data);
+        if let Ok(values) = &decoded {
+            let again = encode_row(&columns, values);
             assert_eq!(again.as_deref().ok(), Some(data), "row round trip");
         }
+        check_row_ref(&columns, data, decoded.ok());
         let types: Vec<ColumnType> = columns.iter().map(|c| c.ty).collect();
         if let Ok(values) = keycode::decode_key(data, &types) {
             let mut again = Vec::new();
@@ -648,6 +663,52 @@ pub fn row_and_key(data: &[u8]) {
         }
     }
     let _ = keycode::prefix_end(data);
+}
+
+/// A row read in place ([`RowRef`]) agrees with [`decode_row`]: a row
+/// `decode_row` takes reads in place as the same values (by `get` and by
+/// `iter`), and of a row it refuses, either `RowRef::new` refuses it or
+/// some text column is not UTF-8 and reading it is an error. Never a
+/// wrong value.
+pub(crate) fn check_row_ref(columns: &[Column], data: &[u8], decoded: Option<Vec<Value>>) {
+    let Ok(row) = RowRef::new(columns, data) else {
+        assert!(decoded.is_none(), "RowRef refused a row decode_row took");
+        return;
+    };
+    let read: Vec<_> = row.iter().collect();
+    for (i, v) in read.iter().enumerate() {
+        let by_get = row.get(i).map(|v| v.to_owned());
+        let by_iter = v.as_ref().map(|v| v.to_owned());
+        assert_eq!(
+            format!("{by_iter:?}"),
+            format!("{by_get:?}"),
+            "get({i}) vs iter"
+        );
+    }
+    let all: Option<Vec<Value>> = read
+        .iter()
+        .map(|v| v.as_ref().ok().map(|v| v.to_owned()))
+        .collect();
+    let whole = all.filter(|v| v.len() == columns.len());
+    assert_eq!(
+        decoded.is_some(),
+        whole.is_some(),
+        "RowRef and decode_row disagree on whether the row reads"
+    );
+    match whole {
+        Some(values) => {
+            assert_eq!(
+                encode_row(columns, &values).ok().as_deref(),
+                Some(data),
+                "RowRef vs decode_row"
+            );
+            assert!(
+                row.to_values().is_ok(),
+                "to_values refused a row decode_row took"
+            );
+        }
+        None => assert!(row.to_values().is_err()),
+    }
 }
 
 /// An undo record after a flags byte ([`UndoRecord::decode`]) and a

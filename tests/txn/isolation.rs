@@ -557,3 +557,91 @@ fn futures_lite_block_on<F: std::future::Future>(f: F) -> F::Output {
         }
     }
 }
+
+/// Every row of `rows`, read in place with `Rows::next_ref`.
+fn in_place(mut rows: quill::db::Rows<'_>) -> Vec<Vec<Value>> {
+    let mut out = Vec::new();
+    while let Some(row) = rows.next_ref() {
+        let row = row.unwrap();
+        let values: Vec<Value> = row.iter().map(|v| v.unwrap().to_owned()).collect();
+        assert_eq!(values, row.to_values().unwrap());
+        out.push(values);
+    }
+    out
+}
+
+/// Rows read in place (`Rows::next_ref`: borrowed from the scan's batch
+/// when the snapshot sees the newest version, else the older version it
+/// sees) are the rows the owned iterator returns and the snapshot's rows,
+/// by primary key and through an index, in both directions, with enough
+/// rows for several batches and leaves, while newer versions (updates,
+/// deletes, inserts, some committed and some not) sit on top.
+#[test]
+fn rows_read_in_place_are_the_snapshots_rows() {
+    let fs = SimFs::new(13);
+    let db = open(&fs, opts(200));
+    let n = 600;
+    let t = setup(&db, n, 100);
+    let mut rr = db.begin_with(RR).unwrap();
+    // The snapshot's rows, read before anything changes.
+    let want: Vec<Vec<Value>> = (0..n).map(|i| acct(i, &format!("o{i}"), 100)).collect();
+    let _ = rr.get(&t, &[Value::Int64(0)]).unwrap();
+    let mut w = db.begin().unwrap();
+    for i in (0..n).step_by(3) {
+        w.update(&t, &[Value::Int64(i)], &[(2, Value::Int64(7))])
+            .unwrap();
+    }
+    for i in (1..n).step_by(7) {
+        w.delete(&t, &[Value::Int64(i)]).unwrap();
+    }
+    w.insert(&t, &acct(n + 1, "late", 5)).unwrap();
+    w.commit().unwrap();
+    let mut open_writer = db.begin().unwrap();
+    open_writer
+        .update(&t, &[Value::Int64(5)], &[(1, Value::Text("dirty".into()))])
+        .unwrap();
+    for dir in [Direction::Forward, Direction::Backward] {
+        let by_pk = in_place(rr.scan(&t, Unbounded, Unbounded, dir).unwrap());
+        let owned: Vec<Vec<Value>> = rr
+            .scan(&t, Unbounded, Unbounded, dir)
+            .unwrap()
+            .collect::<quill::Result<_>>()
+            .unwrap();
+        assert_eq!(by_pk, owned, "{dir:?}: in place vs owned");
+        let mut expect = want.clone();
+        if dir == Direction::Backward {
+            expect.reverse();
+        }
+        assert_eq!(by_pk, expect, "{dir:?}: the snapshot's rows");
+        let mut by_index = in_place(
+            rr.index_scan(&t, "by_balance", Unbounded, Unbounded, dir)
+                .unwrap(),
+        );
+        let owned: Vec<Vec<Value>> = rr
+            .index_scan(&t, "by_balance", Unbounded, Unbounded, dir)
+            .unwrap()
+            .collect::<quill::Result<_>>()
+            .unwrap();
+        assert_eq!(
+            by_index, owned,
+            "{dir:?}: through the index, in place vs owned"
+        );
+        by_index.sort_by_key(|r| int(&r[0]));
+        assert_eq!(by_index, want, "{dir:?}: through the index");
+    }
+    // A newer snapshot sees the committed changes, not the open ones.
+    let mut now = db.begin_with(RR).unwrap();
+    let rows = in_place(
+        now.scan(&t, Unbounded, Unbounded, Direction::Forward)
+            .unwrap(),
+    );
+    let expect: Vec<Vec<Value>> = (0..n)
+        .filter(|i| (i - 1) % 7 != 0 || *i == 0)
+        .map(|i| acct(i, &format!("o{i}"), if i % 3 == 0 { 7 } else { 100 }))
+        .chain([acct(n + 1, "late", 5)])
+        .collect();
+    assert_eq!(rows, expect);
+    now.commit().unwrap();
+    open_writer.rollback().unwrap();
+    rr.commit().unwrap();
+}

@@ -55,9 +55,9 @@ use std::time::{Duration, Instant};
 use parking_lot::RwLock;
 use rocksdb::{BlockBasedOptions, Cache, DB, Options, ReadOptions, WriteBatch, WriteOptions};
 
-use super::engine::{Engine, Ops, Session, WriteSplit};
+use super::engine::{Engine, Ops, Session, WriteSplit, read_columns};
 use quill::catalog::schema::{IndexDef, TableDef};
-use quill::catalog::{ColumnType, Value, decode_key, decode_row, encode_key, encode_row};
+use quill::catalog::{ColumnType, RowRef, Value, decode_key, decode_row, encode_key, encode_row};
 use quill::{Error, Result};
 
 const ENGINE: &str = "rocksdb";
@@ -524,7 +524,7 @@ impl RocksSession<'_> {
         let mut n = 0;
         while n < limit && it.valid() {
             let Some(value) = it.value() else { break };
-            std::hint::black_box(decode_row(&info.def.columns, value)?);
+            read_columns(RowRef::new(&info.def.columns, value)?)?;
             n += 1;
             it.next();
         }
@@ -561,7 +561,7 @@ impl RocksSession<'_> {
                 .get_pinned(row_key(info.id, pk))
                 .map_err(err)?;
             if let Some(row) = row {
-                std::hint::black_box(decode_row(&info.def.columns, &row)?);
+                read_columns(RowRef::new(&info.def.columns, &row)?)?;
                 n += 1;
             }
             it.next();
