@@ -296,24 +296,27 @@ pub(crate) fn sec_key_of(schema: &TableSchema, i: usize, values: &[Value]) -> Ve
         schema.def.columns.len(),
         "a row has one value per column"
     );
-    let key: Result<Vec<u8>> = sec_key_with(schema, i, |k| {
-        Ok(values.get(k).cloned().unwrap_or(Value::Null))
+    let key = sec_key_with(schema, i, |k| {
+        Ok::<_, std::convert::Infallible>(values.get(k).cloned().unwrap_or(Value::Null))
     });
-    key.unwrap_or_default() // the column function never fails
+    match key {
+        Ok(k) => k,
+        Err(never) => match never {},
+    }
 }
 
 /// [`sec_key_of`] for a row read in place: only the index's columns are
 /// decoded.
 pub(crate) fn sec_key_of_ref(schema: &TableSchema, i: usize, row: &RowRef<'_>) -> Result<Vec<u8>> {
-    sec_key_with(schema, i, |k| Ok(row.get(k)?.to_owned()))
+    sec_key_with(schema, i, |k| Ok::<_, Error>(row.get(k)?.to_owned()))
 }
 
 /// The encoded key of index `i` of a row whose column `k` is `column(k)`.
-fn sec_key_with(
+fn sec_key_with<E>(
     schema: &TableSchema,
     i: usize,
-    mut column: impl FnMut(usize) -> Result<Value>,
-) -> Result<Vec<u8>> {
+    mut column: impl FnMut(usize) -> std::result::Result<Value, E>,
+) -> std::result::Result<Vec<u8>, E> {
     debug_assert!(
         i < schema.def.indexes.len(),
         "an index position of the schema"
@@ -324,7 +327,7 @@ fn sec_key_with(
             .columns
             .iter()
             .map(|&k| column(k))
-            .collect::<Result<Vec<Value>>>()?;
+            .collect::<std::result::Result<Vec<Value>, E>>()?;
         encode_key(&vals, &mut out);
     }
     Ok(out)
