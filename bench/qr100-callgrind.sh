@@ -1,27 +1,49 @@
 #!/usr/bin/env bash
-# Instructions per qr100 query (Quill's 10-row secondary-index reads, the
-# bench's QuillOps::index_range and what it calls) under callgrind, for
-# each build given: the figure bench/results/oltp.md and insert.md quote
-# for issue 15 item 4 (234,861 before, 127,574 after).
+# Instructions per read under callgrind, for each build given: the figures
+# bench/results/oltp.md and insert.md quote for issue 15 item 4.
 #   bash bench/qr100-callgrind.sh NAME=BINARY [NAME=BINARY ...]
-# DIR (default /tmp/qr100-cg) scratch. 100k-row table, l.i0, l.x, then
-# qr100 for 3 s. Collection is switched on for the whole process while a
-# query runs, so other threads' work in that time is counted too.
+# KIND=qr (default): per qr100 query (Quill's 10-row secondary-index reads,
+#   the bench's QuillOps::index_range and what it calls); 100k-row table,
+#   l.i0, l.x, then qr100 for 3 s.
+# KIND=ro: per sysbench read-only transaction (10 point selects and 4
+#   100-row range reads, QuillOps' Ops methods); one 20k-row table, 3 s.
+# DIR (default /tmp/read-cg) scratch. Collection is switched on for the
+# whole process while a read runs, so other threads' work in that time is
+# counted too.
 set -euo pipefail
-DIR=${DIR:-/tmp/qr100-cg}
+DIR=${DIR:-/tmp/read-cg}
+KIND=${KIND:-qr}
 for nb in "$@"; do
   name=${nb%%=*}; bin=${nb#*=}
   rm -rf "$DIR"; mkdir -p "$DIR"
-  valgrind --tool=callgrind --callgrind-out-file="$DIR/qr.cg" \
-    --toggle-collect='*QuillOps*index_range*' "$bin" bench insert --dir "$DIR/db" \
-    --engines quill --clients 1 --total-rows 100000 --txn-sizes big --steps l.i0,l.x,qr100 \
-    --seconds 3 --warmup 0 --json "$DIR/qr.json" > /dev/null 2>&1
-  total=$(callgrind_annotate "$DIR/qr.cg" 2>/dev/null | grep -m1 'PROGRAM TOTALS' | awk '{gsub(",","",$1); print $1}')
-  python3 - "$DIR/qr.json" "$total" "$name" <<'PY'
+  case "$KIND" in
+    qr)
+      valgrind --tool=callgrind --callgrind-out-file="$DIR/cg" \
+        --toggle-collect='*QuillOps*index_range*' "$bin" bench insert --dir "$DIR/db" \
+        --engines quill --clients 1 --total-rows 100000 --txn-sizes big --steps l.i0,l.x,qr100 \
+        --seconds 3 --warmup 0 --json "$DIR/run.json" > /dev/null 2>&1
+      what="qr100 query" ;;
+    ro)
+      valgrind --tool=callgrind --callgrind-out-file="$DIR/cg" \
+        --toggle-collect='*QuillOps*as*quill_bench::engine::Ops*' "$bin" bench oltp \
+        --dir "$DIR/db" --engines quill --tables 1 --table-size 20000 --threads 1 \
+        --shapes read-only --seconds 3 --warmup 0 --json "$DIR/run.json" > /dev/null 2>&1
+      what="read-only transaction" ;;
+    *) echo "KIND is qr or ro, not $KIND" >&2; exit 2 ;;
+  esac
+  # (annotate to a file first: grep -m1 stopping early would kill the
+  # pipe, and pipefail the script)
+  callgrind_annotate "$DIR/cg" > "$DIR/cg.txt" 2>/dev/null
+  total=$(grep -m1 'PROGRAM TOTALS' "$DIR/cg.txt" | awk '{gsub(",","",$1); print $1}')
+  python3 - "$DIR/run.json" "$total" "$name" "$KIND" "$what" <<'PY'
 import json, sys
-rows = json.load(open(sys.argv[1]))["rows"]
-q = sum(r["queries_per_sec"] * r["seconds"] for r in rows if r["step"] == "qr100")
-print(f"{sys.argv[3]}: {int(sys.argv[2]) / q:,.0f} instructions per qr100 query ({q:.0f} queries)")
+path, total, name, kind, what = sys.argv[1:6]
+rows = json.load(open(path))["rows"]
+if kind == "qr":
+    n = sum(r["queries_per_sec"] * r["seconds"] for r in rows if r["step"] == "qr100")
+else:
+    n = sum(r["transactions"] for r in rows)
+print(f"{name}: {int(total) / n:,.0f} instructions per {what} ({n:.0f} of them)")
 PY
 done
 rm -rf "$DIR"

@@ -278,8 +278,17 @@ impl<'s> Tree<'s> {
     /// The value of `key`, if present (`None` for a key longer than
     /// [`Tree::max_key_len`], which no tree holds).
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut value = Vec::new();
+        Ok(self.get_into(key, &mut value)?.then_some(value))
+    }
+
+    /// [`Tree::get`] into `value` (cleared first): whether `key` is
+    /// present. A caller that reads many keys reuses one buffer instead
+    /// of allocating a value per read.
+    pub fn get_into(&self, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
+        value.clear();
         if self.cannot_hold(key) {
-            return Ok(None);
+            return Ok(false);
         }
         let pool = self.store.pool();
         let mut tries = 0;
@@ -291,8 +300,11 @@ impl<'s> Tree<'s> {
                 let level = node::level(&cur);
                 if level == 0 {
                     return match node::search_leaf(&cur, key).map_err(self.ne(id))? {
-                        Ok(i) => Ok(Some(self.value_at(&cur, i)?)),
-                        Err(_) => Ok(None),
+                        Ok(i) => {
+                            self.value_into(&cur, i, value)?;
+                            Ok(true)
+                        }
+                        Err(_) => Ok(false),
                     };
                 }
                 let i = node::search_internal(&cur, key).map_err(self.ne(id))?;
@@ -365,15 +377,17 @@ impl<'s> Tree<'s> {
     }
 
     /// The value in leaf slot `i` (following an overflow chain).
-    fn value_at(&self, leaf: &PageRead<'_>, i: usize) -> Result<Vec<u8>> {
+    /// Append the value of cell `i` of `leaf` to `value`.
+    fn value_into(&self, leaf: &PageRead<'_>, i: usize, value: &mut Vec<u8>) -> Result<()> {
         let id = leaf.id();
         let c = node::cell(leaf, i).map_err(self.ne(id))?;
         match node::decode_leaf(c).map_err(self.ne(id))?.value {
-            LeafValue::Inline(v) => Ok(v.to_vec()),
+            LeafValue::Inline(v) => value.extend_from_slice(v),
             LeafValue::Overflow { len, first_page } => {
-                overflow::read(self.store.pool(), first_page, len)
+                value.extend_from_slice(&overflow::read(self.store.pool(), first_page, len)?);
             }
         }
+        Ok(())
     }
 
     /// Descend with shared latches and latch the leaf for `key`

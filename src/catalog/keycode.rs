@@ -29,7 +29,7 @@
 //! before encoding, and decode with the same column types they were
 //! encoded with.
 
-use super::{CatalogError, ColumnType, Reader, Value};
+use super::{CatalogError, ColumnType, Reader, Value, ValueRef};
 
 /// Tag byte of a NULL value (lower than [`TAG_VALUE`], so NULL sorts first).
 pub const TAG_NULL: u8 = 0x01;
@@ -51,7 +51,7 @@ pub fn encode_key(values: &[Value], out: &mut Vec<u8>) {
     #[cfg(debug_assertions)]
     let start = out.len();
     for value in values {
-        encode_value(value, out);
+        encode_value(value.into(), out);
     }
     #[cfg(debug_assertions)]
     #[allow(clippy::indexing_slicing)] // `start` was `out.len()`; `out` only grew
@@ -78,7 +78,7 @@ fn debug_check_canonical(values: &[Value], bytes: &[u8]) {
     let again = decode_key(bytes, &types).map(|back| {
         let mut out = Vec::with_capacity(bytes.len());
         for value in &back {
-            encode_value(value, &mut out);
+            encode_value(value.into(), &mut out);
         }
         out
     });
@@ -88,27 +88,30 @@ fn debug_check_canonical(values: &[Value], bytes: &[u8]) {
     );
 }
 
-fn encode_value(value: &Value, out: &mut Vec<u8>) {
+/// Appends the encoding of one value, borrowed (a column read in place,
+/// [`crate::catalog::RowRef::get`]): a tuple encoded value by value is
+/// what [`encode_key`] gives for the owned values.
+pub fn encode_value(value: ValueRef<'_>, out: &mut Vec<u8>) {
     match value {
-        Value::Null => out.push(TAG_NULL),
-        Value::Bool(b) => out.extend_from_slice(&[TAG_VALUE, u8::from(*b)]),
-        Value::Int32(v) => {
+        ValueRef::Null => out.push(TAG_NULL),
+        ValueRef::Bool(b) => out.extend_from_slice(&[TAG_VALUE, u8::from(b)]),
+        ValueRef::Int32(v) => {
             out.push(TAG_VALUE);
             out.extend_from_slice(&(v.cast_unsigned() ^ SIGN32).to_be_bytes());
         }
-        Value::Int64(v) | Value::Timestamp(v) => {
+        ValueRef::Int64(v) | ValueRef::Timestamp(v) => {
             out.push(TAG_VALUE);
             out.extend_from_slice(&(v.cast_unsigned() ^ SIGN64).to_be_bytes());
         }
-        Value::Float64(f) => {
+        ValueRef::Float64(f) => {
             out.push(TAG_VALUE);
-            out.extend_from_slice(&float_to_key(*f).to_be_bytes());
+            out.extend_from_slice(&float_to_key(f).to_be_bytes());
         }
-        Value::Text(s) => {
+        ValueRef::Text(s) => {
             out.push(TAG_VALUE);
             encode_escaped(s.as_bytes(), out);
         }
-        Value::Bytes(b) => {
+        ValueRef::Bytes(b) => {
             out.push(TAG_VALUE);
             encode_escaped(b, out);
         }
@@ -169,15 +172,39 @@ pub fn decode_key_prefix<'a>(
 ) -> Result<(Vec<Value>, &'a [u8]), CatalogError> {
     let mut r = Reader::new(bytes);
     let mut values = Vec::with_capacity(types.len());
+    let mut buf = Vec::new();
     for ty in types {
-        values.push(decode_value(&mut r, ty)?);
+        values.push(read_value(&mut r, ty, &mut buf)?.to_owned());
     }
     Ok((values, r.rest()))
 }
 
-fn decode_value(r: &mut Reader<'_>, ty: &ColumnType) -> Result<Value, CatalogError> {
+/// The length of the leading values of `bytes`, one per entry of `types`,
+/// checked as [`decode_key_prefix`] checks them but not kept: where a
+/// secondary index entry's primary key starts. Allocates nothing unless a
+/// text or bytes value has an escaped zero byte.
+pub fn key_prefix_len<'t>(
+    bytes: &[u8],
+    types: impl IntoIterator<Item = &'t ColumnType>,
+) -> Result<usize, CatalogError> {
+    let mut r = Reader::new(bytes);
+    let mut buf = Vec::new();
+    for ty in types {
+        read_value(&mut r, ty, &mut buf)?;
+    }
+    Ok(r.pos())
+}
+
+/// Read one value of type `ty`, checked (KC3). Text and bytes are
+/// borrowed from `r`'s bytes when they hold no escaped zero, and
+/// unescaped into `buf` (cleared first) when they do.
+fn read_value<'a: 'v, 'b: 'v, 'v>(
+    r: &mut Reader<'a>,
+    ty: &ColumnType,
+    buf: &'b mut Vec<u8>,
+) -> Result<ValueRef<'v>, CatalogError> {
     match r.u8("key tag")? {
-        TAG_NULL => return Ok(Value::Null),
+        TAG_NULL => return Ok(ValueRef::Null),
         TAG_VALUE => {}
         tag => {
             return Err(CatalogError::Malformed {
@@ -188,18 +215,18 @@ fn decode_value(r: &mut Reader<'_>, ty: &ColumnType) -> Result<Value, CatalogErr
     }
     Ok(match ty {
         ColumnType::Bool => match r.u8("bool")? {
-            0 => Value::Bool(false),
-            1 => Value::Bool(true),
+            0 => ValueRef::Bool(false),
+            1 => ValueRef::Bool(true),
             other => return Err(r.error(format!("bool byte {other:#04x} is not 0 or 1"))),
         },
         ColumnType::Int32 => {
-            Value::Int32((u32::from_be_bytes(r.array("int32")?) ^ SIGN32).cast_signed())
+            ValueRef::Int32((u32::from_be_bytes(r.array("int32")?) ^ SIGN32).cast_signed())
         }
         ColumnType::Int64 => {
-            Value::Int64((u64::from_be_bytes(r.array("int64")?) ^ SIGN64).cast_signed())
+            ValueRef::Int64((u64::from_be_bytes(r.array("int64")?) ^ SIGN64).cast_signed())
         }
         ColumnType::Timestamp => {
-            Value::Timestamp((u64::from_be_bytes(r.array("timestamp")?) ^ SIGN64).cast_signed())
+            ValueRef::Timestamp((u64::from_be_bytes(r.array("timestamp")?) ^ SIGN64).cast_signed())
         }
         ColumnType::Float64 => {
             let key = u64::from_be_bytes(r.array("float64")?);
@@ -212,32 +239,48 @@ fn decode_value(r: &mut Reader<'_>, ty: &ColumnType) -> Result<Value, CatalogErr
             if bits == NEG_ZERO || (f.is_nan() && bits != CANONICAL_NAN) {
                 return Err(r.error(format!("float64 bits {bits:#018x} are not normalised")));
             }
-            Value::Float64(f)
+            ValueRef::Float64(f)
         }
         ColumnType::Text { .. } => {
             let start = r.pos();
-            let raw = decode_escaped(r)?;
-            let text = String::from_utf8(raw).map_err(|e| CatalogError::Malformed {
+            let raw = read_escaped(r, buf)?;
+            let text = std::str::from_utf8(raw).map_err(|e| CatalogError::Malformed {
                 offset: start,
                 reason: format!("text is not UTF-8: {e}"),
             })?;
-            Value::Text(text)
+            ValueRef::Text(text)
         }
-        ColumnType::Bytes { .. } => Value::Bytes(decode_escaped(r)?),
+        ColumnType::Bytes { .. } => ValueRef::Bytes(read_escaped(r, buf)?),
     })
 }
 
-fn decode_escaped(r: &mut Reader<'_>) -> Result<Vec<u8>, CatalogError> {
-    let mut out = Vec::new();
+/// An escaped text/bytes payload and its terminator: borrowed when it
+/// has no escape, else unescaped into `buf`.
+fn read_escaped<'a: 'v, 'b: 'v, 'v>(
+    r: &mut Reader<'a>,
+    buf: &'b mut Vec<u8>,
+) -> Result<&'v [u8], CatalogError> {
+    let mut copied = false;
     loop {
         let Some(zero) = r.rest().iter().position(|&b| b == 0) else {
             return Err(r.error("text/bytes value has no terminator"));
         };
-        out.extend_from_slice(r.take(zero, "text/bytes")?);
+        let chunk = r.take(zero, "text/bytes")?;
         let [_, escape] = r.array::<2>("text/bytes escape")?;
         match escape {
-            0xFF => out.push(0),
-            0x00 => return Ok(out),
+            0x00 if !copied => return Ok(chunk),
+            0x00 => {
+                buf.extend_from_slice(chunk);
+                return Ok(buf);
+            }
+            0xFF => {
+                if !copied {
+                    buf.clear();
+                    copied = true;
+                }
+                buf.extend_from_slice(chunk);
+                buf.push(0);
+            }
             other => {
                 return Err(r.error(format!(
                     "byte {other:#04x} after 0x00 is neither 0xFF (escape) nor 0x00 (end)"
@@ -579,7 +622,8 @@ mod tests {
         }
 
         /// Garbage never panics, and whatever decodes re-encodes to the
-        /// same bytes (only canonical encodings are accepted).
+        /// same bytes (only canonical encodings are accepted). The prefix
+        /// length agrees with the prefix decoder on every input.
         #[test]
         fn decode_garbage_never_panics(
             types in proptest::collection::vec(arb_type(), 0..5),
@@ -587,8 +631,26 @@ mod tests {
                 prop_oneof![Just(0u8), Just(1), Just(2), Just(0xFF), any::<u8>()], 0..40),
         ) {
             if let Ok(values) = decode_key(&bytes, &types) {
-                prop_assert_eq!(key(&values), bytes);
+                prop_assert_eq!(key(&values), bytes.clone());
             }
+            check_prefix_len(&bytes, &types)?;
+        }
+
+        /// Values encoded one at a time, borrowed, are the tuple's
+        /// encoding; the prefix length of a key with bytes after it is
+        /// where those bytes start.
+        #[test]
+        fn borrowed_encoding_and_prefix_len((types, values) in arb_typed_tuple(), tail in proptest::collection::vec(any::<u8>(), 0..8)) {
+            let mut one_by_one = Vec::new();
+            for v in &values {
+                encode_value(v.into(), &mut one_by_one);
+            }
+            let bytes = key(&values);
+            prop_assert_eq!(&one_by_one, &bytes);
+            let mut longer = bytes.clone();
+            longer.extend_from_slice(&tail);
+            prop_assert_eq!(key_prefix_len(&longer, &types).ok(), Some(bytes.len()));
+            check_prefix_len(&longer, &types)?;
         }
 
         /// Mutated (truncated or byte-flipped) valid keys never panic and
@@ -606,8 +668,24 @@ mod tests {
             let mut flipped = bytes.clone();
             flipped[flip.index(bytes.len())] = with;
             if let Ok(back) = decode_key(&flipped, &types) {
-                prop_assert_eq!(key(&back), flipped);
+                prop_assert_eq!(key(&back), flipped.clone());
             }
+            check_prefix_len(truncated, &types)?;
+            check_prefix_len(&flipped, &types)?;
         }
+    }
+
+    /// `key_prefix_len` accepts exactly what `decode_key_prefix` accepts,
+    /// and ends where its rest starts.
+    fn check_prefix_len(bytes: &[u8], types: &[ColumnType]) -> Result<(), TestCaseError> {
+        let decoded = decode_key_prefix(bytes, types).map(|(_, rest)| bytes.len() - rest.len());
+        prop_assert_eq!(
+            key_prefix_len(bytes, types).ok(),
+            decoded.ok(),
+            "{:02x?} as {:?}",
+            bytes,
+            types
+        );
+        Ok(())
     }
 }

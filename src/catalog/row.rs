@@ -194,6 +194,25 @@ impl ValueRef<'_> {
     }
 }
 
+impl<'a> From<&'a Value> for ValueRef<'a> {
+    fn from(v: &'a Value) -> ValueRef<'a> {
+        match v {
+            Value::Null => ValueRef::Null,
+            Value::Bool(b) => ValueRef::Bool(*b),
+            Value::Int32(v) => ValueRef::Int32(*v),
+            Value::Int64(v) => ValueRef::Int64(*v),
+            Value::Float64(v) => ValueRef::Float64(*v),
+            Value::Text(t) => ValueRef::Text(t),
+            Value::Bytes(b) => ValueRef::Bytes(b),
+            Value::Timestamp(v) => ValueRef::Timestamp(*v),
+        }
+    }
+}
+
+/// The field positions [`RowRef::new`] found in a row it checked.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RowLayout([(u32, u32); SPAN_COLUMNS]);
+
 /// Columns whose field positions a [`RowRef`] keeps (later columns are
 /// found by walking from the last one kept).
 const SPAN_COLUMNS: usize = 8;
@@ -242,6 +261,34 @@ impl<'a> RowRef<'a> {
             bytes,
             spans,
         })
+    }
+
+    /// What [`RowRef::new`] found: to read the same bytes as a row of the
+    /// same columns again without checking them again
+    /// ([`RowRef::with_layout`]).
+    pub(crate) fn layout(&self) -> RowLayout {
+        RowLayout(self.spans)
+    }
+
+    /// The row `RowRef::new(columns, bytes)` gave, whose
+    /// [`RowRef::layout`] is `layout`, without checking `bytes` again.
+    /// The caller keeps the bytes, the columns and the layout together
+    /// (asserted in debug builds): with other bytes a read could give an
+    /// error or a wrong value.
+    pub(crate) fn with_layout(
+        columns: &'a [Column],
+        bytes: &'a [u8],
+        layout: RowLayout,
+    ) -> RowRef<'a> {
+        debug_assert!(
+            RowRef::new(columns, bytes).is_ok_and(|r| r.spans == layout.0),
+            "RowRef::with_layout: a layout of other bytes"
+        );
+        RowRef {
+            columns,
+            bytes,
+            spans: layout.0,
+        }
     }
 
     /// The row's columns, in order.

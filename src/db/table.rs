@@ -45,9 +45,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
 use crate::btree::{Direction, Tree};
-use crate::catalog::RowRef;
 use crate::catalog::schema::TableSchema;
 use crate::catalog::{ColumnType, Value, decode_key, decode_row, encode_key, keycode};
+use crate::catalog::{RowRef, ValueRef};
 use crate::page::PageId;
 use crate::store::Store;
 use crate::txn::{ReadView, RecHeader, RollPtr, TrxId, UndoKind};
@@ -296,41 +296,47 @@ pub(crate) fn sec_key_of(schema: &TableSchema, i: usize, values: &[Value]) -> Ve
         schema.def.columns.len(),
         "a row has one value per column"
     );
-    let key = sec_key_with(schema, i, |k| {
-        Ok::<_, std::convert::Infallible>(values.get(k).cloned().unwrap_or(Value::Null))
+    let mut out = Vec::new();
+    let key = sec_key_with(schema, i, &mut out, |k| {
+        Ok::<_, std::convert::Infallible>(values.get(k).map_or(ValueRef::Null, ValueRef::from))
     });
     match key {
-        Ok(k) => k,
+        Ok(()) => out,
         Err(never) => match never {},
     }
 }
 
-/// [`sec_key_of`] for a row read in place: only the index's columns are
-/// decoded.
-pub(crate) fn sec_key_of_ref(schema: &TableSchema, i: usize, row: &RowRef<'_>) -> Result<Vec<u8>> {
-    sec_key_with(schema, i, |k| Ok::<_, Error>(row.get(k)?.to_owned()))
-}
-
-/// The encoded key of index `i` of a row whose column `k` is `column(k)`.
-fn sec_key_with<E>(
+/// [`sec_key_of`] for a row read in place, into `out` (cleared first):
+/// only the index's columns are decoded, and nothing is allocated once
+/// `out` has grown to a key's length.
+pub(crate) fn sec_key_of_ref(
     schema: &TableSchema,
     i: usize,
-    mut column: impl FnMut(usize) -> std::result::Result<Value, E>,
-) -> std::result::Result<Vec<u8>, E> {
+    row: &RowRef<'_>,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    out.clear();
+    sec_key_with(schema, i, out, |k| Ok::<_, Error>(row.get(k)?))
+}
+
+/// Append the encoded key of index `i` of a row whose column `k` is
+/// `column(k)` to `out`.
+fn sec_key_with<'v, E>(
+    schema: &TableSchema,
+    i: usize,
+    out: &mut Vec<u8>,
+    mut column: impl FnMut(usize) -> std::result::Result<ValueRef<'v>, E>,
+) -> std::result::Result<(), E> {
     debug_assert!(
         i < schema.def.indexes.len(),
         "an index position of the schema"
     );
-    let mut out = Vec::new();
     if let Some(ix) = schema.def.indexes.get(i) {
-        let vals = ix
-            .columns
-            .iter()
-            .map(|&k| column(k))
-            .collect::<std::result::Result<Vec<Value>, E>>()?;
-        encode_key(&vals, &mut out);
+        for &k in &ix.columns {
+            keycode::encode_value(column(k)?, out);
+        }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Whether a secondary key has a NULL column (not checked for uniqueness).
@@ -342,26 +348,6 @@ pub(crate) fn sec_key_has_null(schema: &TableSchema, i: usize, values: &[Value])
     })
 }
 
-/// Column types of secondary index `i` (a position in the schema's
-/// indexes).
-pub(crate) fn sec_types(schema: &TableSchema, i: usize) -> Vec<ColumnType> {
-    debug_assert!(
-        i < schema.def.indexes.len(),
-        "an index position of the schema"
-    );
-    schema
-        .def
-        .indexes
-        .get(i)
-        .map(|ix| {
-            ix.columns
-                .iter()
-                .filter_map(|&k| schema.def.columns.get(k).map(|c| c.ty))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// `sec key | pk`.
 pub(crate) fn entry_key(sec: &[u8], pk: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(sec.len() + pk.len());
@@ -370,14 +356,24 @@ pub(crate) fn entry_key(sec: &[u8], pk: &[u8]) -> Vec<u8> {
     k
 }
 
-/// Split a secondary entry key into its secondary key and primary key.
+/// Split a secondary entry key into its secondary key and primary key
+/// (the secondary key's values are checked, not decoded).
 pub(crate) fn split_entry<'a>(
     schema: &TableSchema,
     i: usize,
     key: &'a [u8],
 ) -> Result<(&'a [u8], &'a [u8])> {
-    let (_, rest) = keycode::decode_key_prefix(key, &sec_types(schema, i))?;
-    let at = key.len() - rest.len();
+    debug_assert!(
+        i < schema.def.indexes.len(),
+        "an index position of the schema"
+    );
+    let columns = &schema.def.columns;
+    let types = schema.def.indexes.get(i).into_iter().flat_map(|ix| {
+        ix.columns
+            .iter()
+            .filter_map(|&k| columns.get(k).map(|c| &c.ty))
+    });
+    let at = keycode::key_prefix_len(key, types)?;
     Ok(key.split_at(at))
 }
 

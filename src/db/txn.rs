@@ -25,6 +25,7 @@ use std::ops::{Bound, Deref};
 use std::sync::Arc;
 
 use crate::btree::{Cursor, Direction};
+use crate::catalog::row::RowLayout;
 use crate::catalog::schema::TableSchema;
 use crate::catalog::{RowRef, Value, check_row, encode_key, encode_row, keycode};
 use crate::log::Durability;
@@ -1143,6 +1144,7 @@ impl<'a> Ctx<'a> {
             view,
             cursor,
             owned: Vec::new(),
+            key: Vec::new(),
             place: Place::None,
             index: None,
         })
@@ -1186,6 +1188,7 @@ impl<'a> Ctx<'a> {
             view,
             cursor,
             owned: Vec::new(),
+            key: Vec::new(),
             place: Place::None,
             index: Some(i),
         })
@@ -1401,8 +1404,12 @@ pub struct Rows<'db> {
     cursor: Cursor<'db>,
     index: Option<usize>,
     /// The current row when it is not the cursor's entry as it stands (an
-    /// older version, or a row found through a secondary index).
+    /// older version, or a row found through a secondary index: then its
+    /// whole record, header first).
     owned: Vec<u8>,
+    /// The secondary key of the row found through an index, rebuilt to be
+    /// checked against its entry's key (reused from row to row).
+    key: Vec<u8>,
     place: Place,
 }
 
@@ -1413,8 +1420,12 @@ enum Place {
     None,
     /// Bytes `start..end` of the cursor's current value, in its batch.
     Batch { start: usize, end: usize },
-    /// In `Rows::owned`.
-    Owned,
+    /// Bytes `start..` of `Rows::owned`; `layout` is what `RowRef::new`
+    /// found when `seek` checked them, if it did.
+    Owned {
+        start: usize,
+        layout: Option<RowLayout>,
+    },
 }
 
 impl Rows<'_> {
@@ -1439,7 +1450,17 @@ impl Rows<'_> {
         let columns = &self.schema.def.columns;
         let bytes = match self.place {
             Place::None => return None,
-            Place::Owned => self.owned.as_slice(),
+            Place::Owned { start, layout } => match (self.owned.get(start..), layout) {
+                (Some(row), Some(layout)) => {
+                    // `seek` checked these bytes and nothing changed them.
+                    return Some(Ok(RowRef::with_layout(columns, row, layout)));
+                }
+                (Some(row), None) => row,
+                (None, _) => {
+                    debug_assert!(false, "Rows: the row seek placed is gone");
+                    return None;
+                }
+            },
             Place::Batch { start, end } => {
                 match self.cursor.current().and_then(|(_, v)| v.get(start..end)) {
                     Some(row) => row,
@@ -1476,23 +1497,47 @@ impl Rows<'_> {
                 }
                 Some(Cow::Owned(row)) => {
                     self.owned = row;
-                    self.place = Place::Owned;
+                    self.place = Place::Owned {
+                        start: 0,
+                        layout: None,
+                    };
                 }
             },
             Some(i) => {
                 let (sec, pk) = table::split_entry(schema, i, k)?;
-                let Some(rec) = table::read_rec(&self.db.store, schema, pk)? else {
+                // The record is read into `owned` (its buffer reused from
+                // row to row); the row is the part after the header when
+                // the view sees the newest version, else the older
+                // version the walk rebuilt.
+                if !table::clustered(&self.db.store, schema).get_into(pk, &mut self.owned)? {
+                    return Ok(true);
+                }
+                let found =
+                    match table::visible_in_place(self.db, &self.view, schema, pk, &self.owned)? {
+                        None => return Ok(true),
+                        Some(Cow::Borrowed(row)) => Err(self.owned.len() - row.len()),
+                        Some(Cow::Owned(row)) => Ok(row),
+                    };
+                let start = match found {
+                    Err(start) => start,
+                    Ok(row) => {
+                        self.owned = row;
+                        0
+                    }
+                };
+                let Some(row) = self.owned.get(start..) else {
+                    debug_assert!(false, "Rows: the row is a suffix of the record");
                     return Ok(true);
                 };
-                let Some(row) = table::visible(self.db, &self.view, schema, pk, rec)? else {
-                    return Ok(true);
-                };
-                let row_ref = RowRef::new(&schema.def.columns, &row)?;
+                let row_ref = RowRef::new(&schema.def.columns, row)?;
                 // Keep the entry only if the version has its key (else it
                 // is an entry of another version).
-                if table::sec_key_of_ref(schema, i, &row_ref)? == sec {
-                    self.owned = row;
-                    self.place = Place::Owned;
+                table::sec_key_of_ref(schema, i, &row_ref, &mut self.key)?;
+                if self.key == sec {
+                    self.place = Place::Owned {
+                        start,
+                        layout: Some(row_ref.layout()),
+                    };
                 }
             }
         }

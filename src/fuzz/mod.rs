@@ -638,7 +638,8 @@ fn row_schemas() -> Vec<Vec<Column>> {
 }
 
 /// The row format ([`decode_row`]) and the key encoding
-/// ([`keycode::decode_key`], [`keycode::decode_key_prefix`]) with several
+/// ([`keycode::decode_key`], [`keycode::decode_key_prefix`],
+/// [`keycode::key_prefix_len`]) with several
 /// column sets. Both decoders accept exactly what their encoders write,
 /// so whatever decodes must encode back to the same bytes.
 pub fn row_and_key(data: &[u8]) {
@@ -655,11 +656,26 @@ pub fn row_and_key(data: &[u8]) {
             keycode::encode_key(&values, &mut again);
             assert_eq!(again, data, "key round trip");
         }
-        if let Ok((values, rest)) = keycode::decode_key_prefix(data, &types) {
+        let prefix = keycode::decode_key_prefix(data, &types);
+        assert_eq!(
+            keycode::key_prefix_len(data, &types).ok(),
+            prefix
+                .as_ref()
+                .ok()
+                .map(|(_, rest)| data.len() - rest.len()),
+            "key_prefix_len disagrees with decode_key_prefix"
+        );
+        if let Ok((values, rest)) = prefix {
             let mut again = Vec::new();
             keycode::encode_key(&values, &mut again);
             again.extend_from_slice(rest);
             assert_eq!(again, data, "key prefix round trip");
+            let mut borrowed = Vec::new();
+            for v in &values {
+                keycode::encode_value(v.into(), &mut borrowed);
+            }
+            borrowed.extend_from_slice(rest);
+            assert_eq!(borrowed, data, "borrowed key encoding");
         }
     }
     let _ = keycode::prefix_end(data);
