@@ -307,8 +307,7 @@ impl<'s> Tree<'s> {
                         Err(_) => Ok(false),
                     };
                 }
-                let i = node::search_internal(&cur, key).map_err(self.ne(id))?;
-                let child = PageId(node::child(&cur, i).map_err(self.ne(id))?);
+                let child = PageId(node::child_for(&cur, key).map_err(self.ne(id))?);
                 let Some(next) = self.step_read(cur, child, level - 1, &mut tries)? else {
                     continue 'descent;
                 };
@@ -411,8 +410,7 @@ impl<'s> Tree<'s> {
             loop {
                 let id = cur.id();
                 let level = node::level(&cur);
-                let i = node::search_internal(&cur, key).map_err(self.ne(id))?;
-                let child = PageId(node::child(&cur, i).map_err(self.ne(id))?);
+                let child = PageId(node::child_for(&cur, key).map_err(self.ne(id))?);
                 if level == 1 {
                     match self.step_write(cur, child, &mut tries)? {
                         Some(w) => return Ok(w),
@@ -447,7 +445,7 @@ impl<'s> Tree<'s> {
         self.assert_cell_size(&cell);
         let free = self.free_space(id, &leaf)?;
         let patch;
-        let op = match node::search_leaf(&leaf, key).map_err(self.ne(id))? {
+        let op = match node::search_leaf_for_insert(&leaf, key).map_err(self.ne(id))? {
             Ok(i) => {
                 let old = node::cell(&leaf, i).map_err(self.ne(id))?;
                 let was_overflow = matches!(
@@ -593,7 +591,7 @@ impl<'s> Tree<'s> {
         };
         let depth = path.len() - 1;
         let leaf_id = mtr.id(leaf)?;
-        let found = node::search_leaf(mtr.page(leaf)?, key).map_err(self.ne(leaf_id))?;
+        let found = node::search_leaf_for_insert(mtr.page(leaf)?, key).map_err(self.ne(leaf_id))?;
         // Latch (read) the old chain before the first change (mtr M4).
         let mut old_chain = Vec::new();
         if let Ok(i) = found {

@@ -46,7 +46,7 @@ use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
 use crate::btree::{Direction, Tree};
 use crate::catalog::schema::TableSchema;
-use crate::catalog::{ColumnType, Value, decode_key, decode_row, encode_key, keycode};
+use crate::catalog::{ColumnType, Value, decode_key, decode_row, keycode};
 use crate::catalog::{RowRef, ValueRef};
 use crate::page::PageId;
 use crate::store::Store;
@@ -277,14 +277,11 @@ pub(crate) fn pk_of(schema: &TableSchema, values: &[Value]) -> Vec<u8> {
         schema.def.columns.len(),
         "a row has one value per column"
     );
-    let vals: Vec<Value> = schema
-        .def
-        .primary_key
-        .iter()
-        .map(|&k| values.get(k).cloned().unwrap_or(Value::Null))
-        .collect();
-    let mut out = Vec::new();
-    encode_key(&vals, &mut out);
+    let mut out = Vec::with_capacity(16);
+    for &k in &schema.def.primary_key {
+        let v = values.get(k).map_or(ValueRef::Null, ValueRef::from);
+        keycode::encode_value(v, &mut out);
+    }
     out
 }
 

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use crate::btree::{Cursor, Direction};
 use crate::catalog::row::RowLayout;
 use crate::catalog::schema::TableSchema;
-use crate::catalog::{RowRef, Value, check_row, encode_key, encode_row, keycode};
+use crate::catalog::{RowRef, Value, encode_key, encode_row, keycode};
 use crate::log::Durability;
 use crate::txn::undo::REC_HEADER;
 use crate::txn::{LockMode, ReadView, RecHeader, RollPtr, SlotToken, TrxId, UndoKind, UndoRecord};
@@ -866,7 +866,7 @@ impl<'a> Ctx<'a> {
                 (v, table::pk_of(schema, &values), false)
             }
         };
-        check_row(&schema.def.columns, &values)?;
+        // `encode_row` checks the values first (`check_row`).
         let row = encode_row(&schema.def.columns, &values)?;
         self.lock(table::row_lock(schema.id, &pk), LockMode::Exclusive)?;
         // A fresh automatic key has no record if, with its row lock held,
@@ -1005,7 +1005,7 @@ impl<'a> Ctx<'a> {
                 *slot = v.clone();
             }
         }
-        check_row(&schema.def.columns, &values)?;
+        // `encode_row` checks the values first (`check_row`).
         let row = encode_row(&schema.def.columns, &values)?;
         let changed: Vec<(usize, Vec<u8>)> = schema
             .live_indexes()

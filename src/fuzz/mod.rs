@@ -447,7 +447,16 @@ fn exercise_node(page: &[u8]) {
     }
     for probe in &probes {
         let s = node::search_leaf(page, probe);
-        let _ = node::search_internal(page, probe);
+        let for_insert = node::search_leaf_for_insert(page, probe);
+        if valid && node::is_leaf(page) {
+            assert_eq!(for_insert.ok(), s.clone().ok(), "search_leaf_for_insert");
+        }
+        let via_slot = node::search_internal(page, probe).and_then(|i| node::child(page, i));
+        assert_eq!(
+            node::child_for(page, probe).ok(),
+            via_slot.ok(),
+            "child_for disagrees with search_internal and child"
+        );
         if valid {
             assert!(
                 s.is_ok() || !node::is_leaf(page),
