@@ -375,15 +375,20 @@ impl<'s> Tree<'s> {
         Ok(Some(next))
     }
 
-    /// The value in leaf slot `i` (following an overflow chain).
-    /// Append the value of cell `i` of `leaf` to `value`.
+    /// Append the value in leaf slot `i` of `leaf` (following an overflow
+    /// chain) to `value`.
     fn value_into(&self, leaf: &PageRead<'_>, i: usize, value: &mut Vec<u8>) -> Result<()> {
         let id = leaf.id();
         let c = node::cell(leaf, i).map_err(self.ne(id))?;
         match node::decode_leaf(c).map_err(self.ne(id))?.value {
             LeafValue::Inline(v) => value.extend_from_slice(v),
             LeafValue::Overflow { len, first_page } => {
-                value.extend_from_slice(&overflow::read(self.store.pool(), first_page, len)?);
+                let whole = overflow::read(self.store.pool(), first_page, len)?;
+                if value.is_empty() {
+                    *value = whole; // no second copy of a large value
+                } else {
+                    value.extend_from_slice(&whole);
+                }
             }
         }
         Ok(())

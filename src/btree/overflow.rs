@@ -241,6 +241,29 @@ mod tests {
     /// verified or freed: a page that links to itself holding nothing used
     /// to make `read` loop forever, and a chain that comes back to a page
     /// used to be read (or freed) twice.
+    /// `Tree::get_into` clears the buffer it is handed and reads inline
+    /// and overflow values into it as `get` returns them, also into a
+    /// buffer that held a longer value before.
+    #[test]
+    fn get_into_reuses_its_buffer() {
+        let store =
+            Store::create(Arc::new(SimFs::new(5)), Path::new("/db"), test_options()).unwrap();
+        let tree = Tree::create(&store).unwrap();
+        let big: Vec<u8> = (0..3 * payload_per_page(4096)).map(|i| i as u8).collect();
+        tree.put(b"big", &big).unwrap();
+        tree.put(b"small", b"abc").unwrap();
+        let mut buf = vec![9u8; 7];
+        assert!(!tree.get_into(b"absent", &mut buf).unwrap());
+        assert!(buf.is_empty(), "an absent key leaves the buffer empty");
+        for _ in 0..2 {
+            for key in [&b"big"[..], b"small", b"big"] {
+                assert!(tree.get_into(key, &mut buf).unwrap());
+                assert_eq!(Some(&buf), tree.get(key).unwrap().as_ref(), "{key:?}");
+            }
+        }
+        assert_eq!(buf, big);
+    }
+
     #[test]
     fn damaged_chains_are_errors_not_loops() {
         let per = payload_per_page(4096) as u32;

@@ -48,14 +48,22 @@ const NEG_ZERO: u64 = 1 << 63;
 /// of the full tuple's encoding; use it with [`prefix_end`] to scan all
 /// keys whose first `k` columns equal those values (KC2).
 pub fn encode_key(values: &[Value], out: &mut Vec<u8>) {
+    encode_key_refs(values.iter().map(ValueRef::from), out);
+}
+
+/// [`encode_key`] for borrowed values (columns read in place, a row's key
+/// columns picked out of it): the same bytes, nothing cloned.
+pub fn encode_key_refs<'v>(values: impl IntoIterator<Item = ValueRef<'v>>, out: &mut Vec<u8>) {
     #[cfg(debug_assertions)]
-    let start = out.len();
+    let (start, mut seen) = (out.len(), Vec::new());
     for value in values {
-        encode_value(value.into(), out);
+        #[cfg(debug_assertions)]
+        seen.push(value.to_owned());
+        encode_value(value, out);
     }
     #[cfg(debug_assertions)]
     #[allow(clippy::indexing_slicing)] // `start` was `out.len()`; `out` only grew
-    debug_check_canonical(values, &out[start..]);
+    debug_check_canonical(&seen, &out[start..]);
 }
 
 /// KC3 in debug builds: the encoding decodes (with the values' own types)
@@ -91,7 +99,7 @@ fn debug_check_canonical(values: &[Value], bytes: &[u8]) {
 /// Appends the encoding of one value, borrowed (a column read in place,
 /// [`crate::catalog::RowRef::get`]): a tuple encoded value by value is
 /// what [`encode_key`] gives for the owned values.
-pub fn encode_value(value: ValueRef<'_>, out: &mut Vec<u8>) {
+fn encode_value(value: ValueRef<'_>, out: &mut Vec<u8>) {
     match value {
         ValueRef::Null => out.push(TAG_NULL),
         ValueRef::Bool(b) => out.extend_from_slice(&[TAG_VALUE, u8::from(b)]),
@@ -643,7 +651,7 @@ mod tests {
         fn borrowed_encoding_and_prefix_len((types, values) in arb_typed_tuple(), tail in proptest::collection::vec(any::<u8>(), 0..8)) {
             let mut one_by_one = Vec::new();
             for v in &values {
-                encode_value(v.into(), &mut one_by_one);
+                encode_key_refs([v.into()], &mut one_by_one);
             }
             let bytes = key(&values);
             prop_assert_eq!(&one_by_one, &bytes);

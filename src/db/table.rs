@@ -278,11 +278,20 @@ pub(crate) fn pk_of(schema: &TableSchema, values: &[Value]) -> Vec<u8> {
         "a row has one value per column"
     );
     let mut out = Vec::with_capacity(16);
-    for &k in &schema.def.primary_key {
-        let v = values.get(k).map_or(ValueRef::Null, ValueRef::from);
-        keycode::encode_value(v, &mut out);
-    }
+    keycode::encode_key_refs(
+        schema
+            .def
+            .primary_key
+            .iter()
+            .map(|&k| column_ref(values, k)),
+        &mut out,
+    );
     out
+}
+
+/// Column `k` of a row of one value per column, borrowed.
+fn column_ref(values: &[Value], k: usize) -> ValueRef<'_> {
+    values.get(k).map_or(ValueRef::Null, ValueRef::from)
 }
 
 /// Encoded key of secondary index `i` (a position in the schema's
@@ -295,7 +304,7 @@ pub(crate) fn sec_key_of(schema: &TableSchema, i: usize, values: &[Value]) -> Ve
     );
     let mut out = Vec::new();
     let key = sec_key_with(schema, i, &mut out, |k| {
-        Ok::<_, std::convert::Infallible>(values.get(k).map_or(ValueRef::Null, ValueRef::from))
+        Ok::<_, std::convert::Infallible>(column_ref(values, k))
     });
     match key {
         Ok(()) => out,
@@ -328,12 +337,21 @@ fn sec_key_with<'v, E>(
         i < schema.def.indexes.len(),
         "an index position of the schema"
     );
+    let mut failed = None;
     if let Some(ix) = schema.def.indexes.get(i) {
-        for &k in &ix.columns {
-            keycode::encode_value(column(k)?, out);
-        }
+        let values = ix.columns.iter().map_while(|&k| match column(k) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                failed = Some(e);
+                None
+            }
+        });
+        keycode::encode_key_refs(values, out);
     }
-    Ok(())
+    match failed {
+        None => Ok(()),
+        Some(e) => Err(e),
+    }
 }
 
 /// Whether a secondary key has a NULL column (not checked for uniqueness).

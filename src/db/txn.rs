@@ -1394,8 +1394,9 @@ impl<H: DbHandle> Drop for TxnCore<H> {
 /// Rows of a scan, decoded, as the scan's read view sees them.
 ///
 /// As an `Iterator` each row comes as owned values; [`Rows::next_ref`]
-/// lends each row in place instead (no copy, columns decoded when asked
-/// for), for callers that use a row before taking the next.
+/// lends each row instead (columns decoded when asked for; a primary key
+/// scan's rows not copied at all), for callers that use a row before
+/// taking the next.
 #[derive(Debug)]
 pub struct Rows<'db> {
     db: &'db DbInner,
@@ -1403,9 +1404,10 @@ pub struct Rows<'db> {
     view: ReadView,
     cursor: Cursor<'db>,
     index: Option<usize>,
-    /// The current row when it is not the cursor's entry as it stands (an
-    /// older version, or a row found through a secondary index: then its
-    /// whole record, header first).
+    /// The current row when it is not the cursor's entry as it stands: an
+    /// older version, or a row found through a secondary index (read with
+    /// its record's header; `Place::Owned`'s `start` says where the row
+    /// starts). Reused from row to row.
     owned: Vec<u8>,
     /// The secondary key of the row found through an index, rebuilt to be
     /// checked against its entry's key (reused from row to row).
@@ -1429,9 +1431,11 @@ enum Place {
 }
 
 impl Rows<'_> {
-    /// The next row the view sees, read in place: borrowed from the scan's
-    /// batch when the view sees the row's newest version (most rows), so
-    /// nothing is copied or allocated for it; its columns are decoded
+    /// The next row the view sees, read in place: in a primary key scan,
+    /// borrowed from the scan's batch when the view sees the row's newest
+    /// version (most rows), so nothing is copied or allocated for it; a
+    /// row found through a secondary index, or an older version, is
+    /// copied once into a buffer the scan reuses. Its columns are decoded
     /// when [`RowRef::get`] or [`RowRef::iter`] asks for them.
     pub fn next_ref(&mut self) -> Option<Result<RowRef<'_>>> {
         if let Err(e) = crate::wait::step() {

@@ -681,7 +681,7 @@ pub fn row_and_key(data: &[u8]) {
             assert_eq!(again, data, "key prefix round trip");
             let mut borrowed = Vec::new();
             for v in &values {
-                keycode::encode_value(v.into(), &mut borrowed);
+                keycode::encode_key_refs([v.into()], &mut borrowed);
             }
             borrowed.extend_from_slice(rest);
             assert_eq!(borrowed, data, "borrowed key encoding");

@@ -71,7 +71,11 @@
 //! follows an offset read from the page checks it and returns
 //! [`NodeError::Corrupt`] instead of panicking; mutations do all their checks
 //! before changing any byte, so an `Err` or `Ok(false)` leaves the page as it
-//! was.
+//! was. Keys ([`key`], [`LeafView::key`]) and searches check the slot, the
+//! key's length and its bounds, not the rest of each cell they compare: a
+//! cell whose value part is damaged is reported when it is read ([`cell`],
+//! [`LeafView::cell`]) or validated ([`validate`]), so a key can be read
+//! from a cell that cannot.
 //!
 //! Size limits are the caller's job. The assumption this module is built on:
 //! a cell is at most about a third of [`capacity`] (larger values go to
@@ -450,31 +454,32 @@ fn cell_at<'a>(page: &'a [u8], h: &Header, i: usize) -> Result<&'a [u8], NodeErr
     Ok(&page[off..off + len])
 }
 
-/// The key of a cell already checked by `cell_span`.
-fn cell_key(level: u8, cell: &[u8]) -> Result<&[u8], NodeError> {
-    let hdr = if level == 0 {
+/// Bytes of a cell's header before its key, in a node of `level`.
+fn cell_header_len(level: u8) -> usize {
+    if level == 0 {
         LEAF_CELL_HEADER
     } else {
         INTERNAL_CELL_HEADER
-    };
+    }
+}
+
+/// The key of a cell already checked by `cell_span`.
+fn cell_key(level: u8, cell: &[u8]) -> Result<&[u8], NodeError> {
+    let hdr = cell_header_len(level);
     let klen = usize::from(rd_u16(cell, 0).ok_or_else(|| corrupt("cell header cut off"))?);
     cell.get(hdr..hdr + klen)
         .ok_or_else(|| corrupt(format!("key of {klen} bytes runs past its cell")))
 }
 
-/// The key of cell `i`, for searches, which compare many keys and read
-/// no values: only the slot, the key length and the key's bytes are
-/// checked (a damaged offset or length is an error, never a read outside
-/// the page). The rest of the cell is checked when it is read
-/// (`cell_span`), and by `validate`.
+/// The key of cell `i`: only the slot, the key length and the key's bytes
+/// are checked (a damaged offset or length is an error, never a read
+/// outside the page), since searches compare many keys and read no
+/// values. The rest of the cell (its value kind and length) is checked
+/// when the cell is read (`cell_span`) and by `validate`.
 #[inline]
 fn key_at<'a>(page: &'a [u8], h: &Header, i: usize) -> Result<&'a [u8], NodeError> {
     let off = slot_offset(page, h, i)?;
-    let hdr = if h.level == 0 {
-        LEAF_CELL_HEADER
-    } else {
-        INTERNAL_CELL_HEADER
-    };
+    let hdr = cell_header_len(h.level);
     let key = rd_u16(page, off).and_then(|klen| {
         let start = off + hdr;
         page.get(start..start + usize::from(klen))
@@ -498,16 +503,15 @@ fn bad_key(page: &[u8], h: &Header, i: usize, off: usize) -> NodeError {
 }
 
 /// `a.cmp(b)` for keys, as byte strings: the first 8 bytes compared as
-/// one big-endian number when both have them (most keys differ there;
-/// a B+tree search compares about 25 keys per lookup), the rest by
-/// `memcmp`.
+/// one big-endian number when both have them (a B+tree search compares
+/// about 25 keys per lookup, and keys far apart differ there), then the
+/// rest by `memcmp`.
 #[inline]
 fn cmp_keys(a: &[u8], b: &[u8]) -> Ordering {
-    if let (Some(x), Some(y)) = (a.first_chunk::<8>(), b.first_chunk::<8>()) {
+    if let (Some((x, ra)), Some((y, rb))) = (a.split_first_chunk::<8>(), b.split_first_chunk::<8>())
+    {
         let (x, y) = (u64::from_be_bytes(*x), u64::from_be_bytes(*y));
-        if x != y {
-            return x.cmp(&y);
-        }
+        return x.cmp(&y).then_with(|| ra.cmp(rb));
     }
     a.cmp(b)
 }
@@ -770,7 +774,7 @@ impl<'a> LeafView<'a> {
         self.h.n
     }
 
-    /// The key of cell `i`.
+    /// The key of cell `i` (only the key checked, as [`key`]).
     pub fn key(&self, i: usize) -> Result<&'a [u8], NodeError> {
         key_at(self.page, &self.h, i)
     }
@@ -843,7 +847,9 @@ pub fn cell(page: &[u8], i: usize) -> Result<&[u8], NodeError> {
 }
 
 /// The key of cell `i`. For internal nodes slot 0's stored key is returned
-/// as is, although searches treat it as minus infinity.
+/// as is, although searches treat it as minus infinity. Only the key is
+/// checked (see the module docs): `key(i)` succeeding does not mean
+/// `cell(i)` does.
 pub fn key(page: &[u8], i: usize) -> Result<&[u8], NodeError> {
     let h = header(page)?;
     key_at(page, &h, i)
@@ -894,15 +900,19 @@ pub fn search_leaf(page: &[u8], key: &[u8]) -> Result<Result<usize, usize>, Node
 }
 
 /// [`search_leaf`] for a key about to be written: a key above the last
-/// one (an ascending load, an automatic key) is placed after it with one
+/// one (an ascending load, an automatic key, a transaction's next undo
+/// record) is placed after it, and the last key itself found, with one
 /// comparison instead of a binary search; any other key is searched as
-/// `search_leaf` does, after that one comparison.
+/// `search_leaf` does, after that one comparison. On a leaf whose keys
+/// are in order (N3) the answer is `search_leaf`'s.
 pub fn search_leaf_for_insert(page: &[u8], key: &[u8]) -> Result<Result<usize, usize>, NodeError> {
     let h = header(page)?;
-    if let Some(last) = h.n.checked_sub(1)
-        && cmp_keys(key_at(page, &h, last)?, key) == Ordering::Less
-    {
-        return Ok(Err(h.n));
+    if let Some(last) = h.n.checked_sub(1) {
+        match cmp_keys(key_at(page, &h, last)?, key) {
+            Ordering::Less => return Ok(Err(h.n)),
+            Ordering::Equal => return Ok(Ok(last)),
+            Ordering::Greater => {}
+        }
     }
     search_slots(page, &h, key)
 }
@@ -1371,6 +1381,7 @@ mod tests {
         let found = search_leaf(page, key).unwrap();
         let expect = model.binary_search_by(|(k, _)| k.as_slice().cmp(key));
         prop_assert_eq!(found, expect);
+        prop_assert_eq!(search_leaf_for_insert(page, key).unwrap(), expect);
         if let Err(i) = found {
             let before = page.to_vec();
             let free = free_space(page);
@@ -1465,6 +1476,57 @@ mod tests {
         prop_assert_eq!(used_bytes(page), used);
         prop_assert_eq!(used + free_space(page), capacity(page.len()));
         Ok(())
+    }
+
+    /// Keys like an integer primary key's (a tag, then 8 big-endian bytes:
+    /// neighbours share their first 8 bytes), loaded in ascending order
+    /// and in a shuffled one: the insert search places each where the
+    /// binary search does, and finds the last key itself.
+    #[test]
+    fn insert_search_on_integer_keys() {
+        let key = |v: u64| {
+            let mut k = vec![0x02];
+            k.extend_from_slice(&v.to_be_bytes());
+            k
+        };
+        for order in [0u64, 1] {
+            let mut page = new_page(4096, 0);
+            let mut vals: Vec<u64> = (0..120).map(|i| 250 + i).collect();
+            if order == 1 {
+                vals.sort_by_key(|v| v.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            }
+            for v in vals {
+                let k = key(v);
+                let at = search_leaf(&page, &k).unwrap();
+                assert_eq!(search_leaf_for_insert(&page, &k).unwrap(), at, "{v}");
+                let Err(i) = at else { panic!("{v} is new") };
+                assert!(insert_cell(&mut page, i, &encode_leaf_inline(&k, b"v").unwrap()).unwrap());
+                assert_eq!(
+                    search_leaf_for_insert(&page, &k).unwrap(),
+                    Ok(i),
+                    "{v} again"
+                );
+            }
+            validate(&page).unwrap();
+        }
+    }
+
+    /// A cell whose value part is damaged is still found by a search (only
+    /// its key is read) and reported when it is read.
+    #[test]
+    fn damaged_value_is_reported_when_read_not_searched() {
+        let mut page = new_page(4096, 0);
+        for (i, k) in [b"a", b"b", b"c"].iter().enumerate() {
+            assert!(insert_cell(&mut page, i, &encode_leaf_inline(*k, b"value").unwrap()).unwrap());
+        }
+        let h = header(&page).unwrap();
+        let off = slot_offset(&page, &h, 1).unwrap();
+        page[off + 2] = 7; // no such value kind
+        assert_eq!(search_leaf(&page, b"b").unwrap(), Ok(1));
+        assert_eq!(key(&page, 1).unwrap(), b"b");
+        assert!(matches!(cell(&page, 1), Err(NodeError::Corrupt { .. })));
+        assert!(LeafView::new(&page).unwrap().cell(1).is_err());
+        assert!(validate(&page).is_err());
     }
 
     proptest! {
