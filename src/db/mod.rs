@@ -60,7 +60,8 @@ use crate::stats::Counter;
 use crate::store::{Store, StoreOptions, StoreStats};
 pub use crate::txn::LockStats;
 use crate::txn::undo_log::{TRX_ID_BATCH, UndoLog};
-use crate::txn::{LockTable, SlotToken, TrxId, TrxRegistry, UndoKind, UndoRecord};
+use crate::txn::undo_seg::UndoSegments;
+use crate::txn::{LockTable, RollPtr, SlotToken, TrxId, TrxRegistry, UndoKind, UndoRecord};
 use crate::{Error, Result};
 
 pub use check::CheckReport;
@@ -247,6 +248,8 @@ pub struct DbInner {
     pub(crate) store: Store,
     pub(crate) catalog: Catalog,
     pub(crate) undo: UndoLog,
+    /// Insert undo segments (`txn::undo_seg`).
+    pub(crate) segs: UndoSegments,
     pub(crate) registry: TrxRegistry,
     pub(crate) locks: LockTable,
     tables: RwLock<HashMap<String, Arc<table::TableState>>>,
@@ -396,12 +399,13 @@ impl DbInner {
     }
 }
 
-/// Revert the change undo record `rec` (number `seq` of its transaction)
-/// describes, if the record's header still names it (UL3): restore the
+/// Revert the change undo record `rec` describes, if the record's header
+/// still names it by `roll` (its sequence number, with the insert bit if
+/// the record is in an insert undo segment: UL3, undo U6): restore the
 /// previous version, or remove an inserted record, and remove secondary
 /// entries no version still needs (TB1). The caller holds the row's lock
 /// or runs alone (recovery).
-pub(crate) fn undo_change(db: &DbInner, rec: &UndoRecord, seq: u64) -> Result<()> {
+pub(crate) fn undo_change(db: &DbInner, rec: &UndoRecord, roll: RollPtr) -> Result<()> {
     let Some(t) = db.table_by_id(rec.table) else {
         return Ok(());
     };
@@ -412,7 +416,7 @@ pub(crate) fn undo_change(db: &DbInner, rec: &UndoRecord, seq: u64) -> Result<()
     let Some((h, row)) = table::read_rec(store, &schema, &rec.key)? else {
         return Ok(());
     };
-    if h.trx != rec.trx || h.roll.0 != seq {
+    if h.trx != rec.trx || h.roll != roll {
         return Ok(()); // the change never reached the record
     }
     let values = table::decode(&schema, &row)?;
@@ -450,10 +454,61 @@ pub(crate) fn undo_change(db: &DbInner, rec: &UndoRecord, seq: u64) -> Result<()
     Ok(())
 }
 
-/// Roll back every transaction that has undo but no commit mark (UL2).
+/// Undo `recs`, newest first: undo-tree records (`in_tree`, deleted
+/// once undone, UL3) and segment records (`undo_seg`, freed with their
+/// segment by the caller) of one transaction.
+pub(crate) fn undo_all(
+    db: &DbInner,
+    trx: TrxId,
+    mut recs: Vec<(u64, UndoRecord, bool)>,
+) -> Result<u64> {
+    recs.sort_unstable_by_key(|r| std::cmp::Reverse(r.0));
+    let mut n = 0;
+    for (seq, rec, in_tree) in recs {
+        if in_tree {
+            undo_change(db, &rec, RollPtr(seq))?;
+            db.undo.delete(&db.store, trx, seq)?;
+        } else {
+            undo_change(db, &rec, RollPtr::insert(seq))?;
+        }
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// Roll back every transaction that has undo but no commit mark (UL2,
+/// undo_seg US3): first those with an insert undo segment (with their
+/// undo-tree records), freeing every segment, then the rest.
 fn recover(db: &DbInner) -> Result<TxnRecovery> {
     let started = Instant::now();
     let mut report = TxnRecovery::default();
+    for seg in db.segs.existing(&db.store)? {
+        if db.read_only {
+            return Err(Error::NeedsRecovery {
+                dir: db.dir.clone(),
+                reason: format!(
+                    "transaction {} left an insert undo segment to roll back or free",
+                    seg.trx
+                ),
+            });
+        }
+        if !db.undo.is_committed(&db.store, seg.trx)? {
+            let mut recs: Vec<_> = db
+                .undo
+                .records(&db.store, seg.trx, 1, Direction::Forward)
+                .map(|r| r.map(|(seq, rec)| (seq, rec, true)))
+                .collect::<Result<_>>()?;
+            recs.extend(
+                db.segs
+                    .chain_records(&db.store, seg.first, seg.trx)?
+                    .into_iter()
+                    .map(|(seq, rec)| (seq, rec, false)),
+            );
+            report.undo_records += undo_all(db, seg.trx, recs)?;
+            report.rolled_back.push(seg.trx);
+        }
+        db.segs.free(&db.store, seg.entry, seg.first)?;
+    }
     for t in db.undo.trxs_with_undo(&db.store)? {
         if db.undo.is_committed(&db.store, t)? {
             report.history += 1;
@@ -469,11 +524,11 @@ fn recover(db: &DbInner) -> Result<TxnRecovery> {
             .undo
             .records(&db.store, t, 1, Direction::Backward)
             .collect::<Result<_>>()?;
-        for (seq, rec) in recs {
-            undo_change(db, &rec, seq)?;
-            db.undo.delete(&db.store, t, seq)?;
-            report.undo_records += 1;
-        }
+        let recs = recs
+            .into_iter()
+            .map(|(seq, rec)| (seq, rec, true))
+            .collect();
+        report.undo_records += undo_all(db, t, recs)?;
         report.rolled_back.push(t);
     }
     report.duration = started.elapsed();
@@ -530,6 +585,7 @@ impl Db {
         let read_only = store.is_read_only();
         let catalog = Catalog::open(&store)?;
         let (undo, reserved) = UndoLog::open(&store)?;
+        let segs = UndoSegments::open(&store)?;
         let (by_name, by_id) = table_maps(&catalog);
         let mut inner = DbInner {
             registry: TrxRegistry::new(opts.max_transactions, reserved),
@@ -537,6 +593,7 @@ impl Db {
             store,
             catalog,
             undo,
+            segs,
             tables: RwLock::new(by_name),
             by_id: RwLock::new(by_id),
             reserved: AtomicU64::new(reserved),

@@ -502,6 +502,10 @@ pub(crate) fn previous(
     if h.roll == RollPtr::NONE {
         return Ok(None);
     }
+    if h.roll.is_insert() {
+        // Inserted, its undo in a segment no reader reads (undo U6).
+        return Ok(Some(None));
+    }
     walk.visit(db, h)?;
     match db.undo.get(&db.store, h.trx, h.roll.0)? {
         None => Ok(None),

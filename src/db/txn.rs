@@ -30,6 +30,7 @@ use crate::catalog::schema::TableSchema;
 use crate::catalog::{RowRef, Value, encode_key, encode_row, keycode};
 use crate::log::Durability;
 use crate::txn::undo::REC_HEADER;
+use crate::txn::undo_seg::{Segment, UndoSegments};
 use crate::txn::{LockMode, ReadView, RecHeader, RollPtr, SlotToken, TrxId, UndoKind, UndoRecord};
 use crate::{Error, Result};
 
@@ -72,10 +73,14 @@ pub(crate) struct TxnState {
     view: Option<ReadView>,
     /// Last undo sequence number used (0: none yet).
     seq: u64,
-    /// Undo records of this transaction that exist (statement rollbacks
-    /// delete theirs): a transaction with none left changed nothing, and
-    /// commits without a mark or a place in the history.
+    /// Undo-tree records of this transaction that exist (statement
+    /// rollbacks delete theirs): a transaction with none left and no
+    /// large insert undo segment commits without a mark or a place in
+    /// the history.
     live: u64,
+    /// The transaction's insert undo segment, once it inserted a row
+    /// (`txn::undo_seg`): freed when it ends.
+    seg: Option<Segment>,
     locks: Vec<Vec<u8>>,
     done: bool,
     /// Why a transaction that is `done` before `commit` or `rollback` was
@@ -385,6 +390,7 @@ impl<H: DbHandle> TxnCore<H> {
                 view: None,
                 seq: 0,
                 live: 0,
+                seg: None,
                 locks: Vec::new(),
                 done: false,
                 ended: "",
@@ -689,16 +695,42 @@ impl<'a> Ctx<'a> {
             old_value: cur.map(|(h, r)| h.encode(r)),
             changed,
         };
-        self.db.undo.put(&self.db.store, self.id, seq, &rec)?;
+        let roll = if kind == UndoKind::Insert && self.append_insert_undo(seq, &rec)? {
+            RollPtr::insert(seq)
+        } else {
+            self.db.undo.put(&self.db.store, self.id, seq, &rec)?;
+            self.live += 1;
+            RollPtr(seq)
+        };
         self.seq = seq;
-        self.live += 1;
         let hdr = RecHeader {
             trx: self.id,
-            roll: RollPtr(seq),
+            roll,
             deleted: kind == UndoKind::DeleteMark,
         };
         table::clustered(&self.db.store, schema).put(pk, &hdr.encode(row))?;
         Ok(())
+    }
+
+    /// Append an insert's undo record `rec` (number `seq`) to this
+    /// transaction's insert undo segment (`txn::undo_seg`), creating it
+    /// on the first; `false` if it cannot go there (no directory entry for
+    /// the transaction's slot, or a record longer than a page holds), and
+    /// the caller puts it in the undo tree.
+    fn append_insert_undo(&mut self, seq: u64, rec: &UndoRecord) -> Result<bool> {
+        let Some(entry) = self
+            .slot
+            .as_ref()
+            .and_then(|s| self.db.segs.entry_for(s.index()))
+        else {
+            return Ok(false);
+        };
+        let db = self.db;
+        let id = self.id;
+        Ok(db
+            .segs
+            .append(&db.store, &mut self.seg, entry, id, seq, &rec.encode())?
+            .is_some())
     }
 
     /// Fail before a statement writes anything if a key or value it would
@@ -1204,15 +1236,25 @@ impl<'a> Ctx<'a> {
         let _may_wait = crate::wait::MayWait::new();
         let save = save.min(self.seq);
         let db = self.db;
-        let recs: Vec<_> = db
+        let mut recs: Vec<_> = db
             .undo
-            .records(&db.store, self.id, save + 1, Direction::Backward)
+            .records(&db.store, self.id, save + 1, Direction::Forward)
+            .map(|r| r.map(|(seq, rec)| (seq, rec, true)))
             .collect::<Result<_>>()?;
-        for (seq, rec) in recs {
-            super::undo_change(db, &rec, seq)?;
-            db.undo.delete(&db.store, self.id, seq)?;
-            self.live = self.live.saturating_sub(1);
+        let in_tree = recs.len() as u64;
+        if let Some(seg) = &self.seg {
+            // Segment records stay where they are once undone: the
+            // version no longer names them (undo U6), and the segment is
+            // freed whole when the transaction ends.
+            recs.extend(
+                db.segs
+                    .records_after(&db.store, seg, self.id, save)?
+                    .into_iter()
+                    .map(|(seq, rec)| (seq, rec, false)),
+            );
         }
+        super::undo_all(db, self.id, recs)?;
+        self.live = self.live.saturating_sub(in_tree);
         // `self.seq` stays: sequence numbers are never reused, so a reader
         // that read a roll pointer before this rollback can never find a
         // different change's undo record under it.
@@ -1224,7 +1266,7 @@ impl<'a> Ctx<'a> {
             return Ok(());
         }
         self.done = true;
-        let r = self.rollback_to(0);
+        let r = self.rollback_to(0).and_then(|()| self.free_segment());
         self.finish_locks();
         self.db.counters.rollbacks.incr();
         match r {
@@ -1240,6 +1282,24 @@ impl<'a> Ctx<'a> {
                 Err(e)
             }
         }
+    }
+
+    /// Free the insert undo segment, if any (undo_seg US1); the LSN of
+    /// the change that emptied its directory entry.
+    fn free_segment(&mut self) -> Result<()> {
+        self.free_segment_lsn().map(drop)
+    }
+
+    /// The segment stays the transaction's until it is freed, so a
+    /// rollback after a failed free still reads its records.
+    fn free_segment_lsn(&mut self) -> Result<Option<crate::Lsn>> {
+        let Some(seg) = &self.seg else {
+            return Ok(None);
+        };
+        let (entry, first) = seg.head();
+        let lsn = self.db.segs.free(&self.db.store, entry, first)?;
+        self.seg = None;
+        Ok(Some(lsn))
     }
 
     fn finish_locks(&mut self) {
@@ -1264,9 +1324,35 @@ impl<'a> Ctx<'a> {
         self.check_open()?;
         self.done = true;
         let mut late = false;
-        let lsn = if self.live > 0 {
+        // undo_seg US3: an insert-only transaction with a small segment
+        // commits by freeing it; any other writes its mark first.
+        let marked = self.live > 0
+            || self
+                .seg
+                .as_ref()
+                .is_some_and(|s| s.page_count() > UndoSegments::free_batch(&self.db.store));
+        let written = if marked {
             match self.db.undo.mark_committed(&self.db.store, self.id) {
                 Ok(l) => {
+                    if let Err(e) = self.free_segment() {
+                        // Committed in the log, its segment not freed:
+                        // never made visible in this process; recovery
+                        // finds the mark and frees the rest.
+                        self.abandon_slot();
+                        self.finish_locks();
+                        return Err(e);
+                    }
+                    Ok(Some(l))
+                }
+                Err(e) => Err(e),
+            }
+        } else {
+            self.free_segment_lsn()
+        };
+        let lsn = match written {
+            Ok(None) => None,
+            Ok(Some(l)) => {
+                {
                     let mut immediate = self.opts.durability != Durability::Sync;
                     let pending = immediate && self.after > self.db.store.log().durable_lsn().0;
                     if pending && !block {
@@ -1288,18 +1374,18 @@ impl<'a> Ctx<'a> {
                     }
                     Some(l)
                 }
-                Err(e) => {
-                    self.done = false;
-                    let _ = self.rollback_inner();
-                    return Err(e);
-                }
             }
-        } else {
-            None
+            Err(e) => {
+                self.done = false;
+                let _ = self.rollback_inner();
+                return Err(e);
+            }
         };
         self.finish_locks();
         if lsn.is_some() {
             self.db.counters.commits.incr();
+        }
+        if marked {
             self.db
                 .history
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

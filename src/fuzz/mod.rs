@@ -743,11 +743,28 @@ pub(crate) fn check_row_ref(columns: &[Column], data: &[u8], decoded: Option<Vec
 /// uncommitted transaction, which the next open rolls back; with flags
 /// bit 0 the clustered record its key names is first made to name it
 /// (as if the change had reached the record), so the rollback applies
-/// its old value.
+/// its old value. The same bytes are also read as the records of an
+/// insert undo segment page.
 pub fn undo_record(data: &[u8]) {
     let (flags, bytes) = split_flags(data);
     if let Ok((h, row)) = RecHeader::decode(bytes) {
         assert_eq!(h.encode(row), bytes, "record header round trip");
+    }
+    // The input as the record area of an insert undo segment page
+    // (`txn::undo_seg` US5), read as recovery reads one: whatever is
+    // accepted is an insert record of the page's transaction.
+    let mut found = Vec::new();
+    let trx = u64::from(flags);
+    let page = crate::txn::undo_seg::raw_page_image(4096, trx, bytes);
+    if crate::txn::undo_seg::parse_records(&page, trx, &mut found).is_ok() {
+        assert!(
+            found
+                .iter()
+                .all(|(s, r)| r.kind == crate::txn::UndoKind::Insert
+                    && r.trx == trx
+                    && *s == r.undo_no),
+            "segment records"
+        );
     }
     let Ok(rec) = UndoRecord::decode(bytes) else {
         return;

@@ -86,6 +86,11 @@ pub enum PageType {
     BtreeNode = 3,
     /// Part of a chain holding one large value.
     Overflow = 4,
+    /// A page of a transaction's insert undo segment (`txn::undo_seg`,
+    /// tablespace format 5).
+    Undo = 5,
+    /// A page of the insert undo directory (`txn::undo_seg`, format 5).
+    UndoDir = 6,
 }
 
 impl PageType {
@@ -97,6 +102,8 @@ impl PageType {
             2 => PageType::Free,
             3 => PageType::BtreeNode,
             4 => PageType::Overflow,
+            5 => PageType::Undo,
+            6 => PageType::UndoDir,
             _ => return None,
         })
     }

@@ -58,8 +58,11 @@ pub const SPACE_MAGIC: &[u8; 8] = b"QUILLDAT";
 /// Tablespace format version this build writes. Version 2 added the
 /// database id (S4); version 3 the table id floor and pending drops (S5);
 /// version 4 compact undo records (`txn::undo` U5: its undo log may hold
-/// records a version 3 build cannot read).
-pub const SPACE_FORMAT_VERSION: u32 = 4;
+/// records a version 3 build cannot read); version 5 insert undo
+/// segments (`txn::undo_seg`, root slot 2, and roll pointers with the
+/// insert bit, undo U6: a version 4 build would neither roll back the
+/// segments' inserts after a crash nor read those pointers).
+pub const SPACE_FORMAT_VERSION: u32 = 5;
 /// Oldest tablespace format version this build reads (and migrates).
 pub const MIN_SPACE_FORMAT_VERSION: u32 = 1;
 /// Number of root slots in the superblock.

@@ -581,7 +581,10 @@ impl Store {
     /// space S4); formats 1 and 2 hold zeros where format 3 keeps its
     /// table id floor and pending drops (space S5), which read as none,
     /// so only the version changes; format 4 reads every undo record
-    /// format 3 wrote (undo U5), so from 3 only the version changes too.
+    /// format 3 wrote (undo U5), so from 3 only the version changes too;
+    /// format 5 adds the insert undo directory in root slot 2, which the
+    /// database layer creates at open when the slot is empty
+    /// (`txn::undo_seg`), so from 4 the version alone changes as well.
     fn migrate(&self, from: u32) -> Result<()> {
         use crate::page::space::{SB_DB_ID, SB_VERSION, SPACE_FORMAT_VERSION};
         let id = self.log().id();

@@ -11,11 +11,14 @@
 //!   lock-wait timeout.
 //! * [`undo_log`]: [`undo_log::UndoLog`], where undo records and commit
 //!   marks are stored (a redo-logged B+tree).
+//! * [`undo_seg`]: [`undo_seg::UndoSegments`], insert undo appended to a
+//!   transaction's own undo pages and freed when it ends.
 
 pub mod lock;
 pub mod registry;
 pub mod undo;
 pub mod undo_log;
+pub mod undo_seg;
 pub mod view;
 
 pub use lock::{LockMode, LockStats, LockTable};

@@ -42,6 +42,14 @@
 //!   format 3 database, before the new superblock reached the data file,
 //!   a format 3 build finds format 3 and fails in recovery on the first
 //!   compact redo operation: an error either way, never a misread record.
+//! * U6. A roll pointer with [`RollPtr::INSERT_BIT`] set names an insert
+//!   undo record in its writer's insert undo segment (`txn::undo_seg`):
+//!   the version was inserted and had no previous version, so readers
+//!   and purge never look the record up (it is freed when the writer
+//!   ends), and rollback acts on a record only while the version still
+//!   carries exactly this pointer. Sequence numbers stay below the bit.
+//!   Written only since tablespace format 5 (a format 4 build refuses
+//!   such a database at open).
 
 use crate::Result;
 use crate::catalog::CatalogError;
@@ -70,6 +78,26 @@ pub struct RollPtr(pub u64);
 impl RollPtr {
     /// No previous version.
     pub const NONE: RollPtr = RollPtr(0);
+    /// The bit that marks a version written by an insert whose undo
+    /// record is in an insert undo segment (`txn::undo_seg`, format 5):
+    /// the version had no previous one, so no reader follows it (U6).
+    pub const INSERT_BIT: u64 = 1 << 63;
+
+    /// The roll pointer of a version inserted with undo record `seq` in
+    /// its writer's insert undo segment (U6).
+    pub fn insert(seq: u64) -> RollPtr {
+        debug_assert!(
+            seq & Self::INSERT_BIT == 0,
+            "undo U6: sequence {seq} too large"
+        );
+        RollPtr(seq | Self::INSERT_BIT)
+    }
+
+    /// Whether the version was written by an insert whose undo is in a
+    /// segment: it has no previous version (U6).
+    pub fn is_insert(self) -> bool {
+        self.0 & Self::INSERT_BIT != 0
+    }
 }
 
 /// The header in front of every clustered-index record value.

@@ -1,6 +1,8 @@
 //! The undo log: where undo records, commit marks and the transaction id
 //! reservation live, in one redo-logged B+tree (root slot
-//! [`UNDO_ROOT_SLOT`]). Undo pages are ordinary B+tree pages, so undo
+//! [`UNDO_ROOT_SLOT`]). Since tablespace format 5 most insert undo
+//! records go to insert undo segments instead (`txn::undo_seg`); the
+//! tree keeps the rest, and inserts of transactions without a segment. Undo pages are ordinary B+tree pages, so undo
 //! writes are mini-transactions like any other page change: crash-safe
 //! through redo with no recovery code of their own, and evicted from the
 //! buffer pool like any page (transactions larger than the pool work).
@@ -25,8 +27,10 @@
 //! * UL1. A change's undo record is logged before the change (an earlier
 //!   mini-transaction), so after a crash every change in the redo log has
 //!   its undo record.
-//! * UL2. A transaction that wrote undo is committed iff its commit mark
-//!   exists; the mark is logged after every change of the transaction.
+//! * UL2. A transaction that wrote undo-tree records is committed iff
+//!   its commit mark exists; the mark is logged after every change of the
+//!   transaction. (An insert-only transaction whose undo is all in a
+//!   short segment commits by freeing it instead: `undo_seg` US3.)
 //!   After recovery, a transaction with undo records and no mark never
 //!   committed and is rolled back.
 //! * UL3. Rollback deletes a transaction's undo records only after the
