@@ -483,16 +483,20 @@ fn recover(db: &DbInner) -> Result<TxnRecovery> {
     let started = Instant::now();
     let mut report = TxnRecovery::default();
     for seg in db.segs.existing(&db.store)? {
+        let committed = db.undo.is_committed(&db.store, seg.trx)?;
         if db.read_only {
+            if committed {
+                continue; // pages to free, nothing a reader needs
+            }
             return Err(Error::NeedsRecovery {
                 dir: db.dir.clone(),
                 reason: format!(
-                    "transaction {} left an insert undo segment to roll back or free",
+                    "transaction {} never committed and must be rolled back",
                     seg.trx
                 ),
             });
         }
-        if !db.undo.is_committed(&db.store, seg.trx)? {
+        if !committed {
             let mut recs: Vec<_> = db
                 .undo
                 .records(&db.store, seg.trx, 1, Direction::Forward)
@@ -507,7 +511,8 @@ fn recover(db: &DbInner) -> Result<TxnRecovery> {
             report.undo_records += undo_all(db, seg.trx, recs)?;
             report.rolled_back.push(seg.trx);
         }
-        db.segs.free(&db.store, seg.entry, seg.first)?;
+        db.segs
+            .free(&db.store, seg.entry, seg.first, seg.trx, false)?;
     }
     for t in db.undo.trxs_with_undo(&db.store)? {
         if db.undo.is_committed(&db.store, t)? {

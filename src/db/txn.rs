@@ -335,6 +335,14 @@ impl Txn<'_> {
             .ctx()
             .write_version(schema, pk, kind, cur, changed, row)
     }
+
+    /// Write the commit mark and nothing else: what a crash between a
+    /// marked commit's mark and the free of its insert undo segment
+    /// leaves (undo_seg US3). Returns the mark's LSN.
+    pub(crate) fn mark_only(&mut self) -> Result<crate::Lsn> {
+        let ctx = self.0.ctx();
+        ctx.db.undo.mark_committed(&ctx.db.store, ctx.id)
+    }
 }
 
 /// Which rows a scan covers: bounds on a key prefix. `Included(p)` as a
@@ -1284,20 +1292,25 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Free the insert undo segment, if any (undo_seg US1); the LSN of
-    /// the change that emptied its directory entry.
+    /// Free the insert undo segment, if any (undo_seg US1).
     fn free_segment(&mut self) -> Result<()> {
-        self.free_segment_lsn().map(drop)
+        self.free_segment_lsn(false).map(drop)
     }
 
-    /// The segment stays the transaction's until it is freed, so a
-    /// rollback after a failed free still reads its records.
-    fn free_segment_lsn(&mut self) -> Result<Option<crate::Lsn>> {
+    /// Free the insert undo segment, if any, in one mini-transaction if
+    /// `in_one` (an insert-only commit, undo_seg US3); the LSN of the
+    /// change that emptied its directory entry. The segment stays the
+    /// transaction's until it is freed, so a rollback after a failed
+    /// free still reads its records.
+    fn free_segment_lsn(&mut self, in_one: bool) -> Result<Option<crate::Lsn>> {
         let Some(seg) = &self.seg else {
             return Ok(None);
         };
         let (entry, first) = seg.head();
-        let lsn = self.db.segs.free(&self.db.store, entry, first)?;
+        let lsn = self
+            .db
+            .segs
+            .free(&self.db.store, entry, first, self.id, in_one)?;
         self.seg = None;
         Ok(Some(lsn))
     }
@@ -1337,7 +1350,11 @@ impl<'a> Ctx<'a> {
                     if let Err(e) = self.free_segment() {
                         // Committed in the log, its segment not freed:
                         // never made visible in this process; recovery
-                        // finds the mark and frees the rest.
+                        // finds the mark and frees the rest. The slot is
+                        // abandoned, not released, because its directory
+                        // entry is still taken (US2); it holds the purge
+                        // bound until the database is reopened. A free
+                        // fails only on an I/O error or a damaged page.
                         self.abandon_slot();
                         self.finish_locks();
                         return Err(e);
@@ -1347,7 +1364,7 @@ impl<'a> Ctx<'a> {
                 Err(e) => Err(e),
             }
         } else {
-            self.free_segment_lsn()
+            self.free_segment_lsn(true)
         };
         let lsn = match written {
             Ok(None) => None,

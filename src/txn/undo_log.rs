@@ -27,10 +27,11 @@
 //! * UL1. A change's undo record is logged before the change (an earlier
 //!   mini-transaction), so after a crash every change in the redo log has
 //!   its undo record.
-//! * UL2. A transaction that wrote undo-tree records is committed iff
-//!   its commit mark exists; the mark is logged after every change of the
-//!   transaction. (An insert-only transaction whose undo is all in a
-//!   short segment commits by freeing it instead: `undo_seg` US3.)
+//! * UL2. A transaction that has undo-tree records at commit (or a long
+//!   insert undo segment) is committed iff its commit mark exists; the
+//!   mark is logged after every change of the transaction. (One whose
+//!   remaining undo is all in a short insert undo segment commits by
+//!   freeing it instead: `undo_seg` US3.)
 //!   After recovery, a transaction with undo records and no mark never
 //!   committed and is rolled back.
 //! * UL3. Rollback deletes a transaction's undo records only after the

@@ -58,13 +58,14 @@ use crate::store::{Store, alloc_page, free_page};
 use crate::{Error, Result};
 
 use super::registry::TrxId;
-use super::undo::{UndoKind, UndoRecord};
+use super::undo::{RollPtr, UndoKind, UndoRecord};
 
 /// Root slot of the insert undo directory.
 pub const UNDO_DIR_ROOT_SLOT: usize = 2;
-/// Partition pages of the directory: transactions register and free
-/// their segments at this many pages, so they do not all queue for one
-/// page latch.
+/// Partition pages of the directory: a transaction's entry is on one of
+/// these, so registering and freeing segments spreads over this many
+/// pages (both also take the superblock's latch, as every page
+/// allocation does).
 pub const DIR_PARTS: usize = 16;
 /// Most pages freed in one mini-transaction (fewer in a small pool:
 /// [`UndoSegments::free_batch`]); an insert-only transaction with a
@@ -320,10 +321,15 @@ impl UndoSegments {
                 Ok(Some(lsn))
             }
             Some(s) => {
-                // Allocation first (store T3), then the old last page.
-                let h = alloc_page(&mut mtr)?;
+                // The superblock first (store T3), then the old last page,
+                // and only then the allocation, which is the first change:
+                // nothing that can fail comes after it but the writes
+                // (mtr M4; a failure after a change poisons the pool).
+                mtr.latch(PageId(0), Load::Verify)?;
                 let last = s.pages.last().map_or(PageId(0), |p| p.0);
                 let old = mtr.latch(last, Load::Verify)?;
+                seg_page_trx(store, last, mtr.page(old)?, trx)?;
+                let h = alloc_page(&mut mtr)?;
                 let id = mtr.id(h)?;
                 init_page(&mut mtr, h, trx, &bytes)?;
                 write(&mut mtr, old, SEG_NEXT, &id.0.to_le_bytes())?;
@@ -333,7 +339,9 @@ impl UndoSegments {
                 Ok(Some(lsn))
             }
             None => {
-                let h = alloc_page(&mut mtr)?;
+                // As above: superblock, then the directory page and its
+                // checks, then the allocation (T3, M4).
+                mtr.latch(PageId(0), Load::Verify)?;
                 let dir = mtr.latch(self.part_page(entry)?, Load::Verify)?;
                 let at = DIR_ENTRIES + 8 * entry.index;
                 let present = {
@@ -351,6 +359,7 @@ impl UndoSegments {
                         ),
                     ));
                 }
+                let h = alloc_page(&mut mtr)?;
                 let id = mtr.id(h)?;
                 init_page(&mut mtr, h, trx, &bytes)?;
                 write(&mut mtr, dir, at, &id.0.to_le_bytes())?;
@@ -402,7 +411,7 @@ impl UndoSegments {
                     continue;
                 }
                 let fp = store.pool().fetch_read(PageId(first))?;
-                let trx = seg_page_trx(store, PageId(first), &fp)?;
+                let trx = seg_page_owner(store, PageId(first), &fp)?;
                 out.push(Found {
                     entry: Entry { part, index },
                     first: PageId(first),
@@ -435,62 +444,109 @@ impl UndoSegments {
         Ok(out)
     }
 
-    /// Free the segment that starts at `first` in `entry`, up to
-    /// [`UndoSegments::free_batch`] pages per mini-transaction, each moving the entry
-    /// past the pages it frees (US1). Returns the LSN of the last one,
-    /// which empties the entry.
-    pub fn free(&self, store: &Store, entry: Entry, first: PageId) -> Result<Lsn> {
-        let dir_id = self.part_page(entry)?;
-        let at = DIR_ENTRIES + 8 * entry.index;
+    /// Free the segment of `trx` that starts at `first` in `entry`, up
+    /// to [`UndoSegments::free_batch`] pages per mini-transaction, each
+    /// moving the entry past the pages it frees (US1). Returns the LSN of
+    /// the last one, which empties the entry. With `in_one`, a segment
+    /// longer than one batch is refused before anything changes (an
+    /// insert-only commit must be one mini-transaction, US3).
+    pub fn free(
+        &self,
+        store: &Store,
+        entry: Entry,
+        first: PageId,
+        trx: TrxId,
+        in_one: bool,
+    ) -> Result<Lsn> {
         let mut head = first;
         let mut seen = HashSet::new();
         loop {
-            let mut mtr = store.mtr()?;
-            // The superblock first (store T3), then the directory, then
-            // every page to free, all before the first change (mtr M4).
-            mtr.latch(PageId(0), Load::Verify)?;
-            let dir = mtr.latch(dir_id, Load::Verify)?;
-            let present = {
-                let p = mtr.page(dir)?;
-                dir_entries(store, dir_id, p, DIR_PART)?;
-                get_u64(p, at)
-            };
-            if present != head.0 {
-                return Err(corrupt(
-                    store,
-                    dir_id.0,
-                    format!(
-                        "undo directory entry {} names page {present}, not the segment's page {} (US1)",
-                        entry.index, head.0
-                    ),
-                ));
-            }
-            let mut batch = Vec::new();
-            let mut next = head;
-            while next.0 != 0 && batch.len() < Self::free_batch(store) {
-                if !seen.insert(next.0) {
-                    return Err(corrupt(
-                        store,
-                        next.0,
-                        "undo segment comes back to this page",
-                    ));
-                }
-                let h = mtr.latch(next, Load::Verify)?;
-                let p = mtr.page(h)?;
-                seg_page_trx(store, next, p)?;
-                next = PageId(get_u64(p, SEG_NEXT));
-                batch.push(h);
-            }
-            for h in batch {
-                free_page(&mut mtr, h)?;
-            }
-            write(&mut mtr, dir, at, &next.0.to_le_bytes())?;
-            let lsn = commit(mtr)?;
+            let (next, lsn) = self.free_batch_once(store, entry, head, trx, in_one, &mut seen)?;
             if next.0 == 0 {
                 return Ok(lsn);
             }
             head = next;
         }
+    }
+
+    /// One batch of [`UndoSegments::free`]: frees up to a batch of pages
+    /// from `head` and moves the entry to the page after them; returns
+    /// that page (0: the segment is gone) and the LSN.
+    fn free_batch_once(
+        &self,
+        store: &Store,
+        entry: Entry,
+        head: PageId,
+        trx: TrxId,
+        in_one: bool,
+        seen: &mut HashSet<u64>,
+    ) -> Result<(PageId, Lsn)> {
+        let dir_id = self.part_page(entry)?;
+        let at = DIR_ENTRIES + 8 * entry.index;
+        let batch_max = Self::free_batch(store);
+        // Read the batch's pages first, with nothing latched, so the
+        // mini-transaction below (which holds the superblock) rarely
+        // waits for a read.
+        let mut warm = head;
+        for _ in 0..batch_max {
+            if warm.0 == 0 {
+                break;
+            }
+            let p = store.pool().fetch_read(warm)?;
+            warm = match page::page_type(&p) {
+                Some(PageType::Undo) => PageId(get_u64(&p, SEG_NEXT)),
+                _ => PageId(0), // reported below, under the latches
+            };
+        }
+        let mut mtr = store.mtr()?;
+        // The superblock first (store T3), then the directory, then
+        // every page to free, all before the first change (mtr M4).
+        mtr.latch(PageId(0), Load::Verify)?;
+        let dir = mtr.latch(dir_id, Load::Verify)?;
+        let present = {
+            let p = mtr.page(dir)?;
+            dir_entries(store, dir_id, p, DIR_PART)?;
+            get_u64(p, at)
+        };
+        if present != head.0 {
+            return Err(corrupt(
+                store,
+                dir_id.0,
+                format!(
+                    "undo directory entry {} names page {present}, not the segment's page {} (US1)",
+                    entry.index, head.0
+                ),
+            ));
+        }
+        let mut batch = Vec::new();
+        let mut next = head;
+        while next.0 != 0 && batch.len() < batch_max {
+            if !seen.insert(next.0) {
+                return Err(corrupt(
+                    store,
+                    next.0,
+                    "undo segment comes back to this page",
+                ));
+            }
+            let h = mtr.latch(next, Load::Verify)?;
+            let p = mtr.page(h)?;
+            seg_page_trx(store, next, p, trx)?;
+            next = PageId(get_u64(p, SEG_NEXT));
+            batch.push(h);
+        }
+        if in_one && next.0 != 0 {
+            return Err(Error::InvalidArgument {
+                what: "undo segment",
+                reason: format!(
+                    "longer than {batch_max} pages, so it cannot be freed in one mini-transaction"
+                ),
+            });
+        }
+        for h in batch {
+            free_page(&mut mtr, h)?;
+        }
+        write(&mut mtr, dir, at, &next.0.to_le_bytes())?;
+        Ok((next, commit(mtr)?))
     }
 }
 
@@ -513,8 +569,21 @@ fn init_page(mtr: &mut Mtr<'_>, h: PageHandle, trx: TrxId, first_record: &[u8]) 
     write(mtr, h, PAGE_HEADER, &body)
 }
 
+/// Check that `p` is a segment page of transaction `trx` (US5).
+fn seg_page_trx(store: &Store, id: PageId, p: &[u8], trx: TrxId) -> Result<()> {
+    let owner = seg_page_owner(store, id, p)?;
+    if owner != trx {
+        return Err(corrupt(
+            store,
+            id.0,
+            format!("undo segment page of transaction {owner} in transaction {trx}'s segment"),
+        ));
+    }
+    Ok(())
+}
+
 /// Check that `p` is a segment page (US5) and return its transaction.
-fn seg_page_trx(store: &Store, id: PageId, p: &[u8]) -> Result<TrxId> {
+fn seg_page_owner(store: &Store, id: PageId, p: &[u8]) -> Result<TrxId> {
     if page::page_type(p) != Some(PageType::Undo) {
         return Err(corrupt(store, id.0, "expected an undo segment page"));
     }
@@ -537,14 +606,7 @@ fn page_records(
     trx: TrxId,
     out: &mut Vec<(u64, UndoRecord)>,
 ) -> Result<()> {
-    let owner = seg_page_trx(store, id, p)?;
-    if owner != trx {
-        return Err(corrupt(
-            store,
-            id.0,
-            format!("undo segment page of transaction {owner} in transaction {trx}'s segment"),
-        ));
-    }
+    seg_page_trx(store, id, p, trx)?;
     parse_records(p, trx, out).map_err(|(at, reason)| {
         corrupt(
             store,
@@ -571,6 +633,9 @@ pub(crate) fn parse_records(
             .get(at + 2..at + 2 + len)
             .ok_or((at, format!("length {len} runs past the page")))?;
         let rec = UndoRecord::decode(bytes).map_err(|e| (at, e.to_string()))?;
+        if rec.undo_no == 0 || rec.undo_no & RollPtr::INSERT_BIT != 0 {
+            return Err((at, format!("sequence number {} out of range", rec.undo_no)));
+        }
         if rec.kind != UndoKind::Insert || rec.trx != trx {
             return Err((
                 at,
@@ -694,16 +759,61 @@ mod tests {
         ));
         let before = free_pages(&store);
         let (e, first) = seg.head();
-        segs.free(&store, e, first).unwrap();
+        // In one mini-transaction: refused before anything changes.
+        assert!(segs.free(&store, e, first, 42, true).is_err());
+        // Another transaction's segment: refused (US5).
+        assert!(segs.free(&store, e, first, 41, false).is_err());
+        assert_eq!(free_pages(&store), before);
+        segs.free(&store, e, first, 42, false).unwrap();
         assert_eq!(free_pages(&store) - before, seg.page_count() as u64);
         assert!(segs.existing(&store).unwrap().is_empty());
         // Freeing it again finds the entry empty: an error, not a double
         // free.
-        assert!(segs.free(&store, e, first).is_err());
+        assert!(segs.free(&store, e, first, 42, false).is_err());
         let mut again = None;
         segs.append(&store, &mut again, entry, 43, 1, &rec(43, 1, 3).encode())
             .unwrap();
         assert_eq!(segs.existing(&store).unwrap()[0].trx, 43);
+    }
+
+    /// A power loss after some of a segment's free batches leaves the
+    /// entry at the first page not freed: the rest of the chain is intact
+    /// and is freed after reopening, and every page is freed once (US1).
+    #[test]
+    fn a_crash_part_way_through_a_free_leaves_the_rest_to_free() {
+        let fs = SimFs::new(3);
+        let store = Store::create(Arc::new(fs.clone()), Path::new("/db"), test_options()).unwrap();
+        let segs = UndoSegments::open(&store).unwrap();
+        let entry = segs.entry_for(5).unwrap();
+        let mut seg = None;
+        let n = 8_000u64;
+        for seq in 1..=n {
+            segs.append(&store, &mut seg, entry, 7, seq, &rec(7, seq, 20).encode())
+                .unwrap();
+        }
+        let seg = seg.unwrap();
+        let pages = seg.page_count() as u64;
+        let batch = UndoSegments::free_batch(&store) as u64;
+        assert!(pages > batch);
+        let before = free_pages(&store);
+        let (e, first) = seg.head();
+        let (next, lsn) = segs
+            .free_batch_once(&store, e, first, 7, false, &mut HashSet::new())
+            .unwrap();
+        store.commit(lsn, crate::Durability::Sync).unwrap();
+        let crashed = fs.crash(crate::io::CrashMode::DropUnsynced);
+        drop(store);
+        let store = Store::open(Arc::new(crashed), Path::new("/db"), test_options()).unwrap();
+        assert_eq!(free_pages(&store) - before, batch);
+        let segs = UndoSegments::open(&store).unwrap();
+        let found = segs.existing(&store).unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!((found[0].first, found[0].trx), (next, 7));
+        let rest = segs.chain_records(&store, next, 7).unwrap();
+        assert!(!rest.is_empty() && rest.last().unwrap().0 == n);
+        segs.free(&store, found[0].entry, next, 7, false).unwrap();
+        assert_eq!(free_pages(&store) - before, pages);
+        assert!(segs.existing(&store).unwrap().is_empty());
     }
 
     /// The directory survives a clean reopen, and a second open does not
