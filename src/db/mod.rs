@@ -454,17 +454,65 @@ pub(crate) fn undo_change(db: &DbInner, rec: &UndoRecord, roll: RollPtr) -> Resu
     Ok(())
 }
 
-/// Undo `recs`, newest first: undo-tree records (`in_tree`, deleted
-/// once undone, UL3) and segment records (`undo_seg`, freed with their
-/// segment by the caller) of one transaction.
+/// The rows of a run of inserts to undo (undo U7): those of `table` at
+/// or after `key` whose insert roll pointer's number is in `lo..=hi`.
+#[derive(Debug)]
+pub(crate) struct Span {
+    pub(crate) lo: u64,
+    pub(crate) hi: u64,
+    /// The run's first number: a row of the transaction numbered in
+    /// `first..lo` belongs to the run and was drawn before every row to
+    /// undo, so its key is below theirs and the search stops there.
+    pub(crate) first: u64,
+    pub(crate) table: u64,
+    pub(crate) key: Vec<u8>,
+}
+
+/// The runs among `recs` (all the undo records of a transaction, any
+/// order), each ending before the next record (undo U7), and the other
+/// records: what recovery rolls back.
+pub(crate) fn runs_of(
+    mut recs: Vec<(u64, UndoRecord, bool)>,
+) -> (Vec<(u64, UndoRecord, bool)>, Vec<Span>) {
+    recs.sort_unstable_by_key(|r| r.0);
+    let mut spans = Vec::new();
+    for (i, (seq, rec, _)) in recs.iter().enumerate() {
+        if rec.kind == UndoKind::InsertRun {
+            let hi = recs
+                .get(i + 1)
+                .map_or(RollPtr::INSERT_BIT - 1, |next| next.0 - 1);
+            spans.push(Span {
+                lo: *seq,
+                hi,
+                first: *seq,
+                table: rec.table,
+                key: rec.key.clone(),
+            });
+        }
+    }
+    recs.retain(|r| r.1.kind != UndoKind::InsertRun);
+    (recs, spans)
+}
+
+/// Undo `recs` and `spans`, newest first: undo-tree records (`in_tree`,
+/// deleted once undone, UL3), segment records (`undo_seg`, freed with
+/// their segment by the caller) and runs of inserts (undo U7) of one
+/// transaction. No record lies inside a run, so a run is undone in its
+/// place in that order. Returns how many records and rows it undid.
 pub(crate) fn undo_all(
     db: &DbInner,
     trx: TrxId,
     mut recs: Vec<(u64, UndoRecord, bool)>,
+    mut spans: Vec<Span>,
 ) -> Result<u64> {
     recs.sort_unstable_by_key(|r| std::cmp::Reverse(r.0));
+    spans.sort_unstable_by_key(|s| std::cmp::Reverse(s.lo));
+    let mut spans = spans.into_iter().peekable();
     let mut n = 0;
     for (seq, rec, in_tree) in recs {
+        while let Some(span) = spans.next_if(|s| s.lo > seq) {
+            n += undo_span(db, trx, &span)?;
+        }
         if in_tree {
             undo_change(db, &rec, RollPtr(seq))?;
             db.undo.delete(&db.store, trx, seq)?;
@@ -472,6 +520,58 @@ pub(crate) fn undo_all(
             undo_change(db, &rec, RollPtr::insert(seq))?;
         }
         n += 1;
+    }
+    for span in spans {
+        n += undo_span(db, trx, &span)?;
+    }
+    Ok(n)
+}
+
+/// Remove the rows of a run (undo U7): every record of the span's table
+/// from its key on whose header names `trx` with an insert roll pointer
+/// numbered in the span, newest first, each as its own insert's undo
+/// would. The search goes down from the table's end (an automatic-key
+/// load's run is there; the later rows of other transactions are read
+/// too) and stops at the span's key, or earlier at a row of the same run
+/// drawn before the span (a statement rolled back inside a run).
+fn undo_span(db: &DbInner, trx: TrxId, span: &Span) -> Result<u64> {
+    let Some(t) = db.table_by_id(span.table) else {
+        return Ok(0);
+    };
+    let schema = t.latest();
+    let mut doomed = Vec::new();
+    let tree = table::clustered(&db.store, &schema);
+    for item in tree.range(
+        std::ops::Bound::Included(span.key.as_slice()),
+        std::ops::Bound::Unbounded,
+        Direction::Backward,
+    ) {
+        let (pk, v) = item?;
+        let (h, _) = crate::txn::RecHeader::decode(&v)?;
+        if h.trx != trx || !h.roll.is_insert() {
+            continue;
+        }
+        let seq = h.roll.0 & !RollPtr::INSERT_BIT;
+        if (span.lo..=span.hi).contains(&seq) {
+            doomed.push((pk, h.roll));
+        } else if (span.first..span.lo).contains(&seq) {
+            break;
+        }
+    }
+    let n = doomed.len() as u64;
+    for (pk, roll) in doomed {
+        let rec = UndoRecord {
+            kind: UndoKind::Insert,
+            undo_no: roll.0 & !RollPtr::INSERT_BIT,
+            table: span.table,
+            trx,
+            prev_trx: 0,
+            prev_roll: RollPtr::NONE,
+            key: pk,
+            old_value: None,
+            changed: 0,
+        };
+        undo_change(db, &rec, roll)?;
     }
     Ok(n)
 }
@@ -508,7 +608,8 @@ fn recover(db: &DbInner) -> Result<TxnRecovery> {
                     .into_iter()
                     .map(|(seq, rec)| (seq, rec, false)),
             );
-            report.undo_records += undo_all(db, seg.trx, recs)?;
+            let (recs, spans) = runs_of(recs);
+            report.undo_records += undo_all(db, seg.trx, recs, spans)?;
             report.rolled_back.push(seg.trx);
         }
         db.segs
@@ -533,7 +634,7 @@ fn recover(db: &DbInner) -> Result<TxnRecovery> {
             .into_iter()
             .map(|(seq, rec)| (seq, rec, true))
             .collect();
-        report.undo_records += undo_all(db, t, recs)?;
+        report.undo_records += undo_all(db, t, recs, Vec::new())?;
         report.rolled_back.push(t);
     }
     report.duration = started.elapsed();

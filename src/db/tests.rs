@@ -370,3 +370,46 @@ fn recovery_frees_the_segment_of_a_committed_transaction() {
         assert!(free_after >= 11, "marked {marked}: {free_after} free pages");
     }
 }
+
+/// Inserts with automatic keys write one undo record per run (undo U7):
+/// 500 of them in a row leave a single `InsertRun` record in the
+/// transaction's segment; an explicit key writes its own record and the
+/// next automatic key opens a new run.
+#[test]
+fn automatic_keys_write_one_undo_record_per_run() {
+    let fs = SimFs::new(78);
+    let db = open(&fs);
+    let t = db
+        .create_table(TableDef {
+            name: "notes".into(),
+            indexes: vec![],
+            ..notes()
+        })
+        .unwrap();
+    let mut tx = db.begin().unwrap();
+    for _ in 0..500 {
+        tx.insert(&t, &[Value::Null, Value::Text("x".into())])
+            .unwrap();
+    }
+    let records = |db: &Db| {
+        let found = db.inner.segs.existing(&db.inner.store).unwrap();
+        assert_eq!(found.len(), 1);
+        db.inner
+            .segs
+            .chain_records(&db.inner.store, found[0].first, found[0].trx)
+            .unwrap()
+            .into_iter()
+            .map(|(_, r)| r.kind)
+            .collect::<Vec<_>>()
+    };
+    use crate::txn::UndoKind::{Insert, InsertRun};
+    assert_eq!(records(&db), vec![InsertRun]);
+    tx.insert(&t, &[Value::Int64(1_000_000), Value::Text("y".into())])
+        .unwrap();
+    tx.insert(&t, &[Value::Null, Value::Text("z".into())])
+        .unwrap();
+    assert_eq!(records(&db), vec![InsertRun, Insert, InsertRun]);
+    tx.commit().unwrap();
+    assert!(db.inner.segs.existing(&db.inner.store).unwrap().is_empty());
+    assert_eq!(rows(&db).len(), 502);
+}

@@ -81,6 +81,9 @@ pub(crate) struct TxnState {
     /// The transaction's insert undo segment, once it inserted a row
     /// (`txn::undo_seg`): freed when it ends.
     seg: Option<Segment>,
+    /// Its runs of inserts with automatic keys (undo U7), oldest first:
+    /// what a rollback removes besides its undo records.
+    runs: Vec<RunSpan>,
     locks: Vec<Vec<u8>>,
     done: bool,
     /// Why a transaction that is `done` before `commit` or `rollback` was
@@ -115,6 +118,20 @@ impl std::ops::DerefMut for Ctx<'_> {
     fn deref_mut(&mut self) -> &mut TxnState {
         self.st
     }
+}
+
+/// A run of inserts with automatic keys sharing one `InsertRun` undo
+/// record (undo U7), as the transaction that wrote it keeps it.
+#[derive(Debug)]
+pub(crate) struct RunSpan {
+    /// The table.
+    pub(crate) table: u64,
+    /// Sequence numbers of its rows: `first..=last` (`first` is its
+    /// record's).
+    pub(crate) first: u64,
+    pub(crate) last: u64,
+    /// The first row's key: every row of the run has a key at or above.
+    pub(crate) key: Vec<u8>,
 }
 
 /// A point in a transaction's changes ([`Txn::savepoint`]): the changes
@@ -399,6 +416,7 @@ impl<H: DbHandle> TxnCore<H> {
                 seq: 0,
                 live: 0,
                 seg: None,
+                runs: Vec::new(),
                 locks: Vec::new(),
                 done: false,
                 ended: "",
@@ -720,6 +738,54 @@ impl<'a> Ctx<'a> {
         Ok(())
     }
 
+    /// Write an insert whose automatic key `pk` was just drawn in a run
+    /// (undo U7): the first opens it with one `InsertRun` undo record,
+    /// each later one, while the transaction wrote nothing else since,
+    /// joins it without writing undo at all. `false` if the row cannot go
+    /// into a run (no insert undo segment for this transaction): the
+    /// caller writes it as any insert.
+    fn write_insert_in_run(&mut self, schema: &TableSchema, pk: &[u8], row: &[u8]) -> Result<bool> {
+        let seq = self.seq + 1;
+        let joins = self
+            .runs
+            .last()
+            .is_some_and(|r| r.table == schema.id && r.last == self.seq);
+        if joins {
+            if let Some(r) = self.runs.last_mut() {
+                r.last = seq;
+            }
+        } else {
+            let rec = UndoRecord {
+                kind: UndoKind::InsertRun,
+                undo_no: seq,
+                table: schema.id,
+                trx: self.id,
+                prev_trx: 0,
+                prev_roll: RollPtr::NONE,
+                key: pk.to_vec(),
+                old_value: None,
+                changed: UndoRecord::changed_mask(schema.def.indexes.len(), []),
+            };
+            if !self.append_insert_undo(seq, &rec)? {
+                return Ok(false);
+            }
+            self.runs.push(RunSpan {
+                table: schema.id,
+                first: seq,
+                last: seq,
+                key: rec.key,
+            });
+        }
+        self.seq = seq;
+        let hdr = RecHeader {
+            trx: self.id,
+            roll: RollPtr::insert(seq),
+            deleted: false,
+        };
+        table::clustered(&self.db.store, schema).put(pk, &hdr.encode(row))?;
+        Ok(true)
+    }
+
     /// Append an insert's undo record `rec` (number `seq`) to this
     /// transaction's insert undo segment (`txn::undo_seg`), creating it
     /// on the first; `false` if it cannot go there (no directory entry for
@@ -969,7 +1035,15 @@ impl<'a> Ctx<'a> {
                 UndoRecord::changed_mask(n, new_keys.iter().map(|(i, _)| *i)),
             ),
         };
-        self.write_version(schema, &pk, kind, cur.as_ref(), changed, &row)?;
+        // A fresh automatic key is above every key this transaction drew
+        // before, so the row can join a run (undo U7).
+        let in_run = kind == UndoKind::Insert
+            && drawn
+            && cur.is_none()
+            && self.write_insert_in_run(schema, &pk, &row)?;
+        if !in_run {
+            self.write_version(schema, &pk, kind, cur.as_ref(), changed, &row)?;
+        }
         for (i, k) in &new_keys {
             if let Some(tree) = table::secondary(store, schema, *i) {
                 tree.put(&table::entry_key(k, &pk), &[])?;
@@ -1253,16 +1327,36 @@ impl<'a> Ctx<'a> {
         if let Some(seg) = &self.seg {
             // Segment records stay where they are once undone: the
             // version no longer names them (undo U6), and the segment is
-            // freed whole when the transaction ends.
+            // freed whole when the transaction ends. Runs are undone from
+            // `self.runs`, which knows where each ends.
             recs.extend(
                 db.segs
                     .records_after(&db.store, seg, self.id, save)?
                     .into_iter()
+                    .filter(|(_, rec)| rec.kind != UndoKind::InsertRun)
                     .map(|(seq, rec)| (seq, rec, false)),
             );
         }
-        super::undo_all(db, self.id, recs)?;
+        let spans = self
+            .runs
+            .iter()
+            .filter(|r| r.last > save)
+            .map(|r| super::Span {
+                lo: r.first.max(save + 1),
+                hi: r.last,
+                first: r.first,
+                table: r.table,
+                key: r.key.clone(),
+            })
+            .collect();
+        super::undo_all(db, self.id, recs, spans)?;
         self.live = self.live.saturating_sub(in_tree);
+        // What is left of the runs ends at `save`, so no later insert
+        // joins one across the rollback.
+        self.runs.retain(|r| r.first <= save);
+        if let Some(r) = self.runs.last_mut() {
+            r.last = r.last.min(save);
+        }
         // `self.seq` stays: sequence numbers are never reused, so a reader
         // that read a roll pointer before this rollback can never find a
         // different change's undo record under it.

@@ -760,9 +760,7 @@ pub fn undo_record(data: &[u8]) {
         assert!(
             found
                 .iter()
-                .all(|(s, r)| r.kind == crate::txn::UndoKind::Insert
-                    && r.trx == trx
-                    && *s == r.undo_no),
+                .all(|(s, r)| !r.kind.has_old_value() && r.trx == trx && *s == r.undo_no),
             "segment records"
         );
     }

@@ -42,6 +42,15 @@
 //!   format 3 database, before the new superblock reached the data file,
 //!   a format 3 build finds format 3 and fails in recovery on the first
 //!   compact redo operation: an error either way, never a misread record.
+//! * U7. An `InsertRun` record (kind 4, version 2 only, written only to
+//!   insert undo segments) with sequence number `s`, table `t` and key
+//!   `k` stands for every insert of its transaction into `t` with a
+//!   freshly drawn automatic key whose sequence number is at least `s`
+//!   and below the transaction's next undo record's: each such row
+//!   carries the roll pointer `RollPtr::insert(its own number)` and has a
+//!   key at or above `k` (automatic keys only grow), and no record was
+//!   written for it. Rollback removes the rows of `t` from `k` on whose
+//!   header names the transaction with an insert pointer in that range.
 //! * U6. A roll pointer with [`RollPtr::INSERT_BIT`] set names an insert
 //!   undo record in its writer's insert undo segment (`txn::undo_seg`):
 //!   the version was inserted and had no previous version, so readers
@@ -164,6 +173,17 @@ pub enum UndoKind {
     Update = 2,
     /// A delete (the record is delete-marked): rollback clears the mark.
     DeleteMark = 3,
+    /// A run of inserts with automatic keys (U7), only ever in an insert
+    /// undo segment: rollback removes the transaction's rows of the run.
+    InsertRun = 4,
+}
+
+impl UndoKind {
+    /// Whether a record of this kind holds the previous value (U2): not
+    /// for the inserts, whose rows had none.
+    pub fn has_old_value(self) -> bool {
+        !matches!(self, UndoKind::Insert | UndoKind::InsertRun)
+    }
 }
 
 /// The bits of [`UndoRecord::changed`] that name indexes (the top byte
@@ -321,7 +341,7 @@ impl UndoRecord {
         // The kind says whether an old value follows; an insert's record
         // carrying one (or another kind's lacking one) is our bug.
         assert_eq!(
-            self.kind == UndoKind::Insert,
+            !self.kind.has_old_value(),
             self.old_value.is_none(),
             "undo U2: a {:?} record with old value {:?}",
             self.kind,
@@ -349,6 +369,8 @@ impl UndoRecord {
             1 => UndoKind::Insert,
             2 => UndoKind::Update,
             3 => UndoKind::DeleteMark,
+            // Runs exist since version 2 (U7).
+            4 if version == UNDO_RECORD_VERSION => UndoKind::InsertRun,
             _ => return Err(malformed(1, "unknown undo record kind")),
         };
         let rec = if version == UNDO_RECORD_V1 {
@@ -367,7 +389,7 @@ impl UndoRecord {
             }
             let klen = r.len("key length")?;
             let key = r.take(klen, "key")?.to_vec();
-            let old_value = if kind == UndoKind::Insert {
+            let old_value = if !kind.has_old_value() {
                 None
             } else {
                 let n = r.len("old value length")?;

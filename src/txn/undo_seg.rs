@@ -17,7 +17,8 @@
 //! `version u8 | kind u8 (0 root, 1 partition) | count u16 | count page
 //! ids u64`. A segment is a chain of `Undo` pages: `version u8 | trx u64
 //! | next page u64 (0: last) | records`, each record `length u16 (not 0)
-//! | an undo record` (`txn::undo`, kind insert, of that transaction);
+//! | an undo record` (`txn::undo`, kind insert or insert run, of that
+//! transaction);
 //! a zero length, or the end of the page, ends a page's records.
 //! Little-endian throughout; every page carries its checksum (page P1).
 //!
@@ -44,7 +45,9 @@
 //!   the change it undoes.
 //! * US5. A page read from a segment must be an `Undo` page of this
 //!   version and transaction, and its records must decode (undo U3) as
-//!   insert records of that transaction; anything else is reported as a
+//!   insert or insert-run records (undo U7) of that transaction, with
+//!   sequence numbers above 0 and below the insert bit; anything else is
+//!   reported as a
 //!   corrupt page, never skipped. A chain that comes back to a page is
 //!   corrupt too.
 
@@ -636,7 +639,7 @@ pub(crate) fn parse_records(
         if rec.undo_no == 0 || rec.undo_no & RollPtr::INSERT_BIT != 0 {
             return Err((at, format!("sequence number {} out of range", rec.undo_no)));
         }
-        if rec.kind != UndoKind::Insert || rec.trx != trx {
+        if !matches!(rec.kind, UndoKind::Insert | UndoKind::InsertRun) || rec.trx != trx {
             return Err((
                 at,
                 format!(
@@ -888,7 +891,7 @@ mod tests {
             p[SEG_RECORDS..end].copy_from_slice(&body[..end - SEG_RECORDS]);
             let mut out = Vec::new();
             if parse_records(&p, trx, &mut out).is_ok() {
-                prop_assert!(out.iter().all(|(s, r)| r.kind == UndoKind::Insert && r.trx == trx && *s == r.undo_no));
+                prop_assert!(out.iter().all(|(s, r)| !r.kind.has_old_value() && r.trx == trx && *s == r.undo_no));
             }
         }
     }

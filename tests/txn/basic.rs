@@ -872,3 +872,106 @@ fn insert_undo_with_savepoints_and_mixed_changes() {
     assert_eq!(old.get(&t, &[Value::Int64(500)]).unwrap(), None);
     old.commit().unwrap();
 }
+
+fn auto_acct(owner: &str, balance: i64) -> Vec<Value> {
+    vec![
+        Value::Null,
+        Value::Text(owner.into()),
+        Value::Int64(balance),
+    ]
+}
+
+/// Inserts with automatic keys share one undo record per run (undo U7).
+/// A savepoint rollback inside a run removes exactly the rows after it;
+/// an explicit key or an update between inserts starts a new run; two
+/// transactions drawing keys in turn from one table roll back only their
+/// own rows; a whole rollback removes every run.
+#[test]
+fn automatic_key_runs_roll_back_exactly() {
+    let fs = SimFs::new(43);
+    let db = open(&fs, opts(200));
+    let t = db.create_table(accounts()).unwrap();
+    let id = |v: Vec<Value>| int(&v[0]);
+    let mut kept = Vec::new();
+    let mut tx = db.begin().unwrap();
+    for i in 0..100 {
+        kept.push(id(tx.insert(&t, &auto_acct(&format!("a{i}"), i)).unwrap()));
+    }
+    let sp = tx.savepoint();
+    for i in 100..200 {
+        tx.insert(&t, &auto_acct(&format!("a{i}"), i)).unwrap();
+    }
+    tx.rollback_to_savepoint(sp).unwrap();
+    // A failed statement inside a new run: a duplicate unique owner.
+    kept.push(id(tx.insert(&t, &auto_acct("b0", 0)).unwrap()));
+    assert!(tx.insert(&t, &auto_acct("a5", 0)).is_err());
+    kept.push(id(tx.insert(&t, &auto_acct("b1", 0)).unwrap()));
+    // An explicit key and an update close the run; new runs follow.
+    tx.insert(&t, &acct(1_000_000, "x", 0)).unwrap();
+    kept.push(1_000_000);
+    kept.push(id(tx.insert(&t, &auto_acct("c0", 0)).unwrap()));
+    tx.update(&t, &[Value::Int64(kept[3])], &[(2, Value::Int64(-3))])
+        .unwrap();
+    for i in 0..50 {
+        kept.push(id(tx.insert(&t, &auto_acct(&format!("d{i}"), i)).unwrap()));
+    }
+    tx.commit().unwrap();
+    kept.sort_unstable();
+    assert_eq!(account_ids(&db), kept);
+    // Two transactions draw keys in turn; one rolls back.
+    let mut a = db.begin().unwrap();
+    let mut b = db.begin().unwrap();
+    for i in 0..60 {
+        a.insert(&t, &auto_acct(&format!("ea{i}"), i)).unwrap();
+        kept.push(id(b.insert(&t, &auto_acct(&format!("eb{i}"), i)).unwrap()));
+    }
+    a.rollback().unwrap();
+    b.commit().unwrap();
+    kept.sort_unstable();
+    assert_eq!(account_ids(&db), kept);
+    // A whole rollback of several runs and an update of a run's row.
+    let mut tx = db.begin().unwrap();
+    for i in 0..30 {
+        let k = id(tx.insert(&t, &auto_acct(&format!("f{i}"), i)).unwrap());
+        if i % 10 == 0 {
+            tx.update(&t, &[Value::Int64(k)], &[(2, Value::Int64(7))])
+                .unwrap();
+        }
+    }
+    tx.rollback().unwrap();
+    assert_eq!(account_ids(&db), kept);
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+}
+
+/// Recovery rolls back a run it finds only through its one undo record
+/// (undo U7), leaving another transaction's committed rows drawn in
+/// between.
+#[test]
+fn automatic_key_runs_are_rolled_back_after_power_loss() {
+    let fs = SimFs::new(44);
+    let db = open(&fs, opts(64));
+    let t = db.create_table(accounts()).unwrap();
+    let mut a = db.begin().unwrap();
+    let mut b = db.begin().unwrap();
+    let mut kept = Vec::new();
+    for i in 0..3000 {
+        a.insert(&t, &auto_acct(&format!("a{i}"), i)).unwrap();
+        if i % 100 == 0 {
+            kept.push(int(
+                &b.insert(&t, &auto_acct(&format!("b{i}"), i)).unwrap()[0]
+            ));
+        }
+    }
+    b.commit().unwrap();
+    let crashed = fs.crash(quill::io::CrashMode::Random);
+    drop(a);
+    drop(t);
+    drop(db);
+    let db = open(&crashed, opts(64));
+    let rec = db.stats().recovery.expect("recovery ran");
+    assert_eq!(rec.rolled_back.len(), 1, "{rec:?}");
+    assert_eq!(account_ids(&db), kept);
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+}
