@@ -466,6 +466,10 @@ pub(crate) struct Span {
     pub(crate) first: u64,
     pub(crate) table: u64,
     pub(crate) key: Vec<u8>,
+    /// Above every row of the run: its last row's key (included), known
+    /// to the transaction, or the first key of the transaction's next run
+    /// in the table (excluded), whose keys were drawn later.
+    pub(crate) end: std::ops::Bound<Vec<u8>>,
 }
 
 /// The runs among `recs` (all the undo records of a transaction, any
@@ -480,13 +484,21 @@ pub(crate) fn runs_of(
         if rec.kind == UndoKind::InsertRun {
             let hi = recs
                 .get(i + 1)
-                .map_or(RollPtr::INSERT_BIT - 1, |next| next.0 - 1);
+                .map_or(RollPtr::INSERT_BIT - 1, |next| next.0.saturating_sub(1));
+            let end = recs
+                .iter()
+                .skip(i + 1)
+                .find(|r| r.1.kind == UndoKind::InsertRun && r.1.table == rec.table)
+                .map_or(std::ops::Bound::Unbounded, |r| {
+                    std::ops::Bound::Excluded(r.1.key.clone())
+                });
             spans.push(Span {
                 lo: *seq,
                 hi,
                 first: *seq,
                 table: rec.table,
                 key: rec.key.clone(),
+                end,
             });
         }
     }
@@ -530,10 +542,11 @@ pub(crate) fn undo_all(
 /// Remove the rows of a run (undo U7): every record of the span's table
 /// from its key on whose header names `trx` with an insert roll pointer
 /// numbered in the span, newest first, each as its own insert's undo
-/// would. The search goes down from the table's end (an automatic-key
-/// load's run is there; the later rows of other transactions are read
-/// too) and stops at the span's key, or earlier at a row of the same run
-/// drawn before the span (a statement rolled back inside a run).
+/// would. The search goes down from the span's end (the run's last key,
+/// or the next run's first key in the table, or the table's end; other
+/// transactions' rows drawn meanwhile are read too) and stops at the
+/// span's key, or earlier at a row of the same run drawn before the
+/// span (a statement rolled back inside a run).
 fn undo_span(db: &DbInner, trx: TrxId, span: &Span) -> Result<u64> {
     let Some(t) = db.table_by_id(span.table) else {
         return Ok(0);
@@ -541,9 +554,14 @@ fn undo_span(db: &DbInner, trx: TrxId, span: &Span) -> Result<u64> {
     let schema = t.latest();
     let mut doomed = Vec::new();
     let tree = table::clustered(&db.store, &schema);
+    let end = match &span.end {
+        std::ops::Bound::Included(k) => std::ops::Bound::Included(k.as_slice()),
+        std::ops::Bound::Excluded(k) => std::ops::Bound::Excluded(k.as_slice()),
+        std::ops::Bound::Unbounded => std::ops::Bound::Unbounded,
+    };
     for item in tree.range(
         std::ops::Bound::Included(span.key.as_slice()),
-        std::ops::Bound::Unbounded,
+        end,
         Direction::Backward,
     ) {
         let (pk, v) = item?;

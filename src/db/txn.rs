@@ -132,6 +132,8 @@ pub(crate) struct RunSpan {
     pub(crate) last: u64,
     /// The first row's key: every row of the run has a key at or above.
     pub(crate) key: Vec<u8>,
+    /// The last row's key: every row of the run has a key at or below.
+    pub(crate) last_key: Vec<u8>,
 }
 
 /// A point in a transaction's changes ([`Txn::savepoint`]): the changes
@@ -753,6 +755,8 @@ impl<'a> Ctx<'a> {
         if joins {
             if let Some(r) = self.runs.last_mut() {
                 r.last = seq;
+                r.last_key.clear();
+                r.last_key.extend_from_slice(pk);
             }
         } else {
             let rec = UndoRecord {
@@ -773,6 +777,7 @@ impl<'a> Ctx<'a> {
                 table: schema.id,
                 first: seq,
                 last: seq,
+                last_key: rec.key.clone(),
                 key: rec.key,
             });
         }
@@ -1337,24 +1342,29 @@ impl<'a> Ctx<'a> {
                     .map(|(seq, rec)| (seq, rec, false)),
             );
         }
+        // Runs are in number order: those reaching past `save` are last.
         let spans = self
             .runs
             .iter()
-            .filter(|r| r.last > save)
+            .rev()
+            .take_while(|r| r.last > save)
             .map(|r| super::Span {
                 lo: r.first.max(save + 1),
                 hi: r.last,
                 first: r.first,
                 table: r.table,
                 key: r.key.clone(),
+                end: std::ops::Bound::Included(r.last_key.clone()),
             })
             .collect();
         super::undo_all(db, self.id, recs, spans)?;
         self.live = self.live.saturating_sub(in_tree);
         // What is left of the runs ends at `save`, so no later insert
         // joins one across the rollback.
-        self.runs.retain(|r| r.first <= save);
+        let keep = self.runs.partition_point(|r| r.first <= save);
+        self.runs.truncate(keep);
         if let Some(r) = self.runs.last_mut() {
+            // Its last key stays: still above every row left in it.
             r.last = r.last.min(save);
         }
         // `self.seq` stays: sequence numbers are never reused, so a reader

@@ -52,7 +52,8 @@
 //!   written for it. Rollback removes the rows of `t` from `k` on whose
 //!   header names the transaction with an insert pointer in that range.
 //! * U6. A roll pointer with [`RollPtr::INSERT_BIT`] set names an insert
-//!   undo record in its writer's insert undo segment (`txn::undo_seg`):
+//!   undo record, or a row of an insert run (U7), in its writer's insert
+//!   undo segment (`txn::undo_seg`):
 //!   the version was inserted and had no previous version, so readers
 //!   and purge never look the record up (it is freed when the writer
 //!   ends), and rollback acts on a record only while the version still
@@ -484,6 +485,29 @@ impl UndoRecord {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// An insert run's record (U7) round-trips in version 2, carries no
+    /// old value, and does not exist in version 1.
+    #[test]
+    fn insert_run_records_are_version_2_only() {
+        let rec = UndoRecord {
+            kind: UndoKind::InsertRun,
+            undo_no: 7,
+            table: 3,
+            trx: 99,
+            prev_trx: 0,
+            prev_roll: RollPtr::NONE,
+            key: vec![1, 2, 3],
+            old_value: None,
+            changed: 0,
+        };
+        assert_eq!(UndoRecord::decode(&rec.encode()).unwrap(), rec);
+        assert!(!UndoKind::InsertRun.has_old_value());
+        let mut v1 = rec.encode_v1();
+        assert!(UndoRecord::decode(&v1).is_err());
+        v1[1] = 1;
+        assert!(UndoRecord::decode(&v1).is_ok());
+    }
 
     fn record() -> impl Strategy<Value = UndoRecord> {
         (

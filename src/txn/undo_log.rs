@@ -283,7 +283,18 @@ impl UndoLog {
                     page: 0,
                     reason: format!("undo log key {k:02x?} is not an undo record's key"),
                 })?;
-                Ok((seq, UndoRecord::decode(&v)?))
+                let rec = UndoRecord::decode(&v)?;
+                if rec.kind == super::undo::UndoKind::InsertRun {
+                    // Runs live in insert undo segments only (undo U7).
+                    return Err(Error::CorruptPage {
+                        file: store.pool().file().path().to_path_buf(),
+                        page: 0,
+                        reason: format!(
+                            "an insert-run undo record in the undo tree (trx {trx}, {seq})"
+                        ),
+                    });
+                }
+                Ok((seq, rec))
             })
     }
 

@@ -962,6 +962,18 @@ fn automatic_key_runs_are_rolled_back_after_power_loss() {
                 &b.insert(&t, &auto_acct(&format!("b{i}"), i)).unwrap()[0]
             ));
         }
+        if i == 1000 {
+            // A savepoint rolled back inside the run, then an explicit
+            // key and a new run: recovery sees the first run's record and
+            // takes it to end before the explicit key's (a stale record
+            // whose last rows are gone already).
+            let sp = a.savepoint();
+            for j in 0..200 {
+                a.insert(&t, &auto_acct(&format!("s{j}"), j)).unwrap();
+            }
+            a.rollback_to_savepoint(sp).unwrap();
+            a.insert(&t, &acct(9_000_000, "explicit", 0)).unwrap();
+        }
     }
     b.commit().unwrap();
     let crashed = fs.crash(quill::io::CrashMode::Random);
