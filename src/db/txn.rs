@@ -1410,6 +1410,10 @@ impl<'a> Ctx<'a> {
         let Some(seg) = &self.seg else {
             return Ok(None);
         };
+        // A free ends a commit or a rollback, which must finish: on a
+        // thread that must not block it waits as they do (wait W2), so
+        // it is never refused half way through a transaction's end.
+        let _may_wait = crate::wait::MayWait::new();
         let (entry, first) = seg.head();
         let lsn = self
             .db
