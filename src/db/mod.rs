@@ -569,7 +569,7 @@ fn undo_span(db: &DbInner, trx: TrxId, span: &Span) -> Result<u64> {
         if h.trx != trx || !h.roll.is_insert() {
             continue;
         }
-        let seq = h.roll.0 & !RollPtr::INSERT_BIT;
+        let seq = h.roll.seq();
         if (span.lo..=span.hi).contains(&seq) {
             doomed.push((pk, h.roll));
         } else if (span.first..span.lo).contains(&seq) {
@@ -580,7 +580,7 @@ fn undo_span(db: &DbInner, trx: TrxId, span: &Span) -> Result<u64> {
     for (pk, roll) in doomed {
         let rec = UndoRecord {
             kind: UndoKind::Insert,
-            undo_no: roll.0 & !RollPtr::INSERT_BIT,
+            undo_no: roll.seq(),
             table: span.table,
             trx,
             prev_trx: 0,

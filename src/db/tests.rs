@@ -57,6 +57,15 @@ fn create_notes_before_c4(db: &Db) -> crate::Table {
     crate::Table { state: st }
 }
 
+/// `notes` without its index (the tests of insert undo need no index).
+fn create_plain_notes(db: &Db) -> crate::Table {
+    db.create_table(TableDef {
+        indexes: vec![],
+        ..notes()
+    })
+    .unwrap()
+}
+
 fn note(id: i64, len: usize) -> Vec<Value> {
     vec![Value::Int64(id), Value::Text("n".repeat(len))]
 }
@@ -326,13 +335,7 @@ fn recovery_frees_the_segment_of_a_committed_transaction() {
     for marked in [true, false] {
         let fs = SimFs::new(77);
         let db = open(&fs);
-        let t = db
-            .create_table(TableDef {
-                name: "notes".into(),
-                indexes: vec![],
-                ..notes()
-            })
-            .unwrap();
+        let t = create_plain_notes(&db);
         let mut tx = db.begin().unwrap();
         for i in 0..2000 {
             tx.insert(&t, &note(i, 10)).unwrap();
@@ -379,13 +382,7 @@ fn recovery_frees_the_segment_of_a_committed_transaction() {
 fn automatic_keys_write_one_undo_record_per_run() {
     let fs = SimFs::new(78);
     let db = open(&fs);
-    let t = db
-        .create_table(TableDef {
-            name: "notes".into(),
-            indexes: vec![],
-            ..notes()
-        })
-        .unwrap();
+    let t = create_plain_notes(&db);
     let mut tx = db.begin().unwrap();
     for _ in 0..500 {
         tx.insert(&t, &[Value::Null, Value::Text("x".into())])

@@ -108,6 +108,12 @@ impl RollPtr {
     pub fn is_insert(self) -> bool {
         self.0 & Self::INSERT_BIT != 0
     }
+
+    /// The undo record's (or, in a run, the row's) sequence number in its
+    /// transaction, without the insert bit.
+    pub fn seq(self) -> u64 {
+        self.0 & !Self::INSERT_BIT
+    }
 }
 
 /// The header in front of every clustered-index record value.
