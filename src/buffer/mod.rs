@@ -824,6 +824,24 @@ impl BufferPool {
         }
     }
 
+    /// Drop page `id` from the pool if it is cached, unpinned, clean and
+    /// not latched, so that its next access reads it from the file (how a
+    /// test makes an access need a read); whether it was dropped.
+    pub fn evict(&self, id: PageId) -> bool {
+        let Some(idx) = self.shard(id.0).read().get(&id.0).copied() else {
+            return false;
+        };
+        // The LRU's lock before a shard's, as `free_frame` takes them.
+        let mut lru = self.lru.lock();
+        if !self.try_evict(idx) {
+            return false;
+        }
+        lru.remove(idx);
+        lru.push_free(idx);
+        self.counters.evictions.incr();
+        true
+    }
+
     /// Detach frame `idx` from its page if it is unpinned and clean (B1).
     fn try_evict(&self, idx: u32) -> bool {
         let f = self.frame(idx);

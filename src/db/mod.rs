@@ -175,6 +175,10 @@ pub struct DbStats {
     /// Trees of dropped tables whose pages are not freed yet.
     #[serde(default)]
     pub pending_drops: usize,
+    /// Insert undo pages kept for reuse by the next transactions
+    /// (`txn::undo_seg` US6; none after a clean close).
+    #[serde(default)]
+    pub cached_undo_pages: usize,
 }
 
 /// Name of the file holding the transaction statistics of the last clean
@@ -395,6 +399,7 @@ impl DbInner {
             recovery: self.recovery.clone(),
             purge_error: self.purge_error.lock().clone(),
             pending_drops: self.pending_drops.load(Ordering::Relaxed),
+            cached_undo_pages: self.segs.cached_pages(),
         }
     }
 }
@@ -1001,6 +1006,9 @@ impl Db {
         match Arc::try_unwrap(inner) {
             Ok(inner) if inner.read_only => inner.store.close(),
             Ok(inner) => {
+                // No transaction runs: leave no cached undo page behind
+                // (undo_seg US6).
+                inner.segs.release_cached(&inner.store)?;
                 let stats = inner.stats();
                 if let Ok(json) = serde_json::to_vec_pretty(&stats) {
                     let path = inner.dir.join(TXN_STATS_FILE);

@@ -793,22 +793,18 @@ impl<'a> Ctx<'a> {
 
     /// Append an insert's undo record `rec` (number `seq`) to this
     /// transaction's insert undo segment (`txn::undo_seg`), creating it
-    /// on the first; `false` if it cannot go there (no directory entry for
-    /// the transaction's slot, or a record longer than a page holds), and
-    /// the caller puts it in the undo tree.
+    /// on the first; `false` if it cannot go there (no idle directory
+    /// entry, or a record longer than a page holds), and the caller puts
+    /// it in the undo tree.
     fn append_insert_undo(&mut self, seq: u64, rec: &UndoRecord) -> Result<bool> {
-        let Some(entry) = self
-            .slot
-            .as_ref()
-            .and_then(|s| self.db.segs.entry_for(s.index()))
-        else {
+        let Some(slot) = self.slot.as_ref().map(|s| s.index()) else {
             return Ok(false);
         };
         let db = self.db;
         let id = self.id;
         Ok(db
             .segs
-            .append(&db.store, &mut self.seg, entry, id, seq, &rec.encode())?
+            .append(&db.store, &mut self.seg, slot, id, seq, &rec.encode())?
             .is_some())
     }
 
@@ -1378,7 +1374,7 @@ impl<'a> Ctx<'a> {
             return Ok(());
         }
         self.done = true;
-        let r = self.rollback_to(0).and_then(|()| self.free_segment());
+        let r = self.rollback_to(0).and_then(|()| self.end_segment());
         self.finish_locks();
         self.db.counters.rollbacks.incr();
         match r {
@@ -1396,17 +1392,18 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Free the insert undo segment, if any (undo_seg US1).
-    fn free_segment(&mut self) -> Result<()> {
-        self.free_segment_lsn(false).map(drop)
+    /// End the insert undo segment, if any: free it or cache its page
+    /// (undo_seg US1, US6).
+    fn end_segment(&mut self) -> Result<()> {
+        self.end_segment_lsn(false).map(drop)
     }
 
-    /// Free the insert undo segment, if any, in one mini-transaction if
+    /// End the insert undo segment, if any, in one mini-transaction if
     /// `in_one` (an insert-only commit, undo_seg US3); the LSN of the
-    /// change that emptied its directory entry. The segment stays the
-    /// transaction's until it is freed, so a rollback after a failed
-    /// free still reads its records.
-    fn free_segment_lsn(&mut self, in_one: bool) -> Result<Option<crate::Lsn>> {
+    /// change that ended it. The segment stays the transaction's until
+    /// it is ended, so a rollback after a failed end still reads its
+    /// records.
+    fn end_segment_lsn(&mut self, in_one: bool) -> Result<Option<crate::Lsn>> {
         let Some(seg) = &self.seg else {
             return Ok(None);
         };
@@ -1414,11 +1411,7 @@ impl<'a> Ctx<'a> {
         // thread that must not block it waits as they do (wait W2), so
         // it is never refused half way through a transaction's end.
         let _may_wait = crate::wait::MayWait::new();
-        let (entry, first) = seg.head();
-        let lsn = self
-            .db
-            .segs
-            .free(&self.db.store, entry, first, self.id, in_one)?;
+        let lsn = self.db.segs.end(&self.db.store, seg, self.id, in_one)?;
         self.seg = None;
         Ok(Some(lsn))
     }
@@ -1446,7 +1439,7 @@ impl<'a> Ctx<'a> {
         self.done = true;
         let mut late = false;
         // undo_seg US3: an insert-only transaction with a small segment
-        // commits by freeing it; any other writes its mark first.
+        // commits by ending it; any other writes its mark first.
         let marked = self.live > 0
             || self
                 .seg
@@ -1455,13 +1448,13 @@ impl<'a> Ctx<'a> {
         let written = if marked {
             match self.db.undo.mark_committed(&self.db.store, self.id) {
                 Ok(l) => {
-                    if let Err(e) = self.free_segment() {
-                        // Committed in the log, its segment not freed:
-                        // never made visible in this process; recovery
-                        // finds the mark and frees the rest. The slot is
-                        // abandoned, not released, because its directory
-                        // entry is still taken (US2); it holds the purge
-                        // bound until the database is reopened. A free
+                    if let Err(e) = self.end_segment() {
+                        // Committed in the log, its segment not ended:
+                        // never made visible in this process (the slot is
+                        // abandoned, not released; it holds the purge
+                        // bound until the database is reopened, and its
+                        // directory entry stays held, US2); recovery
+                        // finds the mark and frees the rest. An end
                         // fails only on an I/O error or a damaged page.
                         self.abandon_slot();
                         self.finish_locks();
@@ -1472,7 +1465,7 @@ impl<'a> Ctx<'a> {
                 Err(e) => Err(e),
             }
         } else {
-            self.free_segment_lsn(true)
+            self.end_segment_lsn(true)
         };
         let lsn = match written {
             Ok(None) => None,

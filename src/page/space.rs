@@ -61,8 +61,11 @@ pub const SPACE_MAGIC: &[u8; 8] = b"QUILLDAT";
 /// records a version 3 build cannot read); version 5 insert undo
 /// segments (`txn::undo_seg`, root slot 2, and roll pointers with the
 /// insert bit, undo U6: a version 4 build would neither roll back the
-/// segments' inserts after a crash nor read those pointers).
-pub const SPACE_FORMAT_VERSION: u32 = 5;
+/// segments' inserts after a crash nor read those pointers); version 6
+/// cached undo segment pages (`txn::undo_seg` US6: a version 5 build
+/// would take a cached page for a transaction's segment and fail its
+/// recovery).
+pub const SPACE_FORMAT_VERSION: u32 = 6;
 /// Oldest tablespace format version this build reads (and migrates).
 pub const MIN_SPACE_FORMAT_VERSION: u32 = 1;
 /// Number of root slots in the superblock.

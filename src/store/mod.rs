@@ -584,7 +584,9 @@ impl Store {
     /// format 3 wrote (undo U5), so from 3 only the version changes too;
     /// format 5 adds the insert undo directory in root slot 2, which the
     /// database layer creates at open when the slot is empty
-    /// (`txn::undo_seg`), so from 4 the version alone changes as well.
+    /// (`txn::undo_seg`), so from 4 the version alone changes as well;
+    /// format 6 lets a directory entry hold a cached page (US6), which a
+    /// format 5 directory has none of, so from 5 too.
     fn migrate(&self, from: u32) -> Result<()> {
         use crate::page::space::{SB_DB_ID, SB_VERSION, SPACE_FORMAT_VERSION};
         let id = self.log().id();

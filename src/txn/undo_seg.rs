@@ -13,10 +13,12 @@
 //!
 //! Layout. Root slot [`UNDO_DIR_ROOT_SLOT`] names the directory's root
 //! page; it lists [`DIR_PARTS`] partition pages, whose entries each name
-//! the first page of one segment (0: free). Both are `UndoDir` pages:
+//! the first page of one segment (0: free), or a cached page kept for
+//! reuse (US6). Both are `UndoDir` pages:
 //! `version u8 | kind u8 (0 root, 1 partition) | count u16 | count page
 //! ids u64`. A segment is a chain of `Undo` pages: `version u8 | trx u64
-//! | next page u64 (0: last) | records`, each record `length u16 (not 0)
+//! | next page u64 (0: last) | records` (transaction 0: a cached page,
+//! whose records mean nothing), each record `length u16 (not 0)
 //! | an undo record` (`txn::undo`, kind insert or insert run, of that
 //! transaction);
 //! a zero length, or the end of the page, ends a page's records.
@@ -29,18 +31,22 @@
 //!   moves the entry past them (to the next page, or 0 after the last):
 //!   after a crash every segment page is reachable from exactly one entry
 //!   or free, never freed twice.
-//! * US2. Entry `i` of partition `p` belongs to the registry slot
-//!   `i * DIR_PARTS + p` ([`UndoSegments::entry_for`]): no two live
-//!   transactions share an entry, and a transaction finds its entry
-//!   without a search. Recovery empties every entry before any
-//!   transaction begins.
+//! * US2. No two live transactions share an entry. The directory keeps
+//!   in memory which entries are empty and which hold a cached page, one
+//!   list of each per partition; a transaction takes an entry from them
+//!   at its first record (its registry slot names the partition it tries
+//!   first, so transactions spread over the partitions) and the entry
+//!   goes back only after the mini-transaction that emptied it or cached
+//!   its page committed. Recovery frees or caches every transaction's
+//!   segment before any transaction begins.
 //! * US3. A transaction with a segment and no commit mark never
 //!   committed: recovery rolls it back with the segment's records and its
 //!   undo-tree records together, newest first. An insert-only transaction
-//!   whose segment has at most [`UndoSegments::free_batch`] pages commits by emptying
-//!   its entry and freeing its pages in one mini-transaction (the commit
-//!   LSN is that one's; no mark, nothing for purge). Any other commits
-//!   with its commit mark first (UL2) and frees its segment after.
+//!   whose segment has at most [`UndoSegments::free_batch`] pages commits
+//!   in one mini-transaction that ends its segment: it empties the entry
+//!   and frees the pages, or (US6) caches the one page (the commit LSN
+//!   is that one's; no mark, nothing for purge). Any other commits with
+//!   its commit mark first (UL2) and ends its segment after.
 //! * US4. UL1 holds for segment records: a record's append commits before
 //!   the change it undoes.
 //! * US5. A page read from a segment must be an `Undo` page of this
@@ -50,8 +56,23 @@
 //!   reported as a
 //!   corrupt page, never skipped. A chain that comes back to a page is
 //!   corrupt too.
+//! * US6. A cached segment is an entry naming a segment page of
+//!   transaction 0: no records, no next page, nobody's undo. A
+//!   transaction whose segment is one page ends it by writing 0 over the
+//!   page's transaction, keeping page and entry, while its partition
+//!   caches fewer than [`CACHE_PER_PART`] pages (a bound that concurrent
+//!   ends may pass by one each); the next transaction to take the entry
+//!   starts its segment by resetting the page ([`Op::Init`]), with no
+//!   page allocation and no directory write. Recovery leaves cached
+//!   segments alone, and a clean close frees them
+//!   ([`UndoSegments::release_cached`]), so a closed database holds no
+//!   page it does not use.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
 
 use crate::buffer::Load;
 use crate::log::Lsn;
@@ -74,6 +95,9 @@ pub const DIR_PARTS: usize = 16;
 /// [`UndoSegments::free_batch`]); an insert-only transaction with a
 /// longer segment commits with a mark (US3).
 pub const FREE_BATCH: usize = 32;
+/// One-page segments each directory partition keeps for reuse (US6):
+/// 128 pages in all, half a megabyte of 4 KiB pages.
+pub const CACHE_PER_PART: usize = 8;
 
 const DIR_VERSION: u8 = 1;
 const DIR_ROOT: u8 = 0;
@@ -130,14 +154,37 @@ pub struct Found {
     pub trx: TrxId,
 }
 
+/// The entries of one partition that no transaction holds (US2).
+#[derive(Debug, Default)]
+struct Idle {
+    /// Empty entries, by index.
+    empty: Vec<usize>,
+    /// Entries holding a cached page (US6), with the page.
+    cached: Vec<(usize, PageId)>,
+}
+
+/// [`Idle`] behind its lock, with the number of cached pages readable
+/// without it, on a cache line of its own.
+#[derive(Debug, Default)]
+struct PartIdle {
+    idle: Mutex<Idle>,
+    cached: AtomicUsize,
+}
+
 /// The insert undo directory of a store.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct UndoSegments {
     /// The partition pages; empty when the store has no directory (a
     /// read-only open of a store this build never wrote).
     parts: Vec<PageId>,
-    /// Entries per partition page.
-    per_part: usize,
+    /// Per partition, the entries no transaction holds (US2).
+    idle: Box<[CachePadded<PartIdle>]>,
+}
+
+/// How a transaction's first record takes its entry.
+enum Taken {
+    Empty(Entry),
+    Cached(Entry, PageId),
 }
 
 fn corrupt(store: &Store, page: u64, reason: impl Into<String>) -> Error {
@@ -215,7 +262,7 @@ impl UndoSegments {
             PageId(0) if store.is_read_only() => {
                 return Ok(UndoSegments {
                     parts: Vec::new(),
-                    per_part,
+                    idle: Box::new([]),
                 });
             }
             PageId(0) => Self::create(store, per_part)?,
@@ -234,7 +281,41 @@ impl UndoSegments {
                 format!("undo directory root lists {} partitions", parts.len()),
             ));
         }
-        Ok(UndoSegments { parts, per_part })
+        // Which entries are idle (US2): empty ones, and those whose page
+        // is cached (US6). The others are transactions' segments, which
+        // recovery ends, putting their entries here.
+        let mut idle = Vec::with_capacity(DIR_PARTS);
+        for &pid in &parts {
+            let p = store.pool().fetch_read(pid)?;
+            let entries = dir_entries(store, pid, &p, DIR_PART)?;
+            drop(p);
+            let mut part = Idle::default();
+            for (index, first) in entries.into_iter().enumerate().rev() {
+                if first == 0 {
+                    part.empty.push(index);
+                } else {
+                    let fp = store.pool().fetch_read(PageId(first))?;
+                    if seg_page_owner(store, PageId(first), &fp)? == 0 {
+                        if get_u64(&fp, SEG_NEXT) != 0 {
+                            return Err(corrupt(
+                                store,
+                                first,
+                                "cached undo segment page with a next page (US6)",
+                            ));
+                        }
+                        part.cached.push((index, PageId(first)));
+                    }
+                }
+            }
+            idle.push(CachePadded::new(PartIdle {
+                cached: AtomicUsize::new(part.cached.len()),
+                idle: Mutex::new(part),
+            }));
+        }
+        Ok(UndoSegments {
+            parts,
+            idle: idle.into_boxed_slice(),
+        })
     }
 
     fn create(store: &Store, per_part: usize) -> Result<PageId> {
@@ -267,15 +348,62 @@ impl UndoSegments {
         FREE_BATCH.min(store.pool().frames() / 8).max(1)
     }
 
-    /// The entry of the transaction in registry slot `slot` (US2), if
-    /// the directory has one for it (else its insert undo goes to the
-    /// undo tree).
-    pub fn entry_for(&self, slot: usize) -> Option<Entry> {
-        let entry = Entry {
-            part: slot % DIR_PARTS,
-            index: slot / DIR_PARTS,
+    /// Take an idle entry for a transaction in registry slot `slot`
+    /// (US2): a cached page if any partition has one (US6), else an empty
+    /// entry, trying the slot's partition first; `None` if every entry is
+    /// held (the transaction's insert undo then goes to the undo tree).
+    fn take(&self, slot: usize) -> Option<Taken> {
+        let n = self.idle.len();
+        let order = (0..n).map(|i| (slot + i) % n);
+        for p in order.clone() {
+            let part = self.idle.get(p)?;
+            if part.cached.load(Ordering::Relaxed) == 0 {
+                continue;
+            }
+            let mut idle = part.idle.lock();
+            if let Some((index, page)) = idle.cached.pop() {
+                part.cached.store(idle.cached.len(), Ordering::Relaxed);
+                return Some(Taken::Cached(Entry { part: p, index }, page));
+            }
+        }
+        for p in order {
+            if let Some(index) = self.idle.get(p)?.idle.lock().empty.pop() {
+                return Some(Taken::Empty(Entry { part: p, index }));
+            }
+        }
+        None
+    }
+
+    /// Give back an entry no transaction holds any more: empty, or
+    /// holding cached page `cached` (US2, US6).
+    fn give_back(&self, entry: Entry, cached: Option<PageId>) {
+        let Some(part) = self.idle.get(entry.part) else {
+            return; // not a partition of this directory: nothing to keep
         };
-        (entry.index < self.per_part && entry.part < self.parts.len()).then_some(entry)
+        let mut idle = part.idle.lock();
+        match cached {
+            Some(page) => {
+                idle.cached.push((entry.index, page));
+                part.cached.store(idle.cached.len(), Ordering::Relaxed);
+            }
+            None => idle.empty.push(entry.index),
+        }
+    }
+
+    /// Whether the partition of `entry` has room for another cached page
+    /// (US6).
+    fn cache_has_room(&self, entry: Entry) -> bool {
+        self.idle
+            .get(entry.part)
+            .is_some_and(|p| p.cached.load(Ordering::Relaxed) < CACHE_PER_PART)
+    }
+
+    /// Cached pages in the directory (US6).
+    pub fn cached_pages(&self) -> usize {
+        self.idle
+            .iter()
+            .map(|p| p.cached.load(Ordering::Relaxed))
+            .sum()
     }
 
     fn part_page(&self, entry: Entry) -> Result<PageId> {
@@ -294,15 +422,16 @@ impl UndoSegments {
     }
 
     /// Append insert undo record `seq` of `trx`, encoded as `rec`, to the
-    /// transaction's segment, creating it in `entry` on the first record
-    /// (US1, US4). Returns the append's LSN; `Ok(None)` if the record
-    /// cannot go into a segment (longer than a page holds: the caller
-    /// puts it in the undo tree).
+    /// transaction's segment, starting it on the first record in an entry
+    /// taken for registry slot `slot` (US1, US2, US4, US6). Returns the
+    /// append's LSN; `Ok(None)` if the record cannot go into a segment
+    /// (longer than a page holds, or every entry held: the caller puts it
+    /// in the undo tree).
     pub fn append(
         &self,
         store: &Store,
         seg: &mut Option<Segment>,
-        entry: Entry,
+        slot: usize,
         trx: TrxId,
         seq: u64,
         rec: &[u8],
@@ -310,71 +439,107 @@ impl UndoSegments {
         if !Self::fits(store, SEG_RECORDS, rec.len()) || rec.len() > usize::from(u16::MAX) {
             return Ok(None);
         }
-        let mut bytes = Vec::with_capacity(2 + rec.len());
-        bytes.extend_from_slice(&(rec.len() as u16).to_le_bytes());
-        bytes.extend_from_slice(rec);
-        let mut mtr = store.mtr()?;
-        match seg {
-            Some(s) if Self::fits(store, s.end, rec.len()) => {
-                let last = s.pages.last().map_or(PageId(0), |p| p.0);
-                let h = mtr.latch(last, Load::Verify)?;
-                write(&mut mtr, h, s.end, &bytes)?;
-                let lsn = commit(mtr)?;
-                s.end += bytes.len();
-                Ok(Some(lsn))
-            }
-            Some(s) => {
-                // The superblock first (store T3), then the old last page,
-                // and only then the allocation, which is the first change:
-                // nothing that can fail comes after it but the writes
-                // (mtr M4; a failure after a change poisons the pool).
-                mtr.latch(PageId(0), Load::Verify)?;
-                let last = s.pages.last().map_or(PageId(0), |p| p.0);
-                let old = mtr.latch(last, Load::Verify)?;
-                seg_page_trx(store, last, mtr.page(old)?, trx)?;
-                let h = alloc_page(&mut mtr)?;
-                let id = mtr.id(h)?;
-                init_page(&mut mtr, h, trx, &bytes)?;
-                write(&mut mtr, old, SEG_NEXT, &id.0.to_le_bytes())?;
-                let lsn = commit(mtr)?;
-                s.pages.push((id, seq));
-                s.end = SEG_RECORDS + bytes.len();
-                Ok(Some(lsn))
-            }
-            None => {
-                // As above: superblock, then the directory page and its
-                // checks, then the allocation (T3, M4).
-                mtr.latch(PageId(0), Load::Verify)?;
-                let dir = mtr.latch(self.part_page(entry)?, Load::Verify)?;
-                let at = DIR_ENTRIES + 8 * entry.index;
-                let present = {
-                    let p = mtr.page(dir)?;
-                    dir_entries(store, self.part_page(entry)?, p, DIR_PART)?;
-                    get_u64(p, at)
-                };
-                if present != 0 {
-                    return Err(corrupt(
-                        store,
-                        self.part_page(entry)?.0,
-                        format!(
-                            "undo directory entry {} holds segment {present} of another transaction (US2)",
-                            entry.index
-                        ),
-                    ));
+        let Some(s) = seg.as_mut() else {
+            let Some(taken) = self.take(slot) else {
+                return Ok(None);
+            };
+            let (entry, cached) = match taken {
+                Taken::Empty(e) => (e, None),
+                Taken::Cached(e, page) => (e, Some(page)),
+            };
+            return match self.start(store, entry, cached, trx, rec) {
+                Ok((lsn, first, end)) => {
+                    *seg = Some(Segment {
+                        entry,
+                        pages: vec![(first, seq)],
+                        end,
+                    });
+                    Ok(Some(lsn))
                 }
-                let h = alloc_page(&mut mtr)?;
-                let id = mtr.id(h)?;
-                init_page(&mut mtr, h, trx, &bytes)?;
-                write(&mut mtr, dir, at, &id.0.to_le_bytes())?;
-                let lsn = commit(mtr)?;
-                *seg = Some(Segment {
-                    entry,
-                    pages: vec![(id, seq)],
-                    end: SEG_RECORDS + bytes.len(),
-                });
-                Ok(Some(lsn))
-            }
+                Err(e) => {
+                    // Nothing changed, or the pool is poisoned and
+                    // recovery decides (mtr M4): the entry is as it was.
+                    self.give_back(entry, cached);
+                    Err(e)
+                }
+            };
+        };
+        let bytes = prefixed(rec);
+        let mut mtr = store.mtr()?;
+        let last = s.pages.last().map_or(PageId(0), |p| p.0);
+        if Self::fits(store, s.end, rec.len()) {
+            let h = mtr.latch(last, Load::Verify)?;
+            write(&mut mtr, h, s.end, &bytes)?;
+            let lsn = commit(mtr)?;
+            s.end += bytes.len();
+            return Ok(Some(lsn));
         }
+        // The superblock first (store T3), then the old last page, and
+        // only then the allocation, which is the first change: nothing
+        // that can fail comes after it but the writes (mtr M4; a failure
+        // after a change poisons the pool).
+        mtr.latch(PageId(0), Load::Verify)?;
+        let old = mtr.latch(last, Load::Verify)?;
+        seg_page_trx(store, last, mtr.page(old)?, trx)?;
+        let h = alloc_page(&mut mtr)?;
+        let id = mtr.id(h)?;
+        init_page(&mut mtr, h, trx, &bytes)?;
+        write(&mut mtr, old, SEG_NEXT, &id.0.to_le_bytes())?;
+        let lsn = commit(mtr)?;
+        s.pages.push((id, seq));
+        s.end = SEG_RECORDS + bytes.len();
+        Ok(Some(lsn))
+    }
+
+    /// Start a segment of `trx` in `entry` holding `rec` (length-prefixed
+    /// there): on its cached page if it has one (US6), else on a new page
+    /// the entry is set to (US1). Returns the LSN, the first page and
+    /// where the next record goes.
+    fn start(
+        &self,
+        store: &Store,
+        entry: Entry,
+        cached: Option<PageId>,
+        trx: TrxId,
+        rec: &[u8],
+    ) -> Result<(Lsn, PageId, usize)> {
+        let bytes = prefixed(rec);
+        let end = SEG_RECORDS + bytes.len();
+        let mut mtr = store.mtr()?;
+        if let Some(page) = cached {
+            let h = mtr.latch(page, Load::Verify)?;
+            seg_page_trx(store, page, mtr.page(h)?, 0)?;
+            init_page(&mut mtr, h, trx, &bytes)?;
+            return Ok((commit(mtr)?, page, end));
+        }
+        // The superblock first (store T3), then the directory page and
+        // its checks, then the allocation, which is the first change:
+        // nothing that can fail comes after it but the writes (mtr M4; a
+        // failure after a change poisons the pool).
+        mtr.latch(PageId(0), Load::Verify)?;
+        let dir_id = self.part_page(entry)?;
+        let dir = mtr.latch(dir_id, Load::Verify)?;
+        let at = DIR_ENTRIES + 8 * entry.index;
+        let present = {
+            let p = mtr.page(dir)?;
+            dir_entries(store, dir_id, p, DIR_PART)?;
+            get_u64(p, at)
+        };
+        if present != 0 {
+            return Err(corrupt(
+                store,
+                dir_id.0,
+                format!(
+                    "undo directory entry {} holds segment {present} though it was idle (US2)",
+                    entry.index
+                ),
+            ));
+        }
+        let h = alloc_page(&mut mtr)?;
+        let id = mtr.id(h)?;
+        init_page(&mut mtr, h, trx, &bytes)?;
+        write(&mut mtr, dir, at, &id.0.to_le_bytes())?;
+        Ok((commit(mtr)?, id, end))
     }
 
     /// The records of `seg` (of `trx`) with sequence numbers above
@@ -402,7 +567,8 @@ impl UndoSegments {
         Ok(out)
     }
 
-    /// Every segment in the directory (recovery, US3).
+    /// Every transaction's segment in the directory (recovery, US3);
+    /// cached pages (US6) are nobody's.
     pub fn existing(&self, store: &Store) -> Result<Vec<Found>> {
         let mut out = Vec::new();
         for (part, &pid) in self.parts.iter().enumerate() {
@@ -415,6 +581,9 @@ impl UndoSegments {
                 }
                 let fp = store.pool().fetch_read(PageId(first))?;
                 let trx = seg_page_owner(store, PageId(first), &fp)?;
+                if trx == 0 {
+                    continue;
+                }
                 out.push(Found {
                     entry: Entry { part, index },
                     first: PageId(first),
@@ -447,12 +616,60 @@ impl UndoSegments {
         Ok(out)
     }
 
+    /// End the segment `seg` of `trx` as its transaction ends: cache its
+    /// page if it has one page and its partition has room (US6), else
+    /// free it ([`UndoSegments::free`]). The entry is idle after (US2).
+    /// Returns the LSN of the change that ended the segment (with
+    /// `in_one`, of the one change: US3).
+    pub fn end(&self, store: &Store, seg: &Segment, trx: TrxId, in_one: bool) -> Result<Lsn> {
+        let (entry, first) = seg.head();
+        if seg.pages.len() != 1 || !self.cache_has_room(entry) {
+            return self.free(store, entry, first, trx, in_one);
+        }
+        let mut mtr = store.mtr()?;
+        let h = mtr.latch(first, Load::Verify)?;
+        let next = {
+            let p = mtr.page(h)?;
+            seg_page_trx(store, first, p, trx)?;
+            get_u64(p, SEG_NEXT)
+        };
+        if next != 0 {
+            return Err(corrupt(
+                store,
+                first.0,
+                format!("one-page undo segment of transaction {trx} names a next page {next}"),
+            ));
+        }
+        write(&mut mtr, h, SEG_TRX, &0u64.to_le_bytes())?;
+        let lsn = commit(mtr)?;
+        self.give_back(entry, Some(first));
+        Ok(lsn)
+    }
+
+    /// Free every cached page (US6), emptying their entries: a clean
+    /// close leaves no page the database does not use. Only while no
+    /// transaction runs.
+    pub fn release_cached(&self, store: &Store) -> Result<()> {
+        for (part, p) in self.idle.iter().enumerate() {
+            let cached = {
+                let mut idle = p.idle.lock();
+                p.cached.store(0, Ordering::Relaxed);
+                std::mem::take(&mut idle.cached)
+            };
+            for (index, page) in cached {
+                self.free(store, Entry { part, index }, page, 0, true)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Free the segment of `trx` that starts at `first` in `entry`, up
     /// to [`UndoSegments::free_batch`] pages per mini-transaction, each
     /// moving the entry past the pages it frees (US1). Returns the LSN of
-    /// the last one, which empties the entry. With `in_one`, a segment
-    /// longer than one batch is refused before anything changes (an
-    /// insert-only commit must be one mini-transaction, US3).
+    /// the last one, which empties the entry; the entry is idle after
+    /// (US2). With `in_one`, a segment longer than one batch is refused
+    /// before anything changes (an insert-only commit must be one
+    /// mini-transaction, US3).
     pub fn free(
         &self,
         store: &Store,
@@ -466,6 +683,7 @@ impl UndoSegments {
         loop {
             let (next, lsn) = self.free_batch_once(store, entry, head, trx, in_one, &mut seen)?;
             if next.0 == 0 {
+                self.give_back(entry, None);
                 return Ok(lsn);
             }
             head = next;
@@ -551,6 +769,15 @@ impl UndoSegments {
         write(&mut mtr, dir, at, &next.0.to_le_bytes())?;
         Ok((next, commit(mtr)?))
     }
+}
+
+/// `rec` behind its length, as a segment page holds it (the caller
+/// checked that the length fits a `u16`).
+fn prefixed(rec: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(2 + rec.len());
+    bytes.extend_from_slice(&(rec.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(rec);
+    bytes
 }
 
 fn commit(mtr: Mtr<'_>) -> Result<Lsn> {
@@ -721,19 +948,20 @@ mod tests {
             Store::create(Arc::new(SimFs::new(1)), Path::new("/db"), test_options()).unwrap();
         let segs = UndoSegments::open(&store).unwrap();
         assert!(segs.existing(&store).unwrap().is_empty());
-        let entry = segs.entry_for(37).unwrap();
-        assert_eq!(entry, Entry { part: 5, index: 2 });
         let mut seg = None;
         let n = 20_000u64;
         for seq in 1..=n {
             let r = rec(42, seq, 20);
             assert!(
-                segs.append(&store, &mut seg, entry, 42, seq, &r.encode())
+                segs.append(&store, &mut seg, 37, 42, seq, &r.encode())
                     .unwrap()
                     .is_some()
             );
         }
         let seg = seg.unwrap();
+        // Slot 37's partition first, its lowest entry (US2).
+        let entry = seg.head().0;
+        assert_eq!(entry, Entry { part: 5, index: 0 });
         assert!(
             seg.page_count() > UndoSegments::free_batch(&store),
             "{} pages: the free below should take more than one batch",
@@ -774,9 +1002,10 @@ mod tests {
         // free.
         assert!(segs.free(&store, e, first, 42, false).is_err());
         let mut again = None;
-        segs.append(&store, &mut again, entry, 43, 1, &rec(43, 1, 3).encode())
+        segs.append(&store, &mut again, 37, 43, 1, &rec(43, 1, 3).encode())
             .unwrap();
-        assert_eq!(segs.existing(&store).unwrap()[0].trx, 43);
+        let found = segs.existing(&store).unwrap();
+        assert_eq!((found[0].entry, found[0].trx), (entry, 43));
     }
 
     /// A power loss after some of a segment's free batches leaves the
@@ -787,11 +1016,10 @@ mod tests {
         let fs = SimFs::new(3);
         let store = Store::create(Arc::new(fs.clone()), Path::new("/db"), test_options()).unwrap();
         let segs = UndoSegments::open(&store).unwrap();
-        let entry = segs.entry_for(5).unwrap();
         let mut seg = None;
         let n = 8_000u64;
         for seq in 1..=n {
-            segs.append(&store, &mut seg, entry, 7, seq, &rec(7, seq, 20).encode())
+            segs.append(&store, &mut seg, 5, 7, seq, &rec(7, seq, 20).encode())
                 .unwrap();
         }
         let seg = seg.unwrap();
@@ -827,8 +1055,7 @@ mod tests {
         let store = Store::create(Arc::new(fs.clone()), Path::new("/db"), test_options()).unwrap();
         let segs = UndoSegments::open(&store).unwrap();
         let mut seg = None;
-        let e = segs.entry_for(0).unwrap();
-        segs.append(&store, &mut seg, e, 9, 1, &rec(9, 1, 4).encode())
+        segs.append(&store, &mut seg, 0, 9, 1, &rec(9, 1, 4).encode())
             .unwrap();
         let root = store.root(UNDO_DIR_ROOT_SLOT).unwrap();
         store.close().unwrap();
@@ -841,11 +1068,160 @@ mod tests {
             segs.chain_records(&store, found[0].first, 9).unwrap(),
             vec![(1, rec(9, 1, 4))]
         );
-        // Slots past the directory's capacity have no entry (US2): their
-        // inserts use the undo tree.
+        // Every idle entry can be taken once, the held one not at all;
+        // then there is none (US2): inserts use the undo tree.
         let cap = DIR_PARTS * entries_per_page(store.pool().page_size());
-        assert!(segs.entry_for(cap - 1).is_some());
-        assert!(segs.entry_for(cap).is_none());
+        let mut taken = HashSet::new();
+        for i in 0..cap - 1 {
+            match segs.take(i) {
+                Some(Taken::Empty(e)) => assert!(taken.insert((e.part, e.index))),
+                _ => panic!("entry {i} of {cap} not taken"),
+            }
+        }
+        assert!(!taken.contains(&(found[0].entry.part, found[0].entry.index)));
+        assert!(segs.take(0).is_none());
+    }
+
+    /// A one-page segment is cached as its transaction ends (US6): no
+    /// page goes back to the free list, recovery's scan does not see it,
+    /// and the next transaction, whatever its slot, starts on that page
+    /// with no allocation; a reopen finds it cached, and
+    /// `release_cached` frees it.
+    #[test]
+    fn a_one_page_segment_is_cached_and_reused() {
+        let fs = SimFs::new(4);
+        let store = Store::create(Arc::new(fs.clone()), Path::new("/db"), test_options()).unwrap();
+        let segs = UndoSegments::open(&store).unwrap();
+        let mut seg = None;
+        for seq in 1..=3 {
+            segs.append(&store, &mut seg, 3, 11, seq, &rec(11, seq, 8).encode())
+                .unwrap();
+        }
+        let seg = seg.unwrap();
+        let page = seg.head().1;
+        let free = free_pages(&store);
+        // Not its segment: refused, nothing cached.
+        assert!(segs.end(&store, &seg, 12, true).is_err());
+        assert_eq!(segs.cached_pages(), 0);
+        segs.end(&store, &seg, 11, true).unwrap();
+        assert_eq!((free_pages(&store), segs.cached_pages()), (free, 1));
+        assert!(segs.existing(&store).unwrap().is_empty());
+        // Another slot, another partition first: it takes the cached page.
+        let mut next = None;
+        segs.append(&store, &mut next, 10, 12, 1, &rec(12, 1, 5).encode())
+            .unwrap();
+        let next = next.unwrap();
+        assert_eq!(next.head(), seg.head());
+        assert_eq!((free_pages(&store), segs.cached_pages()), (free, 0));
+        // The page holds the new transaction's record alone.
+        assert_eq!(
+            segs.chain_records(&store, page, 12).unwrap(),
+            vec![(1, rec(12, 1, 5))]
+        );
+        segs.end(&store, &next, 12, false).unwrap();
+        store.close().unwrap();
+        let store = Store::open(Arc::new(fs), Path::new("/db"), test_options()).unwrap();
+        let segs = UndoSegments::open(&store).unwrap();
+        assert_eq!(segs.cached_pages(), 1);
+        assert!(segs.existing(&store).unwrap().is_empty());
+        let free = free_pages(&store);
+        segs.release_cached(&store).unwrap();
+        assert_eq!((free_pages(&store), segs.cached_pages()), (free + 1, 0));
+    }
+
+    /// A partition caches at most CACHE_PER_PART pages; segments ending
+    /// past that, and segments of more than one page, are freed (US6).
+    #[test]
+    fn the_cache_is_bounded_and_long_segments_are_freed() {
+        let store =
+            Store::create(Arc::new(SimFs::new(5)), Path::new("/db"), test_options()).unwrap();
+        let segs = UndoSegments::open(&store).unwrap();
+        let mut held = Vec::new();
+        for trx in 1..=(CACHE_PER_PART as u64 + 3) {
+            let mut seg = None;
+            // Slots of one partition.
+            segs.append(&store, &mut seg, 0, trx, 1, &rec(trx, 1, 8).encode())
+                .unwrap();
+            held.push((trx, seg.unwrap()));
+        }
+        assert!(held.iter().all(|(_, s)| s.head().0.part == 0));
+        let free = free_pages(&store);
+        for (trx, seg) in &held {
+            segs.end(&store, seg, *trx, true).unwrap();
+        }
+        assert_eq!(segs.cached_pages(), CACHE_PER_PART);
+        assert_eq!(free_pages(&store), free + 3);
+        segs.release_cached(&store).unwrap();
+        let mut seg = None;
+        for seq in 1..=600 {
+            segs.append(&store, &mut seg, 1, 99, seq, &rec(99, seq, 20).encode())
+                .unwrap();
+        }
+        let seg = seg.unwrap();
+        assert!(seg.page_count() > 1);
+        let free = free_pages(&store);
+        segs.end(&store, &seg, 99, false).unwrap();
+        assert_eq!(free_pages(&store), free + seg.page_count() as u64);
+        assert_eq!(segs.cached_pages(), 0);
+    }
+
+    /// Power loss: a cached page stays cached, a reused one is its new
+    /// transaction's segment with only that transaction's records (US3,
+    /// US6), and a cached page that names a next page is corrupt.
+    #[test]
+    fn cached_pages_survive_a_crash() {
+        let fs = SimFs::new(6);
+        let store = Store::create(Arc::new(fs.clone()), Path::new("/db"), test_options()).unwrap();
+        let segs = UndoSegments::open(&store).unwrap();
+        let mut a = None;
+        let mut b = None;
+        for seq in 1..=4 {
+            segs.append(&store, &mut a, 0, 21, seq, &rec(21, seq, 30).encode())
+                .unwrap();
+        }
+        segs.append(&store, &mut b, 1, 22, 1, &rec(22, 1, 9).encode())
+            .unwrap();
+        let (a, b) = (a.unwrap(), b.unwrap());
+        segs.end(&store, &a, 21, true).unwrap();
+        let lsn = segs.end(&store, &b, 22, true).unwrap();
+        store.commit(lsn, crate::Durability::Sync).unwrap();
+        // A third transaction reuses one of them, durably, and the power
+        // goes before it ends.
+        let mut c = None;
+        let lsn = segs
+            .append(&store, &mut c, 0, 23, 1, &rec(23, 1, 2).encode())
+            .unwrap()
+            .unwrap();
+        store.commit(lsn, crate::Durability::Sync).unwrap();
+        let c = c.unwrap();
+        let crashed = fs.crash(crate::io::CrashMode::DropUnsynced);
+        drop(store);
+        let store =
+            Store::open(Arc::new(crashed.clone()), Path::new("/db"), test_options()).unwrap();
+        let segs = UndoSegments::open(&store).unwrap();
+        assert_eq!(segs.cached_pages(), 1);
+        let found = segs.existing(&store).unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!((found[0].first, found[0].trx), (c.head().1, 23));
+        assert_eq!(
+            segs.chain_records(&store, found[0].first, 23).unwrap(),
+            vec![(1, rec(23, 1, 2))]
+        );
+        // Damage: the cached page names a next page.
+        let cached = segs
+            .idle
+            .iter()
+            .find_map(|p| p.idle.lock().cached.first().map(|c| c.1))
+            .unwrap();
+        let mut mtr = store.mtr().unwrap();
+        let h = mtr.latch(cached, Load::Verify).unwrap();
+        write(&mut mtr, h, SEG_NEXT, &77u64.to_le_bytes()).unwrap();
+        let lsn = commit(mtr).unwrap();
+        store.commit(lsn, crate::Durability::Sync).unwrap();
+        assert!(matches!(
+            UndoSegments::open(&store),
+            Err(Error::CorruptPage { .. })
+        ));
     }
 
     /// Records of the wrong kind or transaction, lengths past the page and

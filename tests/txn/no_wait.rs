@@ -6,6 +6,7 @@
 
 use quill::catalog::Value;
 use quill::io::SimFs;
+use quill::page::PageId;
 use quill::wait::without_waiting;
 use quill::{Error, Table};
 
@@ -81,6 +82,40 @@ fn a_free_row_and_a_cached_page_never_refuse() {
     });
     assert!(!refused);
     assert_eq!(balance(&db, &t, 1), 5);
+}
+
+/// Ending a transaction's insert undo segment reads its page if it must,
+/// even on a thread that must not block (wait W2): a commit and a
+/// rollback whose segment page was evicted both finish there, and the
+/// next open has nothing to roll back (`txn::undo_seg` US3).
+#[test]
+fn ending_an_undo_segment_reads_its_page_without_refusing() {
+    let fs = SimFs::new(74);
+    let db = open(&fs, opts(256));
+    let t = db.create_table(accounts()).unwrap();
+    for (id, commit) in [(1, true), (2, false)] {
+        let mut tx = db.begin_owned().unwrap();
+        tx.insert(&t, &acct(id, &format!("o{id}"), 1)).unwrap();
+        db.store().flush_all().unwrap();
+        let pool = db.store().pool();
+        let evicted = (1..1_000).filter(|&p| pool.evict(PageId(p))).count();
+        assert!(evicted > 0, "nothing evicted");
+        let (r, refused) = without_waiting(|| if commit { tx.commit() } else { tx.rollback() });
+        assert!(r.is_ok() && !refused, "row {id}: {r:?}");
+    }
+    assert_eq!(balance(&db, &t, 1), 1);
+    assert!(
+        db.begin()
+            .unwrap()
+            .get(&t, &[Value::Int64(2)])
+            .unwrap()
+            .is_none()
+    );
+    db.close().unwrap();
+    let db = open(&fs, opts(256));
+    let recovery = db.stats().recovery.unwrap();
+    assert!(recovery.rolled_back.is_empty(), "{recovery:?}");
+    assert!(db.check().unwrap().is_ok());
 }
 
 #[test]
