@@ -828,12 +828,15 @@ impl BufferPool {
     /// not latched, so that its next access reads it from the file (how a
     /// test makes an access need a read); whether it was dropped.
     pub fn evict(&self, id: PageId) -> bool {
+        // The LRU's lock before a shard's, as `free_frame` takes them,
+        // and held throughout: nobody else detaches a frame meanwhile.
+        let mut lru = self.lru.lock();
         let Some(idx) = self.shard(id.0).read().get(&id.0).copied() else {
             return false;
         };
-        // The LRU's lock before a shard's, as `free_frame` takes them.
-        let mut lru = self.lru.lock();
-        if !self.try_evict(idx) {
+        // Only a frame that holds this page (`try_evict` would free an
+        // empty one too, which is not ours to free).
+        if self.frame(idx).page.load(Ordering::Acquire) != id.0 || !self.try_evict(idx) {
             return false;
         }
         lru.remove(idx);

@@ -1007,8 +1007,15 @@ impl Db {
             Ok(inner) if inner.read_only => inner.store.close(),
             Ok(inner) => {
                 // No transaction runs: leave no cached undo page behind
-                // (undo_seg US6).
-                inner.segs.release_cached(&inner.store)?;
+                // (undo_seg US6). A failure leaves them cached on disk,
+                // where the next open finds them; the close goes on.
+                let released = match inner.store.pool().check_poisoned() {
+                    Ok(()) => inner.segs.release_cached(&inner.store),
+                    Err(_) => Ok(()),
+                };
+                if let Err(e) = &released {
+                    tracing::warn!(error = %e, "could not free the cached undo pages");
+                }
                 let stats = inner.stats();
                 if let Ok(json) = serde_json::to_vec_pretty(&stats) {
                     let path = inner.dir.join(TXN_STATS_FILE);
@@ -1016,7 +1023,7 @@ impl Db {
                         tracing::warn!(error = %e, "could not save transaction statistics");
                     }
                 }
-                inner.store.close()
+                inner.store.close().and(released)
             }
             Err(_) => Err(Error::InvalidArgument {
                 what: "close",

@@ -79,7 +79,7 @@ pub(crate) struct TxnState {
     /// the history.
     live: u64,
     /// The transaction's insert undo segment, once it inserted a row
-    /// (`txn::undo_seg`): freed when it ends.
+    /// (`txn::undo_seg`): ended (freed, or its page cached) when it ends.
     seg: Option<Segment>,
     /// Its runs of inserts with automatic keys (undo U7), oldest first:
     /// what a rollback removes besides its undo records.
@@ -356,7 +356,7 @@ impl Txn<'_> {
     }
 
     /// Write the commit mark and nothing else: what a crash between a
-    /// marked commit's mark and the free of its insert undo segment
+    /// marked commit's mark and the end of its insert undo segment
     /// leaves (undo_seg US3). Returns the mark's LSN.
     pub(crate) fn mark_only(&mut self) -> Result<crate::Lsn> {
         let ctx = self.0.ctx();
@@ -1328,7 +1328,7 @@ impl<'a> Ctx<'a> {
         if let Some(seg) = &self.seg {
             // Segment records stay where they are once undone: the
             // version no longer names them (undo U6), and the segment is
-            // freed whole when the transaction ends. Runs are undone from
+            // ended whole when the transaction ends. Runs are undone from
             // `self.runs`, which knows where each ends.
             recs.extend(
                 db.segs

@@ -12,7 +12,8 @@
 //! * [`undo_log`]: [`undo_log::UndoLog`], where undo records and commit
 //!   marks are stored (a redo-logged B+tree).
 //! * [`undo_seg`]: [`undo_seg::UndoSegments`], insert undo appended to a
-//!   transaction's own undo pages and freed when it ends.
+//!   transaction's own undo pages, freed (or a single page cached for
+//!   reuse) when it ends.
 
 pub mod lock;
 pub mod registry;

@@ -37,8 +37,10 @@
 //!   at its first record (its registry slot names the partition it tries
 //!   first, so transactions spread over the partitions) and the entry
 //!   goes back only after the mini-transaction that emptied it or cached
-//!   its page committed. Recovery frees or caches every transaction's
-//!   segment before any transaction begins.
+//!   its page committed, or when starting a segment in it failed having
+//!   changed nothing (unless the entry or its page is damaged: then it
+//!   stays out of the lists). Recovery frees every transaction's segment
+//!   before any transaction begins.
 //! * US3. A transaction with a segment and no commit mark never
 //!   committed: recovery rolls it back with the segment's records and its
 //!   undo-tree records together, newest first. An insert-only transaction
@@ -458,8 +460,14 @@ impl UndoSegments {
                 }
                 Err(e) => {
                     // Nothing changed, or the pool is poisoned and
-                    // recovery decides (mtr M4): the entry is as it was.
-                    self.give_back(entry, cached);
+                    // recovery decides (mtr M4): the entry is as it was,
+                    // and idle again unless it is damaged (then no
+                    // transaction of this process takes it again).
+                    if matches!(e, Error::CorruptPage { .. }) {
+                        tracing::error!(part = entry.part, index = entry.index, error = %e, "undo directory entry set aside");
+                    } else {
+                        self.give_back(entry, cached);
+                    }
                     Err(e)
                 }
             };
