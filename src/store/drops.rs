@@ -175,8 +175,10 @@ pub(crate) fn discard(store: &Store, keep_out: impl Fn(&PendingDrop) -> bool) ->
 }
 
 /// Free the root of the pending drop `root`, whose tree must by now be
-/// one empty leaf, and remove it from the list, in one mini-transaction
-/// (DR3). The caller has emptied the tree and nothing else uses it.
+/// one empty leaf or a root of level 1 over one empty leaf (btree BT1: a
+/// tree that grew keeps its leaf), with that leaf, and remove it from
+/// the list, in one mini-transaction (DR3). The caller has emptied the
+/// tree and nothing else uses it.
 pub(crate) fn finish(store: &Store, root: PageId) -> Result<()> {
     let mut mtr = store.mtr()?;
     // Superblock first, then the tree page (store T3).
@@ -188,16 +190,44 @@ pub(crate) fn finish(store: &Store, root: PageId) -> Result<()> {
             reason: format!("page {} is not a tree waiting to be freed", root.0),
         });
     };
+    let not_empty = |page: PageId| Error::CorruptPage {
+        file: store.pool().file().path().to_path_buf(),
+        page: page.0,
+        reason:
+            "a dropped tree's root is not an empty leaf, or a root over one, when it is to be freed"
+                .into(),
+    };
+    let empty_leaf = |p: &[u8]| {
+        page_type(p) == Some(PageType::BtreeNode) && node::is_leaf(p) && node::nslots(p) == 0
+    };
     let h = mtr.latch(root, Load::Verify)?;
-    {
+    let child = {
         let p = mtr.page(h)?;
-        if page_type(p) != Some(PageType::BtreeNode) || !node::is_leaf(p) || node::nslots(p) != 0 {
-            return Err(Error::CorruptPage {
-                file: store.pool().file().path().to_path_buf(),
-                page: root.0,
-                reason: "a dropped tree's root is not an empty leaf when it is to be freed".into(),
-            });
+        if empty_leaf(p) {
+            None
+        } else if page_type(p) == Some(PageType::BtreeNode)
+            && node::level(p) == 1
+            && node::nslots(p) == 1
+        {
+            Some(PageId(node::child(p, 0).map_err(|_| not_empty(root))?))
+        } else {
+            return Err(not_empty(root));
         }
+    };
+    // Top-down: the root, then its leaf, both before the first change.
+    let leaf = match child {
+        Some(c) if c == root || c.0 == 0 => return Err(not_empty(root)),
+        Some(c) => {
+            let ch = mtr.latch(c, Load::Verify)?;
+            if !empty_leaf(mtr.page(ch)?) {
+                return Err(not_empty(c));
+            }
+            Some(ch)
+        }
+        None => None,
+    };
+    if let Some(ch) = leaf {
+        free_page(&mut mtr, ch)?;
     }
     free_page(&mut mtr, h)?;
     list.swap_remove(at);

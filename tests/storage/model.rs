@@ -142,7 +142,8 @@ proptest! {
 }
 
 /// Many sequential inserts then deletes of everything: deep splits, then
-/// merges all the way back to a lone root leaf.
+/// merges all the way back to a root and its one leaf (BT1: a root of
+/// level 1 keeps its leaf).
 #[test]
 fn grow_and_shrink() {
     let fs = SimFs::new(7);
@@ -164,7 +165,51 @@ fn grow_and_shrink() {
     }
     let c = t.verify().unwrap();
     assert_eq!(c.entries, 0);
-    assert_eq!(c.height, 1, "merges collapse the tree to its root");
+    assert_eq!(
+        c.height, 2,
+        "merges collapse the tree to a root and one leaf"
+    );
+    store.close().unwrap();
+}
+
+/// A tree used as a queue (appends at the right, everything deleted from
+/// the left, again and again: the undo log under purge) stays at a root
+/// and one leaf between bursts (BT1) and logs about the bytes it
+/// inserts: it used to collapse to its root at each drain (logging a
+/// whole page image) and split the root again a page later (logging
+/// every cell once more).
+#[test]
+fn a_queue_does_not_collapse_and_split_its_root() {
+    let fs = SimFs::new(8);
+    let store = create(&fs, opts(256));
+    let t = Tree::create(&store).unwrap();
+    let value = |i: u64| bytes(i, 100);
+    let burst = 100u64; // 11 KB of cells: past a 4 KiB page
+    let mut next = 0u64;
+    let mut logged = Vec::new();
+    for _ in 0..6 {
+        let before = store.log().end_lsn().0;
+        for _ in 0..burst {
+            t.put(&next.to_be_bytes(), &value(next)).unwrap();
+            next += 1;
+        }
+        for i in next - burst..next {
+            assert!(t.delete(&i.to_be_bytes()).unwrap().is_some());
+        }
+        logged.push(store.log().end_lsn().0 - before);
+        let c = t.verify().unwrap();
+        assert_eq!((c.entries, c.height), (0, 2), "after a drain");
+    }
+    let cells = burst * (8 + 100);
+    // The first burst grows the tree; every later one logs its cells,
+    // their deletes and the framing of 200 mini-transactions, well
+    // under twice the cells (a collapse and a root split logged 3x).
+    for (i, &n) in logged.iter().enumerate().skip(1) {
+        assert!(
+            n < 2 * cells,
+            "burst {i} logged {n} bytes for {cells} bytes of cells"
+        );
+    }
     store.close().unwrap();
 }
 
