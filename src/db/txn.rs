@@ -731,10 +731,23 @@ impl<'a> Ctx<'a> {
             RollPtr(seq)
         };
         self.seq = seq;
+        self.put_version(schema, pk, roll, kind == UndoKind::DeleteMark, row)
+    }
+
+    /// Put the clustered version `row` of `pk` written by this
+    /// transaction, naming its undo by `roll`.
+    fn put_version(
+        &self,
+        schema: &TableSchema,
+        pk: &[u8],
+        roll: RollPtr,
+        deleted: bool,
+        row: &[u8],
+    ) -> Result<()> {
         let hdr = RecHeader {
             trx: self.id,
             roll,
-            deleted: kind == UndoKind::DeleteMark,
+            deleted,
         };
         table::clustered(&self.db.store, schema).put(pk, &hdr.encode(row))?;
         Ok(())
@@ -782,12 +795,7 @@ impl<'a> Ctx<'a> {
             });
         }
         self.seq = seq;
-        let hdr = RecHeader {
-            trx: self.id,
-            roll: RollPtr::insert(seq),
-            deleted: false,
-        };
-        table::clustered(&self.db.store, schema).put(pk, &hdr.encode(row))?;
+        self.put_version(schema, pk, RollPtr::insert(seq), false, row)?;
         Ok(true)
     }
 
