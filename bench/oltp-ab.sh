@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# A/B of builds on chosen sysbench shapes: each build's `quill bench oltp`
+# run in turn, ROUNDS times, so a noisy stretch of the host falls on all
+# of them; compare medians.
+#   bash bench/oltp-ab.sh OUT SHAPES THREADS NAME=BINARY [NAME=BINARY ...]
+# e.g. bash bench/oltp-ab.sh bench/results/oltp-20261127-update-ab \
+#   update-non-index,update-index,write-only 1,16 before=/tmp/a after=/tmp/b
+# (binaries built with `cargo build --release -p quill-cli --features peers`
+# and copied out). ROUNDS (default 3), DIR (default /tmp/oltp-ab) scratch,
+# TABLES (8), TABLE_SIZE (100000), SECS (10).
+set -euo pipefail
+OUT=${1:?OUT}; SHAPES=${2:?SHAPES}; THREADS=${3:?THREADS}; shift 3
+ROUNDS=${ROUNDS:-3}; DIR=${DIR:-/tmp/oltp-ab}
+TABLES=${TABLES:-8}; TABLE_SIZE=${TABLE_SIZE:-100000}; SECS=${SECS:-10}
+mkdir -p "$OUT"
+stat() { grep '^cpu ' /proc/stat; }
+{ echo "date: $(date -u +%FT%TZ)"; echo "nproc: $(nproc)"; echo "kernel: $(uname -r)";
+  echo "disk: $(df -h "$(dirname "$DIR")" | tail -1)"; echo "cpu before: $(stat)";
+  echo "builds: $*"; echo "shapes: $SHAPES; threads: $THREADS; $TABLES x $TABLE_SIZE rows; $SECS s"; } > "$OUT/host.txt"
+for round in $(seq "$ROUNDS"); do
+  for nb in "$@"; do
+    name=${nb%%=*}; bin=${nb#*=}
+    "$bin" bench oltp --dir "$DIR" --tables "$TABLES" --table-size "$TABLE_SIZE" \
+      --threads "$THREADS" --shapes "$SHAPES" --seconds "$SECS" --warmup 1 \
+      --json "$OUT/$name-$round.json" > "$OUT/$name-$round.txt" 2>&1
+    grep '^quill  ' "$OUT/$name-$round.txt" | sed "s/^/round $round $name: /"
+  done
+done | tee "$OUT/ab.txt"
+echo "cpu after: $(stat)" >> "$OUT/host.txt"
+rm -rf "$DIR"
