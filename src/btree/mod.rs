@@ -32,7 +32,8 @@
 //!   log: appends at the right, purge deletes at the left) otherwise
 //!   collapsed whenever purge drained it and split its root again a page
 //!   of entries later, each time logging a page's worth of cells twice
-//!   (390 of 1,060 log bytes per sysbench update-non-index transaction);
+//!   (a third of the redo of a sysbench update-non-index transaction:
+//!   936 bytes before, 619 after, `bench/results/oltp.md`);
 //!   the price is one page and one level of descent for a tree that has
 //!   shrunk to one leaf.
 //! * BT2. In an internal node, child `i` holds keys `k` with
