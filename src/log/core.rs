@@ -252,14 +252,7 @@ impl Core {
     /// Enter the failed state (invariant 4): record the first cause, wake
     /// every waiter of every kind, and return `err` for the caller that hit it.
     pub(crate) fn fail(&self, err: Error) -> Error {
-        {
-            let mut f = self.failure.lock();
-            if f.is_none() {
-                tracing::error!(error = %err, dir = %self.files.dir.display(), "redo log failed; reopen to recover");
-                *f = Some(err.to_string());
-            }
-        }
-        self.failed.store(true, Ordering::Release);
+        self.mark_failed(&err);
         self.fail_waiters();
         self.wake_hole_waiters();
         self.flusher.ring();
@@ -268,6 +261,20 @@ impl Core {
             self.checkpoint_cv.notify_all();
         }
         err
+    }
+
+    /// Record `err` as the log's failure and set the failed flag, waking
+    /// nobody: it takes only the failure's own lock, so a holder of the
+    /// writer lock may call it (writer I5); [`Core::fail`] does the rest.
+    pub(crate) fn mark_failed(&self, err: &Error) {
+        {
+            let mut f = self.failure.lock();
+            if f.is_none() {
+                tracing::error!(error = %err, dir = %self.files.dir.display(), "redo log failed; reopen to recover");
+                *f = Some(err.to_string());
+            }
+        }
+        self.failed.store(true, Ordering::Release);
     }
 
     /// Wake every thread waiting for an unpublished fragment.

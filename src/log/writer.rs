@@ -32,6 +32,15 @@
 //!    `durable` move a fragment (or a write chunk) at a time and may stop in
 //!    the middle of a multi-fragment record; only boundaries may be handed
 //!    out as checkpoint LSNs (a checkpoint inside a record would cut it).
+//! 5. A failed write marks the log failed before the writer lock is let
+//!    go. The write zeroed the ring blocks it covered before issuing it
+//!    (handing them to appenders early), so after a failure I2 no longer
+//!    holds: the next holder of the lock would rewrite those blocks from
+//!    zeros, sync them and publish them as durable, and acknowledged
+//!    commits would be lost. With the flag set first, it finds the log
+//!    failed instead (`tests/log/failure.rs` hit this about once in 300
+//!    runs: a dsync write failing in its sync, and another committer
+//!    taking the lock before the failure was published).
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -199,6 +208,8 @@ impl Core {
                 && self.pending_slot.load(Ordering::Acquire) == 0
                 && w.one_write(self, filled);
             if let Err(e) = w.write_available(self, filled, dsync) {
+                // Writer I5: failed before the lock goes.
+                self.mark_failed(&e);
                 drop(w);
                 return Err(self.fail(e));
             }
