@@ -183,12 +183,6 @@ pub struct UndoSegments {
     idle: Box<[CachePadded<PartIdle>]>,
 }
 
-/// How a transaction's first record takes its entry.
-enum Taken {
-    Empty(Entry),
-    Cached(Entry, PageId),
-}
-
 fn corrupt(store: &Store, page: u64, reason: impl Into<String>) -> Error {
     Error::CorruptPage {
         file: store.pool().file().path().to_path_buf(),
@@ -352,9 +346,10 @@ impl UndoSegments {
 
     /// Take an idle entry for a transaction in registry slot `slot`
     /// (US2): a cached page if any partition has one (US6), else an empty
-    /// entry, trying the slot's partition first; `None` if every entry is
-    /// held (the transaction's insert undo then goes to the undo tree).
-    fn take(&self, slot: usize) -> Option<Taken> {
+    /// entry, trying the slot's partition first, with its cached page if
+    /// it has one; `None` if every entry is held (the transaction's insert
+    /// undo then goes to the undo tree).
+    fn take(&self, slot: usize) -> Option<(Entry, Option<PageId>)> {
         let n = self.idle.len();
         let order = (0..n).map(|i| (slot + i) % n);
         for p in order.clone() {
@@ -365,12 +360,12 @@ impl UndoSegments {
             let mut idle = part.idle.lock();
             if let Some((index, page)) = idle.cached.pop() {
                 part.cached.store(idle.cached.len(), Ordering::Relaxed);
-                return Some(Taken::Cached(Entry { part: p, index }, page));
+                return Some((Entry { part: p, index }, Some(page)));
             }
         }
         for p in order {
             if let Some(index) = self.idle.get(p)?.idle.lock().empty.pop() {
-                return Some(Taken::Empty(Entry { part: p, index }));
+                return Some((Entry { part: p, index }, None));
             }
         }
         None
@@ -442,12 +437,8 @@ impl UndoSegments {
             return Ok(None);
         }
         let Some(s) = seg.as_mut() else {
-            let Some(taken) = self.take(slot) else {
+            let Some((entry, cached)) = self.take(slot) else {
                 return Ok(None);
-            };
-            let (entry, cached) = match taken {
-                Taken::Empty(e) => (e, None),
-                Taken::Cached(e, page) => (e, Some(page)),
             };
             return match self.start(store, entry, cached, trx, rec) {
                 Ok((lsn, first, end)) => {
@@ -499,6 +490,39 @@ impl UndoSegments {
         Ok(Some(lsn))
     }
 
+    /// Latch the superblock (store T3) and then `entry`'s directory page
+    /// in `mtr`, and check that the entry names page `expect` (0: empty;
+    /// US1, US2). Returns the directory page's handle and the entry's
+    /// offset in it, for the write that changes it.
+    fn latch_entry(
+        &self,
+        store: &Store,
+        mtr: &mut Mtr<'_>,
+        entry: Entry,
+        expect: PageId,
+    ) -> Result<(PageHandle, usize)> {
+        mtr.latch(PageId(0), Load::Verify)?;
+        let dir_id = self.part_page(entry)?;
+        let dir = mtr.latch(dir_id, Load::Verify)?;
+        let at = DIR_ENTRIES + 8 * entry.index;
+        let present = {
+            let p = mtr.page(dir)?;
+            dir_entries(store, dir_id, p, DIR_PART)?;
+            get_u64(p, at)
+        };
+        if present != expect.0 {
+            return Err(corrupt(
+                store,
+                dir_id.0,
+                format!(
+                    "undo directory entry {} names page {present} where page {} belongs (US1, US2)",
+                    entry.index, expect.0
+                ),
+            ));
+        }
+        Ok((dir, at))
+    }
+
     /// Start a segment of `trx` in `entry` holding `rec` (length-prefixed
     /// there): on its cached page if it has one (US6), else on a new page
     /// the entry is set to (US1). Returns the LSN, the first page and
@@ -520,29 +544,11 @@ impl UndoSegments {
             init_page(&mut mtr, h, trx, &bytes)?;
             return Ok((commit(mtr)?, page, end));
         }
-        // The superblock first (store T3), then the directory page and
-        // its checks, then the allocation, which is the first change:
-        // nothing that can fail comes after it but the writes (mtr M4; a
-        // failure after a change poisons the pool).
-        mtr.latch(PageId(0), Load::Verify)?;
-        let dir_id = self.part_page(entry)?;
-        let dir = mtr.latch(dir_id, Load::Verify)?;
-        let at = DIR_ENTRIES + 8 * entry.index;
-        let present = {
-            let p = mtr.page(dir)?;
-            dir_entries(store, dir_id, p, DIR_PART)?;
-            get_u64(p, at)
-        };
-        if present != 0 {
-            return Err(corrupt(
-                store,
-                dir_id.0,
-                format!(
-                    "undo directory entry {} holds segment {present} though it was idle (US2)",
-                    entry.index
-                ),
-            ));
-        }
+        // The superblock and the directory page and its checks, then the
+        // allocation, which is the first change: nothing that can fail
+        // comes after it but the writes (mtr M4; a failure after a change
+        // poisons the pool).
+        let (dir, at) = self.latch_entry(store, &mut mtr, entry, PageId(0))?;
         let h = alloc_page(&mut mtr)?;
         let id = mtr.id(h)?;
         init_page(&mut mtr, h, trx, &bytes)?;
@@ -710,8 +716,6 @@ impl UndoSegments {
         in_one: bool,
         seen: &mut HashSet<u64>,
     ) -> Result<(PageId, Lsn)> {
-        let dir_id = self.part_page(entry)?;
-        let at = DIR_ENTRIES + 8 * entry.index;
         let batch_max = Self::free_batch(store);
         // Read the batch's pages first, with nothing latched, so the
         // mini-transaction below (which holds the superblock) rarely
@@ -728,25 +732,9 @@ impl UndoSegments {
             };
         }
         let mut mtr = store.mtr()?;
-        // The superblock first (store T3), then the directory, then
-        // every page to free, all before the first change (mtr M4).
-        mtr.latch(PageId(0), Load::Verify)?;
-        let dir = mtr.latch(dir_id, Load::Verify)?;
-        let present = {
-            let p = mtr.page(dir)?;
-            dir_entries(store, dir_id, p, DIR_PART)?;
-            get_u64(p, at)
-        };
-        if present != head.0 {
-            return Err(corrupt(
-                store,
-                dir_id.0,
-                format!(
-                    "undo directory entry {} names page {present}, not the segment's page {} (US1)",
-                    entry.index, head.0
-                ),
-            ));
-        }
+        // The superblock, then the directory, then every page to free,
+        // all before the first change (mtr M4).
+        let (dir, at) = self.latch_entry(store, &mut mtr, entry, head)?;
         let mut batch = Vec::new();
         let mut next = head;
         while next.0 != 0 && batch.len() < batch_max {
@@ -1082,7 +1070,7 @@ mod tests {
         let mut taken = HashSet::new();
         for i in 0..cap - 1 {
             match segs.take(i) {
-                Some(Taken::Empty(e)) => assert!(taken.insert((e.part, e.index))),
+                Some((e, None)) => assert!(taken.insert((e.part, e.index))),
                 _ => panic!("entry {i} of {cap} not taken"),
             }
         }
