@@ -52,7 +52,16 @@ pub(crate) fn check(db: &DbInner) -> Result<CheckReport> {
     // transactions in any order, so such a version may no longer be
     // reachable from its row while its entry still waits for purge.
     let mut pending: HashSet<(u64, usize, Vec<u8>)> = HashSet::new();
-    for rec in db.undo.all_records(store) {
+    let mut in_segments = Vec::new();
+    for seg in db.segs.existing(store)? {
+        in_segments.extend(
+            db.segs
+                .chain_records(store, seg.first, seg.trx)?
+                .into_iter()
+                .map(|r| Ok(r.rec)),
+        );
+    }
+    for rec in db.undo.all_records(store).chain(in_segments) {
         let rec = rec?;
         let (Some(old), Some(t)) = (&rec.old_value, db.table_by_id(rec.table)) else {
             continue;

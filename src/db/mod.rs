@@ -175,10 +175,14 @@ pub struct DbStats {
     /// Trees of dropped tables whose pages are not freed yet.
     #[serde(default)]
     pub pending_drops: usize,
-    /// Insert undo pages kept for reuse by the next transactions
+    /// Undo segment pages kept for reuse by the next transactions
     /// (`txn::undo_seg` US6; none after a clean close).
     #[serde(default)]
     pub cached_undo_pages: usize,
+    /// Committed transactions' undo segments that purge has not ended yet
+    /// (`txn::undo_seg` US7).
+    #[serde(default)]
+    pub history_segments: usize,
 }
 
 /// Name of the file holding the transaction statistics of the last clean
@@ -400,6 +404,7 @@ impl DbInner {
             purge_error: self.purge_error.lock().clone(),
             pending_drops: self.pending_drops.load(Ordering::Relaxed),
             cached_undo_pages: self.segs.cached_pages(),
+            history_segments: self.segs.history_len(),
         }
     }
 }
@@ -480,9 +485,12 @@ pub(crate) struct Span {
 /// The runs among `recs` (all the undo records of a transaction, any
 /// order), each ending before the next record (undo U7), and the other
 /// records: what recovery rolls back.
-pub(crate) fn runs_of(
-    mut recs: Vec<(u64, UndoRecord, bool)>,
-) -> (Vec<(u64, UndoRecord, bool)>, Vec<Span>) {
+/// An undo record to undo: its sequence number, the record, and the roll
+/// pointer naming it if it is in a segment (`None`: in the undo tree,
+/// named by its sequence number).
+pub(crate) type ToUndo = (u64, UndoRecord, Option<RollPtr>);
+
+pub(crate) fn runs_of(mut recs: Vec<ToUndo>) -> (Vec<ToUndo>, Vec<Span>) {
     recs.sort_unstable_by_key(|r| r.0);
     let mut spans = Vec::new();
     for (i, (seq, rec, _)) in recs.iter().enumerate() {
@@ -511,30 +519,32 @@ pub(crate) fn runs_of(
     (recs, spans)
 }
 
-/// Undo `recs` and `spans`, newest first: undo-tree records (`in_tree`,
-/// deleted once undone, UL3), segment records (`undo_seg`, freed with
-/// their segment by the caller) and runs of inserts (undo U7) of one
+/// Undo `recs` and `spans`, newest first: undo-tree records (no roll
+/// pointer given: theirs is their number; deleted once undone, UL3),
+/// segment records (with the roll pointer naming them, `undo_seg`; freed
+/// with their segment by the caller) and runs of inserts (undo U7) of one
 /// transaction. No record lies inside a run, so a run is undone in its
 /// place in that order. Returns how many records and rows it undid.
 pub(crate) fn undo_all(
     db: &DbInner,
     trx: TrxId,
-    mut recs: Vec<(u64, UndoRecord, bool)>,
+    mut recs: Vec<ToUndo>,
     mut spans: Vec<Span>,
 ) -> Result<u64> {
     recs.sort_unstable_by_key(|r| std::cmp::Reverse(r.0));
     spans.sort_unstable_by_key(|s| std::cmp::Reverse(s.lo));
     let mut spans = spans.into_iter().peekable();
     let mut n = 0;
-    for (seq, rec, in_tree) in recs {
+    for (seq, rec, roll) in recs {
         while let Some(span) = spans.next_if(|s| s.lo > seq) {
             n += undo_span(db, trx, &span)?;
         }
-        if in_tree {
-            undo_change(db, &rec, RollPtr(seq))?;
-            db.undo.delete(&db.store, trx, seq)?;
-        } else {
-            undo_change(db, &rec, RollPtr::insert(seq))?;
+        match roll {
+            None => {
+                undo_change(db, &rec, RollPtr(seq))?;
+                db.undo.delete(&db.store, trx, seq)?;
+            }
+            Some(roll) => undo_change(db, &rec, roll)?,
         }
         n += 1;
     }
@@ -600,16 +610,18 @@ fn undo_span(db: &DbInner, trx: TrxId, span: &Span) -> Result<u64> {
 }
 
 /// Roll back every transaction that has undo but no commit mark (UL2,
-/// undo_seg US3): first those with an insert undo segment (with their
-/// undo-tree records), freeing every segment, then the rest.
+/// undo_seg US3, US7): first those with an undo segment (with their
+/// undo-tree records), freeing their segments, then the rest. A committed
+/// transaction's segment is queued for purge (US7), which works through
+/// any history it holds and then ends it.
 fn recover(db: &DbInner) -> Result<TxnRecovery> {
     let started = Instant::now();
     let mut report = TxnRecovery::default();
     for seg in db.segs.existing(&db.store)? {
-        let committed = db.undo.is_committed(&db.store, seg.trx)?;
+        let committed = seg.committed || db.undo.is_committed(&db.store, seg.trx)?;
         if db.read_only {
             if committed {
-                continue; // pages to free, nothing a reader needs
+                continue; // pages to purge, nothing a reader needs
             }
             return Err(Error::NeedsRecovery {
                 dir: db.dir.clone(),
@@ -623,20 +635,27 @@ fn recover(db: &DbInner) -> Result<TxnRecovery> {
             let mut recs: Vec<_> = db
                 .undo
                 .records(&db.store, seg.trx, 1, Direction::Forward)
-                .map(|r| r.map(|(seq, rec)| (seq, rec, true)))
+                .map(|r| r.map(|(seq, rec)| (seq, rec, None)))
                 .collect::<Result<_>>()?;
             recs.extend(
                 db.segs
                     .chain_records(&db.store, seg.first, seg.trx)?
                     .into_iter()
-                    .map(|(seq, rec)| (seq, rec, false)),
+                    .map(|r| (r.seq, r.rec, Some(r.roll))),
             );
             let (recs, spans) = runs_of(recs);
             report.undo_records += undo_all(db, seg.trx, recs, spans)?;
             report.rolled_back.push(seg.trx);
+            db.segs
+                .free(&db.store, seg.entry, seg.first, seg.trx, false)?;
+        } else {
+            // Purge ends it, after its history if it holds any (US7).
+            db.segs.queue(crate::txn::undo_seg::Found {
+                committed: true,
+                ..seg
+            });
+            report.history += 1;
         }
-        db.segs
-            .free(&db.store, seg.entry, seg.first, seg.trx, false)?;
     }
     for t in db.undo.trxs_with_undo(&db.store)? {
         if db.undo.is_committed(&db.store, t)? {
@@ -655,7 +674,7 @@ fn recover(db: &DbInner) -> Result<TxnRecovery> {
             .collect::<Result<_>>()?;
         let recs = recs
             .into_iter()
-            .map(|(seq, rec)| (seq, rec, true))
+            .map(|(seq, rec)| (seq, rec, None))
             .collect();
         report.undo_records += undo_all(db, t, recs, Vec::new())?;
         report.rolled_back.push(t);

@@ -14,7 +14,11 @@
 //!   update that changed no key costs purge nothing but deleting its undo
 //!   record.
 //!
-//! Then the undo records go, then the commit mark (UL3). Every step acts
+//! Then the undo records go, then the commit mark (UL3). Records in a
+//! committed transaction's undo segment (`undo_seg` US7) are purged the
+//! same way, from the segments queued for the partition whose
+//! transactions are below the bound, and the segment is then ended
+//! whole (cached or freed). Every step acts
 //! only where the record still says so, so a crash part way is harmless:
 //! the next purge does the rest. A transaction is never purged while an
 //! older one is still running or visible to some view, because the bound
@@ -30,7 +34,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::txn::undo_log::UNDO_PARTITIONS;
-use crate::txn::{LockMode, TrxId, UndoKind, UndoRecord};
+use crate::txn::{LockMode, RollPtr, TrxId, UndoKind, UndoRecord};
 use crate::{Error, Result};
 
 use super::{DbInner, table};
@@ -131,6 +135,46 @@ pub(crate) fn help(db: &DbInner, hint: u64) -> Result<()> {
 /// its transaction's records, UL3), the deletes batched by leaf. A mark
 /// whose records a crash already took is purged the same way.
 fn purge_partition(db: &DbInner, part: u8, max: usize, bound: TrxId) -> Result<u64> {
+    let n = purge_segments(db, part, max, bound)?;
+    Ok(n + purge_tree(db, part, max, bound)?)
+}
+
+/// Purge up to `max` committed undo segments (undo_seg US7) of partition
+/// `part` whose transactions are below `bound`: each one's records, then
+/// the segment ends (cached or freed). A segment whose purge fails goes
+/// back on the queue.
+fn purge_segments(db: &DbInner, part: u8, max: usize, bound: TrxId) -> Result<u64> {
+    let batch = db.segs.committed_below(usize::from(part), bound, max);
+    let mut n = 0;
+    let mut records = 0;
+    let mut left = batch.iter();
+    let r = left.by_ref().try_for_each(|f| {
+        let recs = db.segs.chain_records(&db.store, f.first, f.trx)?;
+        for r in &recs {
+            purge_record(db, r.roll, &r.rec, bound, part)?;
+        }
+        db.segs.end_purged(&db.store, f)?;
+        n += 1;
+        records += recs.len() as u64;
+        Ok::<(), Error>(())
+    });
+    if r.is_err() {
+        // The one that failed and those after it: still committed on
+        // disk, so queued again (recovery would queue them at the next
+        // open too).
+        for f in batch.iter().skip(n as usize) {
+            db.segs.queue(*f);
+        }
+    }
+    db.counters.purged_records.add(records);
+    db.counters.purged_trx.add(n);
+    db.history.fetch_sub(n as i64, Ordering::Relaxed);
+    r.map(|()| n)
+}
+
+/// Purge up to `max` transactions of undo-tree partition `part` below
+/// `bound` (see [`purge_partition`]).
+fn purge_tree(db: &DbInner, part: u8, max: usize, bound: TrxId) -> Result<u64> {
     let mut batch = db.undo.oldest(&db.store, part, bound, max)?;
     // Below the bound every transaction is over, so one with undo and no
     // mark can only be one whose rollback failed part way: recovery rolls
@@ -141,7 +185,7 @@ fn purge_partition(db: &DbInner, part: u8, max: usize, bound: TrxId) -> Result<u
     }
     for item in &batch {
         for (seq, rec) in &item.records {
-            purge_record(db, *seq, rec, bound, part)?;
+            purge_record(db, RollPtr(*seq), rec, bound, part)?;
         }
     }
     db.undo.delete_purged(&db.store, &batch)?;
@@ -152,7 +196,13 @@ fn purge_partition(db: &DbInner, part: u8, max: usize, bound: TrxId) -> Result<u
     Ok(batch.len() as u64)
 }
 
-fn purge_record(db: &DbInner, seq: u64, rec: &UndoRecord, bound: TrxId, part: u8) -> Result<()> {
+fn purge_record(
+    db: &DbInner,
+    roll: RollPtr,
+    rec: &UndoRecord,
+    bound: TrxId,
+    part: u8,
+) -> Result<()> {
     if rec.kind == UndoKind::Insert {
         return Ok(());
     }
@@ -178,7 +228,7 @@ fn purge_record(db: &DbInner, seq: u64, rec: &UndoRecord, bound: TrxId, part: u8
     // The schema again, under the row's lock: an index whose online build
     // started since may hold entries of this row (`online_index` OI3).
     let schema = t.latest();
-    let r = purge_row(db, &schema, seq, rec, bound);
+    let r = purge_row(db, &schema, roll, rec, bound);
     db.locks.release(me, &[lock]);
     r
 }
@@ -186,7 +236,7 @@ fn purge_record(db: &DbInner, seq: u64, rec: &UndoRecord, bound: TrxId, part: u8
 fn purge_row(
     db: &DbInner,
     schema: &crate::catalog::schema::TableSchema,
-    seq: u64,
+    roll: RollPtr,
     rec: &UndoRecord,
     bound: TrxId,
 ) -> Result<()> {
@@ -195,7 +245,7 @@ fn purge_row(
     if let Some((h, row)) = &cur
         && h.deleted
         && h.trx == rec.trx
-        && h.roll.0 == seq
+        && h.roll == roll
     {
         let values = table::decode(schema, row)?;
         for i in schema.live_indexes() {

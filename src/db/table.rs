@@ -507,7 +507,12 @@ pub(crate) fn previous(
         return Ok(Some(None));
     }
     walk.visit(db, h)?;
-    match db.undo.get(&db.store, h.trx, h.roll.0)? {
+    let undo = if h.roll.is_segment() {
+        db.segs.read_at(&db.store, h.trx, h.roll)?
+    } else {
+        db.undo.get(&db.store, h.trx, h.roll.0)?
+    };
+    match undo {
         None => Ok(None),
         Some(u) => match (u.kind, u.old_value) {
             (UndoKind::Insert, _) | (_, None) => Ok(Some(None)),

@@ -327,7 +327,8 @@ fn a_table_held_by_ddl_is_refused_without_waiting() {
 
 /// A crash after a commit mark and before the transaction's insert undo
 /// segment was freed (undo_seg US3): recovery keeps the inserts (the
-/// mark says committed) and frees the segment; a crash before the mark
+/// mark says committed) and queues the segment for purge, which frees it
+/// (US7); a crash before the mark
 /// rolls them back. Either way the segment's pages go back to the free
 /// list.
 #[test]
@@ -362,6 +363,8 @@ fn recovery_frees_the_segment_of_a_committed_transaction() {
             Vec::new()
         };
         assert_eq!(rows(&db), want, "marked {marked}");
+        // A committed transaction's segment is left to purge (US7).
+        db.purge_now().unwrap();
         assert!(db.inner.segs.existing(&db.inner.store).unwrap().is_empty());
         assert_clean(&db);
         db.close().unwrap();
@@ -396,7 +399,7 @@ fn automatic_keys_write_one_undo_record_per_run() {
             .chain_records(&db.inner.store, found[0].first, found[0].trx)
             .unwrap()
             .into_iter()
-            .map(|(_, r)| r.kind)
+            .map(|r| r.rec.kind)
             .collect::<Vec<_>>()
     };
     use crate::txn::UndoKind::{Insert, InsertRun};
@@ -409,4 +412,157 @@ fn automatic_keys_write_one_undo_record_per_run() {
     tx.commit().unwrap();
     assert!(db.inner.segs.existing(&db.inner.store).unwrap().is_empty());
     assert_eq!(rows(&db).len(), 502);
+}
+
+/// `kv(id int64 pk, v text(40))` indexed on `v`.
+fn create_kv(db: &Db) -> crate::Table {
+    db.create_table(TableDef {
+        name: "kv".into(),
+        columns: vec![
+            Column::new("id", ColumnType::Int64, false),
+            Column::new("v", ColumnType::Text { max_len: 40 }, true),
+        ],
+        primary_key: vec![0],
+        indexes: vec![IndexDef {
+            name: "by_v".into(),
+            columns: vec![1],
+            unique: false,
+        }],
+    })
+    .unwrap()
+}
+
+/// Every `(id, v)` of `kv` a transaction of `opts`-less `tx` reads.
+fn kv_rows(tx: &mut crate::Txn<'_>, t: &crate::Table) -> Vec<(i64, String)> {
+    tx.scan(
+        t,
+        std::ops::Bound::Unbounded,
+        std::ops::Bound::Unbounded,
+        crate::btree::Direction::Forward,
+    )
+    .unwrap()
+    .map(|r| match r.unwrap().as_slice() {
+        [Value::Int64(id), Value::Text(v)] => (*id, v.clone()),
+        other => panic!("bad row {other:?}"),
+    })
+    .collect()
+}
+
+/// Update and delete-mark undo goes to the writer's undo segment
+/// (undo_seg US7, undo U8): an older reader rebuilds the old versions
+/// through roll pointers by place; a savepoint rollback undoes segment
+/// records; the committed segment waits for purge and survives a power
+/// loss (recovery queues it again) while an unfinished writer's segment
+/// is rolled back; purge then removes the deleted rows and the replaced
+/// index entries and ends the segment.
+#[test]
+fn update_undo_in_segments_serves_readers_rollback_recovery_and_purge() {
+    use crate::{Isolation, TxnOptions};
+    let fs = SimFs::new(91);
+    let db = open(&fs);
+    let t = create_kv(&db);
+    let orig = |i: i64| format!("orig-{i}");
+    let mut tx = db.begin().unwrap();
+    for i in 0..100 {
+        tx.insert(&t, &[Value::Int64(i), Value::Text(orig(i))])
+            .unwrap();
+    }
+    tx.commit().unwrap();
+    let before: Vec<(i64, String)> = (0..100).map(|i| (i, orig(i))).collect();
+    let mut old = db
+        .begin_with(TxnOptions {
+            isolation: Isolation::RepeatableRead,
+            ..TxnOptions::default()
+        })
+        .unwrap();
+    assert_eq!(kv_rows(&mut old, &t), before);
+    let mut tx = db.begin().unwrap();
+    for i in 0..50 {
+        tx.update(
+            &t,
+            &[Value::Int64(i)],
+            &[(1, Value::Text(format!("new-{i}")))],
+        )
+        .unwrap();
+    }
+    for i in 50..60 {
+        assert!(tx.delete(&t, &[Value::Int64(i)]).unwrap());
+    }
+    let sp = tx.savepoint();
+    for i in 60..70 {
+        assert!(tx.delete(&t, &[Value::Int64(i)]).unwrap());
+        tx.update(
+            &t,
+            &[Value::Int64(i - 60)],
+            &[(1, Value::Text("gone".into()))],
+        )
+        .unwrap();
+    }
+    tx.rollback_to_savepoint(sp).unwrap();
+    tx.commit().unwrap();
+    let after: Vec<(i64, String)> = (0..100)
+        .filter(|i| !(50..60).contains(i))
+        .map(|i| (i, if i < 50 { format!("new-{i}") } else { orig(i) }))
+        .collect();
+    // One segment waits for purge; no undo went to the undo tree.
+    assert_eq!(db.stats().history_segments, 1);
+    assert_eq!(db.inner.undo.all_records(&db.inner.store).count(), 0);
+    assert_eq!(kv_rows(&mut old, &t), before, "the old view");
+    old.commit().unwrap();
+    let mut now = db.begin().unwrap();
+    assert_eq!(kv_rows(&mut now, &t), after);
+    now.commit().unwrap();
+    assert_clean(&db);
+    // A writer that never commits, its changes durable.
+    let mut w = db.begin().unwrap();
+    for i in 0..10 {
+        w.update(&t, &[Value::Int64(i)], &[(1, Value::Text("lost".into()))])
+            .unwrap();
+    }
+    assert!(w.delete(&t, &[Value::Int64(99)]).unwrap());
+    let lsn = db.inner.store.log().end_lsn();
+    db.inner.store.commit(lsn, crate::Durability::Sync).unwrap();
+    std::mem::forget(w);
+    let crashed = fs.crash(CrashMode::DropUnsynced);
+    drop(db);
+    let db = open(&crashed);
+    let recovery = db.stats().recovery.unwrap();
+    assert_eq!(recovery.rolled_back.len(), 1);
+    assert_eq!(db.stats().history_segments, 1, "queued again at open");
+    let t = db.table("kv").unwrap();
+    let mut now = db.begin().unwrap();
+    assert_eq!(kv_rows(&mut now, &t), after);
+    now.commit().unwrap();
+    assert_clean(&db);
+    db.purge_now().unwrap();
+    assert_eq!(db.stats().history_segments, 0);
+    assert!(db.inner.segs.existing(&db.inner.store).unwrap().is_empty());
+    assert_clean(&db);
+    // Purge removed the delete-marked rows and the replaced entries.
+    let mut now = db.begin().unwrap();
+    assert_eq!(kv_rows(&mut now, &t), after);
+    let entries = now
+        .index_scan(
+            &t,
+            "by_v",
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+            crate::btree::Direction::Forward,
+        )
+        .unwrap()
+        .count();
+    assert_eq!(entries, after.len());
+    now.commit().unwrap();
+    let check = db.check().unwrap();
+    assert_eq!(
+        check.records,
+        after.len() as u64,
+        "no delete-marked record left"
+    );
+    assert_eq!(
+        check.index_entries,
+        after.len() as u64,
+        "no replaced entry left"
+    );
+    db.close().unwrap();
 }

@@ -723,12 +723,21 @@ impl<'a> Ctx<'a> {
             old_value: cur.map(|(h, r)| h.encode(r)),
             changed,
         };
-        let roll = if kind == UndoKind::Insert && self.append_insert_undo(seq, &rec)? {
-            RollPtr::insert(seq)
-        } else {
-            self.db.undo.put(&self.db.store, self.id, seq, &rec)?;
-            self.live += 1;
-            RollPtr(seq)
+        let roll = match self.append_undo(&rec)? {
+            Some(roll) => roll,
+            None => {
+                // A tree pointer must stay below the segment and insert
+                // bits (undo U1, U8).
+                if seq >= RollPtr::SEGMENT_BIT {
+                    return Err(Error::InvalidArgument {
+                        what: "transaction",
+                        reason: format!("{seq} changes are more than a transaction can make"),
+                    });
+                }
+                self.db.undo.put(&self.db.store, self.id, seq, &rec)?;
+                self.live += 1;
+                RollPtr(seq)
+            }
         };
         self.seq = seq;
         self.put_version(schema, pk, roll, kind == UndoKind::DeleteMark, row)
@@ -783,7 +792,7 @@ impl<'a> Ctx<'a> {
                 old_value: None,
                 changed: UndoRecord::changed_mask(schema.def.indexes.len(), []),
             };
-            if !self.append_insert_undo(seq, &rec)? {
+            if self.append_undo(&rec)?.is_none() {
                 return Ok(false);
             }
             self.runs.push(RunSpan {
@@ -799,21 +808,20 @@ impl<'a> Ctx<'a> {
         Ok(true)
     }
 
-    /// Append an insert's undo record `rec` (number `seq`) to this
-    /// transaction's insert undo segment (`txn::undo_seg`), creating it
-    /// on the first; `false` if it cannot go there (no idle directory
-    /// entry, or a record longer than a page holds), and the caller puts
-    /// it in the undo tree.
-    fn append_insert_undo(&mut self, seq: u64, rec: &UndoRecord) -> Result<bool> {
+    /// Append undo record `rec` (number `seq`) to this transaction's
+    /// undo segment (`txn::undo_seg`), creating it on the first; the roll
+    /// pointer of the version it is for (undo U6, U8), or `None` if it
+    /// cannot go there (no idle directory entry, or a record longer than
+    /// a page holds), and the caller puts it in the undo tree.
+    fn append_undo(&mut self, rec: &UndoRecord) -> Result<Option<RollPtr>> {
         let Some(slot) = self.slot.as_ref().map(|s| s.index()) else {
-            return Ok(false);
+            return Ok(None);
         };
         let db = self.db;
-        let id = self.id;
         Ok(db
             .segs
-            .append(&db.store, &mut self.seg, slot, id, seq, &rec.encode())?
-            .is_some())
+            .append(&db.store, &mut self.seg, slot, rec)?
+            .map(|(_, roll)| roll))
     }
 
     /// Fail before a statement writes anything if a key or value it would
@@ -1330,20 +1338,23 @@ impl<'a> Ctx<'a> {
         let mut recs: Vec<_> = db
             .undo
             .records(&db.store, self.id, save + 1, Direction::Forward)
-            .map(|r| r.map(|(seq, rec)| (seq, rec, true)))
+            .map(|r| r.map(|(seq, rec)| (seq, rec, None)))
             .collect::<Result<_>>()?;
         let in_tree = recs.len() as u64;
         if let Some(seg) = &self.seg {
             // Segment records stay where they are once undone: the
-            // version no longer names them (undo U6), and the segment is
-            // ended whole when the transaction ends. Runs are undone from
+            // version no longer names them (undo U6, U8; a reader that
+            // read the pointer before finds the record and walks on to
+            // the version it restored), and the segment is ended whole
+            // when the transaction ends, or left to purge, which finds
+            // the row no longer naming the record. Runs are undone from
             // `self.runs`, which knows where each ends.
             recs.extend(
                 db.segs
                     .records_after(&db.store, seg, self.id, save)?
                     .into_iter()
-                    .filter(|(_, rec)| rec.kind != UndoKind::InsertRun)
-                    .map(|(seq, rec)| (seq, rec, false)),
+                    .filter(|r| r.rec.kind != UndoKind::InsertRun)
+                    .map(|r| (r.seq, r.rec, Some(r.roll))),
             );
         }
         // Runs are in number order: those reaching past `save` are last.
@@ -1447,13 +1458,28 @@ impl<'a> Ctx<'a> {
         self.done = true;
         let mut late = false;
         // undo_seg US3: an insert-only transaction with a small segment
-        // commits by ending it; any other writes its mark first.
+        // commits by ending it; one whose segment holds history by
+        // setting its committed bit (US7, after its mark if it has
+        // undo-tree records too); any other writes its mark first.
+        let history = self.seg.as_ref().is_some_and(|s| s.has_history());
         let marked = self.live > 0
             || self
                 .seg
                 .as_ref()
                 .is_some_and(|s| s.page_count() > UndoSegments::free_batch(&self.db.store));
-        let written = if marked {
+        let written = if history {
+            match self.commit_history(self.live > 0) {
+                Ok(l) => Ok(Some(l)),
+                Err((e, true)) => {
+                    // Committed by its mark in the log, its segment not
+                    // queued: as for a failed end below.
+                    self.abandon_slot();
+                    self.finish_locks();
+                    return Err(e);
+                }
+                Err((e, false)) => Err(e),
+            }
+        } else if marked {
             match self.db.undo.mark_committed(&self.db.store, self.id) {
                 Ok(l) => {
                     if let Err(e) = self.end_segment() {
@@ -1511,12 +1537,47 @@ impl<'a> Ctx<'a> {
         if lsn.is_some() {
             self.db.counters.commits.incr();
         }
-        if marked {
+        // One for each thing purge works through and counts off: the
+        // transaction's undo-tree records and mark, and its segment.
+        let tree = if history { self.live > 0 } else { marked };
+        let queued = i64::from(tree) + i64::from(history);
+        if queued > 0 {
             self.db
                 .history
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                .fetch_add(queued, std::sync::atomic::Ordering::Relaxed);
         }
         Ok((lsn, late))
+    }
+
+    /// Commit a transaction whose segment holds history (undo_seg US7):
+    /// its commit mark first if `marked` (it has undo-tree records), then
+    /// the segment's committed bit, which queues it for purge. Returns the
+    /// LSN of the last change; on failure the error, and whether the mark
+    /// was written (then the transaction is committed in the log).
+    fn commit_history(&mut self, marked: bool) -> std::result::Result<crate::Lsn, (Error, bool)> {
+        let db = self.db;
+        if marked {
+            db.undo
+                .mark_committed(&db.store, self.id)
+                .map_err(|e| (e, false))?;
+        }
+        let Some(seg) = &self.seg else {
+            return Err((
+                Error::InvalidArgument {
+                    what: "commit",
+                    reason: "a transaction with history in a segment has no segment".into(),
+                },
+                marked,
+            ));
+        };
+        // The commit point must be reached once begun (wait W2).
+        let _may_wait = crate::wait::MayWait::new();
+        let lsn = db
+            .segs
+            .commit(&db.store, seg, self.id)
+            .map_err(|e| (e, marked))?;
+        self.seg = None;
+        Ok(lsn)
     }
 
     fn commit(&mut self) -> Result<()> {

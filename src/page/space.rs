@@ -64,8 +64,11 @@ pub const SPACE_MAGIC: &[u8; 8] = b"QUILLDAT";
 /// segments' inserts after a crash nor read those pointers); version 6
 /// cached undo segment pages (`txn::undo_seg` US6: a version 5 build
 /// would take a cached page for a transaction's segment and fail its
-/// recovery).
-pub const SPACE_FORMAT_VERSION: u32 = 6;
+/// recovery); version 7 update undo in segments (`txn::undo_seg` US7 and
+/// roll pointers by place, undo U8: a version 6 build would read those
+/// pointers as undo-tree keys and take a committed segment for an
+/// unfinished transaction's).
+pub const SPACE_FORMAT_VERSION: u32 = 7;
 /// Oldest tablespace format version this build reads (and migrates).
 pub const MIN_SPACE_FORMAT_VERSION: u32 = 1;
 /// Number of root slots in the superblock.

@@ -586,7 +586,10 @@ impl Store {
     /// database layer creates at open when the slot is empty
     /// (`txn::undo_seg`), so from 4 the version alone changes as well;
     /// format 6 lets a directory entry hold a cached page (US6), which a
-    /// format 5 directory has none of, so from 5 too.
+    /// format 5 directory has none of, so from 5 too; format 7 lets a
+    /// segment hold update undo that a row's roll pointer names by place
+    /// (US7, undo U8), which a format 6 database has none of, so from 6
+    /// as well.
     fn migrate(&self, from: u32) -> Result<()> {
         use crate::page::space::{SB_DB_ID, SB_VERSION, SPACE_FORMAT_VERSION};
         let id = self.log().id();

@@ -22,7 +22,8 @@
 //! Invariants:
 //! * U1. A roll pointer names one undo record: together with the
 //!   version's writer (`trx`) it is the record's key in the undo log
-//!   (`txn::undo_log`); 0 means "no previous version".
+//!   (`txn::undo_log`), unless a bit says it is in a segment (U6, U8);
+//!   0 means "no previous version".
 //! * U2. An update or delete-mark undo record holds the complete previous
 //!   record value (its own header included), so following roll pointers
 //!   rebuilds every older version without reading anything else.
@@ -60,6 +61,17 @@
 //!   carries exactly this pointer. Sequence numbers stay below the bit.
 //!   Written only since tablespace format 5 (a format 4 build refuses
 //!   such a database at open).
+//! * U8. A roll pointer with [`RollPtr::SEGMENT_BIT`] set (and the insert
+//!   bit clear) names an update or delete-mark undo record in its
+//!   writer's undo segment by place: the segment page in bits 16..62 and
+//!   the offset of the record's length prefix on that page in bits
+//!   0..16 (`txn::undo_seg` US7). The page is the writer's until purge
+//!   frees it, so a reader that finds there a page of another owner, or
+//!   no segment page at all, knows that the writer rolled the change back
+//!   and restored the record first; one that finds its writer's page
+//!   must find a record of that writer there. Tree pointers (neither
+//!   bit) stay below both bits. Written only since tablespace format 7
+//!   (a format 6 build refuses such a database at open).
 
 use crate::Result;
 use crate::catalog::CatalogError;
@@ -113,6 +125,37 @@ impl RollPtr {
     /// transaction, without the insert bit.
     pub fn seq(self) -> u64 {
         self.0 & !Self::INSERT_BIT
+    }
+
+    /// The bit that marks a pointer to an undo record in a segment by
+    /// place (U8).
+    pub const SEGMENT_BIT: u64 = 1 << 62;
+    /// Bits of a segment pointer that hold the offset (U8).
+    const OFFSET_BITS: u32 = 16;
+    /// Largest page id a segment pointer holds (U8).
+    pub const MAX_SEGMENT_PAGE: u64 = (1 << (62 - Self::OFFSET_BITS)) - 1;
+
+    /// The roll pointer of a version whose undo record starts (its length
+    /// prefix) at `offset` on segment page `page` (U8); `None` if either
+    /// does not fit.
+    pub fn segment(page: u64, offset: usize) -> Option<RollPtr> {
+        let off = u16::try_from(offset).ok()?;
+        (page <= Self::MAX_SEGMENT_PAGE)
+            .then(|| RollPtr(Self::SEGMENT_BIT | page << Self::OFFSET_BITS | u64::from(off)))
+    }
+
+    /// Whether the pointer names a segment record by place (U8).
+    pub fn is_segment(self) -> bool {
+        self.0 & (Self::SEGMENT_BIT | Self::INSERT_BIT) == Self::SEGMENT_BIT
+    }
+
+    /// The page and offset of a segment pointer (U8).
+    pub fn place(self) -> (u64, usize) {
+        let bits = self.0 & !Self::SEGMENT_BIT;
+        (
+            bits >> Self::OFFSET_BITS,
+            (bits & ((1 << Self::OFFSET_BITS) - 1)) as usize,
+        )
     }
 }
 

@@ -1,8 +1,10 @@
 //! The undo log: where undo records, commit marks and the transaction id
 //! reservation live, in one redo-logged B+tree (root slot
 //! [`UNDO_ROOT_SLOT`]). Since tablespace format 5 most insert undo
-//! records go to insert undo segments instead (`txn::undo_seg`); the
-//! tree keeps the rest, and inserts of transactions without a segment. Undo pages are ordinary B+tree pages, so undo
+//! records go to undo segments instead (`txn::undo_seg`), and since
+//! format 7 most update and delete-mark records too; the tree keeps the
+//! rest (transactions that found no idle segment entry, records longer
+//! than a page, and what older formats wrote). Undo pages are ordinary B+tree pages, so undo
 //! writes are mini-transactions like any other page change: crash-safe
 //! through redo with no recovery code of their own, and evicted from the
 //! buffer pool like any page (transactions larger than the pool work).

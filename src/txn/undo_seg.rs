@@ -1,28 +1,35 @@
-//! Insert undo segments (tablespace format 5): a transaction's insert
-//! undo records are appended to a chain of undo pages of its own, one
-//! redo operation per record, instead of one undo B+tree insert each, and
-//! the pages are freed whole when the transaction ends. This is InnoDB's
-//! insert undo.
+//! Undo segments: a transaction's undo records are appended to a chain
+//! of undo pages of its own, one redo operation per record, instead of
+//! one undo B+tree insert each. This is InnoDB's insert and update undo.
+//! Since tablespace format 5 a segment holds insert records, and its pages
+//! are freed whole when the transaction ends; since format 7 it holds
+//! update and delete-mark records too, and a segment that has any is
+//! kept at commit for purge, which frees it whole (US7).
 //!
-//! Why it is sound: an insert's undo record serves rollback alone. A
-//! version written by an insert carries a roll pointer with the insert
-//! bit ([`RollPtr::insert`]): it had no previous version, so a reader
-//! that does not see its writer knows the row did not exist without
-//! reading undo, and purge has nothing to do for it. The records need a
-//! place that survives a crash until their transaction ends, no more.
+//! Why insert records need so little: an insert's undo record serves
+//! rollback alone. A version written by an insert carries a roll pointer
+//! with the insert bit ([`RollPtr::insert`]): it had no previous version,
+//! so a reader that does not see its writer knows the row did not exist
+//! without reading undo, and purge has nothing to do for it. The records
+//! need a place that survives a crash until their transaction ends, no
+//! more. An update's or delete-mark's record is read by MVCC readers and
+//! purge too: the version it replaced names it by place (undo U8), and
+//! the segment lives until purge is done with it.
 //!
 //! Layout. Root slot [`UNDO_DIR_ROOT_SLOT`] names the directory's root
 //! page; it lists [`DIR_PARTS`] partition pages, whose entries each name
 //! the first page of one segment (0: free), or a cached page kept for
 //! reuse (US6). Both are `UndoDir` pages:
 //! `version u8 | kind u8 (0 root, 1 partition) | count u16 | count page
-//! ids u64`. A segment is a chain of `Undo` pages: `version u8 | trx u64
-//! | next page u64 (0: last) | records` (transaction 0: a cached page,
-//! whose records mean nothing), each record `length u16 (not 0)
-//! | an undo record` (`txn::undo`, kind insert or insert run, of that
-//! transaction);
-//! a zero length, or the end of the page, ends a page's records.
-//! Little-endian throughout; every page carries its checksum (page P1).
+//! ids u64`. A segment is a chain of `Undo` pages: `version u8 | owner
+//! u64 | next page u64 (0: last) | records`. The owner is the
+//! transaction's id, with bit 63 ([`COMMITTED`], first page only) set
+//! once the transaction committed with the segment kept for purge (US7);
+//! transaction 0 marks a cached page, whose records mean nothing. Each
+//! record is `length u16 (not 0) | an undo record` (`txn::undo`, of that
+//! transaction); a zero length, or the end of the page, ends a page's
+//! records. Little-endian throughout; every page carries its checksum
+//! (page P1).
 //!
 //! Invariants (recovery relies on each):
 //! * US1. A directory entry is the only reference to a segment. It is set
@@ -41,9 +48,11 @@
 //!   changed nothing (unless the entry or its page is damaged: then it
 //!   stays out of the lists). Recovery frees every transaction's segment
 //!   before any transaction begins.
-//! * US3. A transaction with a segment and no commit mark never
-//!   committed: recovery rolls it back with the segment's records and its
-//!   undo-tree records together, newest first. An insert-only transaction
+//! * US3. A transaction with a segment, no commit mark and no
+//!   [`COMMITTED`] bit never committed: recovery rolls it back with the
+//!   segment's records and its undo-tree records together, newest first.
+//!   A transaction whose segment holds an update or delete-mark record
+//!   commits as US7 says. An insert-only transaction
 //!   whose segment has at most [`UndoSegments::free_batch`] pages commits
 //!   in one mini-transaction that ends its segment: it empties the entry
 //!   and frees the pages, or (US6) caches the one page (the commit LSN
@@ -53,11 +62,13 @@
 //!   the change it undoes.
 //! * US5. A page read from a segment must be an `Undo` page of this
 //!   version and transaction, and its records must decode (undo U3) as
-//!   insert or insert-run records (undo U7) of that transaction, with
-//!   sequence numbers above 0 and below the insert bit; anything else is
-//!   reported as a
-//!   corrupt page, never skipped. A chain that comes back to a page is
-//!   corrupt too.
+//!   records of that transaction, with sequence numbers above 0 and below
+//!   the segment bit (undo U8); anything else is reported as a corrupt
+//!   page, never skipped. A chain that comes back to a page is corrupt
+//!   too. The one exception is an MVCC reader following a roll pointer
+//!   by place (undo U8): a page that is not its writer's any more means
+//!   the writer rolled the change back, and the reader reads the record
+//!   again ([`UndoSegments::read_at`]).
 //! * US6. A cached segment is an entry naming a segment page of
 //!   transaction 0: no records, no next page, nobody's undo. A
 //!   transaction whose segment is one page ends it by writing 0 over the
@@ -69,6 +80,20 @@
 //!   segments alone, and a clean close frees them
 //!   ([`UndoSegments::release_cached`]), so a closed database holds no
 //!   page it does not use.
+//! * US7. A transaction whose segment holds an update or delete-mark
+//!   record commits by setting the [`COMMITTED`] bit in its first page's
+//!   owner (after its commit mark, if it has undo-tree records too: then
+//!   the mark is the commit point, UL2, and recovery takes either for
+//!   committed). The segment stays: its entry is held, and the segment
+//!   is queued in memory for purge ([`UndoSegments::committed_below`];
+//!   recovery queues every committed segment it finds). Purge works
+//!   through its records once the transaction is below the purge bound
+//!   (registry R4: no reader follows a pointer into it any more), then
+//!   ends it as a transaction ends an insert segment (cache or free,
+//!   US6), which makes the entry idle. A crash part way leaves the
+//!   segment committed and queued again at the next open; purge acts on
+//!   a record only where the row still says so, so doing it twice is
+//!   harmless.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -84,7 +109,7 @@ use crate::store::{Store, alloc_page, free_page};
 use crate::{Error, Result};
 
 use super::registry::TrxId;
-use super::undo::{RollPtr, UndoKind, UndoRecord};
+use super::undo::{RollPtr, UndoRecord};
 
 /// Root slot of the insert undo directory.
 pub const UNDO_DIR_ROOT_SLOT: usize = 2;
@@ -112,6 +137,9 @@ const SEG_TRX: usize = PAGE_HEADER + 1;
 const SEG_NEXT: usize = PAGE_HEADER + 9;
 /// Where a segment page's records start.
 const SEG_RECORDS: usize = PAGE_HEADER + 17;
+/// The bit of a first page's owner that says its transaction committed
+/// and left the segment to purge (US7).
+pub const COMMITTED: u64 = 1 << 63;
 
 /// A directory entry: partition and index (US2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,12 +157,20 @@ pub struct Segment {
     pages: Vec<(PageId, u64)>,
     /// Where the next record goes on the last page.
     end: usize,
+    /// Whether it holds an update or delete-mark record (US7).
+    history: bool,
 }
 
 impl Segment {
     /// Pages in the segment.
     pub fn page_count(&self) -> usize {
         self.pages.len()
+    }
+
+    /// Whether it holds an update or delete-mark record, so that commit
+    /// leaves it to purge (US7).
+    pub fn has_history(&self) -> bool {
+        self.history
     }
 
     /// Its directory entry and first page (what [`UndoSegments::free`]
@@ -145,7 +181,8 @@ impl Segment {
     }
 }
 
-/// A segment found in the directory at open (recovery).
+/// A segment found in the directory at open (recovery), or queued for
+/// purge (US7).
 #[derive(Clone, Copy, Debug)]
 pub struct Found {
     /// Its entry.
@@ -154,6 +191,21 @@ pub struct Found {
     pub first: PageId,
     /// The transaction that wrote it.
     pub trx: TrxId,
+    /// Whether its first page carries the [`COMMITTED`] bit (US7).
+    pub committed: bool,
+}
+
+/// A record read from a segment.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SegRecord {
+    /// Its sequence number in its transaction.
+    pub seq: u64,
+    /// The record.
+    pub rec: UndoRecord,
+    /// The roll pointer of the version it replaced: by place for an
+    /// update or delete-mark (undo U8), with the insert bit for an
+    /// insert (undo U6).
+    pub roll: RollPtr,
 }
 
 /// The entries of one partition that no transaction holds (US2).
@@ -181,6 +233,9 @@ pub struct UndoSegments {
     parts: Vec<PageId>,
     /// Per partition, the entries no transaction holds (US2).
     idle: Box<[CachePadded<PartIdle>]>,
+    /// Per partition, the committed segments purge has not ended yet
+    /// (US7).
+    history: Box<[CachePadded<Mutex<Vec<Found>>>]>,
 }
 
 fn corrupt(store: &Store, page: u64, reason: impl Into<String>) -> Error {
@@ -259,6 +314,7 @@ impl UndoSegments {
                 return Ok(UndoSegments {
                     parts: Vec::new(),
                     idle: Box::new([]),
+                    history: Box::new([]),
                 });
             }
             PageId(0) => Self::create(store, per_part)?,
@@ -311,6 +367,7 @@ impl UndoSegments {
         Ok(UndoSegments {
             parts,
             idle: idle.into_boxed_slice(),
+            history: (0..DIR_PARTS).map(|_| CachePadded::default()).collect(),
         })
     }
 
@@ -418,24 +475,41 @@ impl UndoSegments {
         at + 2 + len <= store.pool().page_size()
     }
 
-    /// Append insert undo record `seq` of `trx`, encoded as `rec`, to the
-    /// transaction's segment, starting it on the first record in an entry
-    /// taken for registry slot `slot` (US1, US2, US4, US6). Returns the
-    /// append's LSN; `Ok(None)` if the record cannot go into a segment
-    /// (longer than a page holds, or every entry held: the caller puts it
-    /// in the undo tree).
+    /// Append undo record `undo` (number `undo.undo_no` of transaction
+    /// `undo.trx`) to the transaction's segment, starting it on the first
+    /// record in an entry taken for registry slot `slot` (US1, US2, US4,
+    /// US6). Returns the append's LSN and the roll pointer of the version
+    /// the record is for (undo U6, U8); `Ok(None)` if the record cannot go
+    /// into a segment (longer than a page holds, or every entry held: the
+    /// caller puts it in the undo tree).
     pub fn append(
         &self,
         store: &Store,
         seg: &mut Option<Segment>,
         slot: usize,
-        trx: TrxId,
-        seq: u64,
-        rec: &[u8],
-    ) -> Result<Option<Lsn>> {
+        undo: &UndoRecord,
+    ) -> Result<Option<(Lsn, RollPtr)>> {
+        let (trx, seq) = (undo.trx, undo.undo_no);
+        let encoded = undo.encode();
+        let rec = encoded.as_slice();
         if !Self::fits(store, SEG_RECORDS, rec.len()) || rec.len() > usize::from(u16::MAX) {
             return Ok(None);
         }
+        let history = undo.kind.has_old_value();
+        let roll = |page: PageId, at: usize| -> Result<RollPtr> {
+            if !history {
+                return Ok(RollPtr::insert(seq));
+            }
+            RollPtr::segment(page.0, at).ok_or_else(|| {
+                corrupt(
+                    store,
+                    page.0,
+                    format!(
+                        "an undo segment record at {at} cannot be named by a roll pointer (undo U8)"
+                    ),
+                )
+            })
+        };
         let Some(s) = seg.as_mut() else {
             let Some((entry, cached)) = self.take(slot) else {
                 return Ok(None);
@@ -446,8 +520,9 @@ impl UndoSegments {
                         entry,
                         pages: vec![(first, seq)],
                         end,
+                        history,
                     });
-                    Ok(Some(lsn))
+                    Ok(Some((lsn, roll(first, SEG_RECORDS)?)))
                 }
                 Err(e) => {
                     // Nothing changed, or the pool is poisoned and
@@ -467,11 +542,14 @@ impl UndoSegments {
         let mut mtr = store.mtr()?;
         let last = s.pages.last().map_or(PageId(0), |p| p.0);
         if Self::fits(store, s.end, rec.len()) {
+            let at = s.end;
+            let r = roll(last, at)?;
             let h = mtr.latch(last, Load::Verify)?;
-            write(&mut mtr, h, s.end, &bytes)?;
+            write(&mut mtr, h, at, &bytes)?;
             let lsn = commit(mtr)?;
             s.end += bytes.len();
-            return Ok(Some(lsn));
+            s.history |= history;
+            return Ok(Some((lsn, r)));
         }
         // The superblock first (store T3), then the old last page, and
         // only then the allocation, which is the first change: nothing
@@ -482,12 +560,14 @@ impl UndoSegments {
         seg_page_trx(store, last, mtr.page(old)?, trx)?;
         let h = alloc_page(&mut mtr)?;
         let id = mtr.id(h)?;
+        let r = roll(id, SEG_RECORDS)?;
         init_page(&mut mtr, h, trx, &bytes)?;
         write(&mut mtr, old, SEG_NEXT, &id.0.to_le_bytes())?;
         let lsn = commit(mtr)?;
         s.pages.push((id, seq));
         s.end = SEG_RECORDS + bytes.len();
-        Ok(Some(lsn))
+        s.history |= history;
+        Ok(Some((lsn, r)))
     }
 
     /// Latch the superblock (store T3) and then `entry`'s directory page
@@ -564,7 +644,7 @@ impl UndoSegments {
         seg: &Segment,
         trx: TrxId,
         after: u64,
-    ) -> Result<Vec<(u64, UndoRecord)>> {
+    ) -> Result<Vec<SegRecord>> {
         // The last page whose first record is at or below `after` may
         // still hold later ones; every page after it does.
         let start = seg
@@ -577,7 +657,7 @@ impl UndoSegments {
             let p = store.pool().fetch_read(id)?;
             page_records(store, id, &p, trx, &mut out)?;
         }
-        out.retain(|(seq, _)| *seq > after);
+        out.retain(|r| r.seq > after);
         Ok(out)
     }
 
@@ -594,14 +674,15 @@ impl UndoSegments {
                     continue;
                 }
                 let fp = store.pool().fetch_read(PageId(first))?;
-                let trx = seg_page_owner(store, PageId(first), &fp)?;
-                if trx == 0 {
+                let owner = seg_page_owner(store, PageId(first), &fp)?;
+                if owner == 0 {
                     continue;
                 }
                 out.push(Found {
                     entry: Entry { part, index },
                     first: PageId(first),
-                    trx,
+                    trx: owner & !COMMITTED,
+                    committed: owner & COMMITTED != 0,
                 });
             }
         }
@@ -615,7 +696,7 @@ impl UndoSegments {
         store: &Store,
         first: PageId,
         trx: TrxId,
-    ) -> Result<Vec<(u64, UndoRecord)>> {
+    ) -> Result<Vec<SegRecord>> {
         let mut out = Vec::new();
         let mut seen = HashSet::new();
         let mut at = first;
@@ -640,6 +721,11 @@ impl UndoSegments {
         if seg.pages.len() != 1 || !self.cache_has_room(entry) {
             return self.free(store, entry, first, trx, in_one);
         }
+        self.cache(store, entry, first, trx)
+    }
+
+    /// Cache the one-page segment of `trx` at `first` in `entry` (US6).
+    fn cache(&self, store: &Store, entry: Entry, first: PageId, trx: TrxId) -> Result<Lsn> {
         let mut mtr = store.mtr()?;
         let h = mtr.latch(first, Load::Verify)?;
         let next = {
@@ -658,6 +744,127 @@ impl UndoSegments {
         let lsn = commit(mtr)?;
         self.give_back(entry, Some(first));
         Ok(lsn)
+    }
+
+    /// Commit `trx`, whose segment `seg` holds history (US7): set the
+    /// [`COMMITTED`] bit in its first page's owner and queue it for
+    /// purge. Returns the LSN of that change (the commit LSN, unless the
+    /// transaction's commit mark came first). The caller drops `seg` on
+    /// success; on failure nothing changed, or the pool is poisoned (mtr
+    /// M4), and the transaction still holds its segment.
+    pub fn commit(&self, store: &Store, seg: &Segment, trx: TrxId) -> Result<Lsn> {
+        let (entry, first) = seg.head();
+        let mut mtr = store.mtr()?;
+        let h = mtr.latch(first, Load::Verify)?;
+        let owner = seg_page_owner(store, first, mtr.page(h)?)?;
+        if owner != trx {
+            return Err(corrupt(
+                store,
+                first.0,
+                format!("first page of transaction {trx}'s undo segment has owner {owner:#x}"),
+            ));
+        }
+        write(&mut mtr, h, SEG_TRX, &(trx | COMMITTED).to_le_bytes())?;
+        let lsn = commit(mtr)?;
+        self.queue(Found {
+            entry,
+            first,
+            trx,
+            committed: true,
+        });
+        Ok(lsn)
+    }
+
+    /// Queue committed segment `f` for purge (US7): at commit, and for
+    /// what recovery finds.
+    pub fn queue(&self, f: Found) {
+        if let Some(q) = self.history.get(f.entry.part) {
+            q.lock().push(f);
+        }
+    }
+
+    /// Take up to `max` committed segments of partition `part` whose
+    /// transactions are below `bound` off the purge queue (US7), oldest
+    /// commits first. The caller ends each ([`UndoSegments::end_purged`])
+    /// or, if it cannot, puts it back ([`UndoSegments::queue`]).
+    pub fn committed_below(&self, part: usize, bound: TrxId, max: usize) -> Vec<Found> {
+        let Some(q) = self.history.get(part) else {
+            return Vec::new();
+        };
+        let mut q = q.lock();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < q.len() && out.len() < max {
+            if q.get(i).is_some_and(|f| f.trx < bound) {
+                out.push(q.remove(i));
+            } else {
+                i += 1;
+            }
+        }
+        out
+    }
+
+    /// Committed segments queued for purge (US7).
+    pub fn history_len(&self) -> usize {
+        self.history.iter().map(|q| q.lock().len()).sum()
+    }
+
+    /// End committed segment `f` once purge is done with its records
+    /// (US7): cache its page if it is one page and its partition has
+    /// room (US6), else free it. The entry is idle after (US2).
+    pub fn end_purged(&self, store: &Store, f: &Found) -> Result<Lsn> {
+        let next = {
+            let p = store.pool().fetch_read(f.first)?;
+            seg_page_trx(store, f.first, &p, f.trx)?;
+            get_u64(&p, SEG_NEXT)
+        };
+        if next != 0 || !self.cache_has_room(f.entry) {
+            return self.free(store, f.entry, f.first, f.trx, false);
+        }
+        self.cache(store, f.entry, f.first, f.trx)
+    }
+
+    /// The undo record of `trx` that roll pointer `roll` names by place
+    /// (undo U8), for an MVCC reader; `Ok(None)` if the page there is not
+    /// `trx`'s segment page any more (the writer rolled the change back
+    /// and ended its segment: the reader reads the row again). A page of
+    /// `trx` without such a record there is corrupt (US5).
+    pub fn read_at(&self, store: &Store, trx: TrxId, roll: RollPtr) -> Result<Option<UndoRecord>> {
+        let (page, at) = roll.place();
+        let id = PageId(page);
+        let p = store.pool().fetch_read(id)?;
+        if page::page_type(&p) != Some(PageType::Undo)
+            || p.get(PAGE_HEADER).copied() != Some(SEG_VERSION)
+            || get_u64(&p, SEG_TRX) & !COMMITTED != trx
+        {
+            return Ok(None);
+        }
+        let bad = |reason: String| {
+            corrupt(
+                store,
+                page,
+                format!("undo segment record at {at}: {reason}"),
+            )
+        };
+        if at < SEG_RECORDS {
+            return Err(bad("a roll pointer names the page header (undo U8)".into()));
+        }
+        let len = match p.get(at..at + 2) {
+            Some(&[lo, hi]) => usize::from(u16::from_le_bytes([lo, hi])),
+            _ => return Err(bad("past the page".into())),
+        };
+        let bytes = p
+            .get(at + 2..at + 2 + len)
+            .filter(|_| len > 0)
+            .ok_or_else(|| bad(format!("length {len} runs past the page or is 0")))?;
+        let rec = UndoRecord::decode(bytes).map_err(|e| bad(e.to_string()))?;
+        if rec.trx != trx || !rec.kind.has_old_value() {
+            return Err(bad(format!(
+                "a {:?} record of transaction {} where a roll pointer of {trx} points",
+                rec.kind, rec.trx
+            )));
+        }
+        Ok(Some(rec))
     }
 
     /// Free every cached page (US6), emptying their entries: a clean
@@ -797,7 +1004,7 @@ fn init_page(mtr: &mut Mtr<'_>, h: PageHandle, trx: TrxId, first_record: &[u8]) 
 
 /// Check that `p` is a segment page of transaction `trx` (US5).
 fn seg_page_trx(store: &Store, id: PageId, p: &[u8], trx: TrxId) -> Result<()> {
-    let owner = seg_page_owner(store, id, p)?;
+    let owner = seg_page_owner(store, id, p)? & !COMMITTED;
     if owner != trx {
         return Err(corrupt(
             store,
@@ -830,24 +1037,40 @@ fn page_records(
     id: PageId,
     p: &[u8],
     trx: TrxId,
-    out: &mut Vec<(u64, UndoRecord)>,
+    out: &mut Vec<SegRecord>,
 ) -> Result<()> {
     seg_page_trx(store, id, p, trx)?;
-    parse_records(p, trx, out).map_err(|(at, reason)| {
+    let mut found = Vec::new();
+    parse_records(p, trx, &mut found).map_err(|(at, reason)| {
         corrupt(
             store,
             id.0,
             format!("undo segment record at {at}: {reason}"),
         )
-    })
+    })?;
+    for (at, rec) in found {
+        let roll = if rec.kind.has_old_value() {
+            RollPtr::segment(id.0, at)
+                .ok_or_else(|| corrupt(store, id.0, "a page no roll pointer can name (undo U8)"))?
+        } else {
+            RollPtr::insert(rec.undo_no)
+        };
+        out.push(SegRecord {
+            seq: rec.undo_no,
+            rec,
+            roll,
+        });
+    }
+    Ok(())
 }
 
-/// The records of segment page `p` of `trx` (US5): the decoder recovery
-/// and rollback use, and the fuzz target's.
+/// The records of segment page `p` of `trx` (US5), each with the offset
+/// of its length prefix: the decoder recovery, rollback and purge use,
+/// and the fuzz target's.
 pub(crate) fn parse_records(
     p: &[u8],
     trx: TrxId,
-    out: &mut Vec<(u64, UndoRecord)>,
+    out: &mut Vec<(usize, UndoRecord)>,
 ) -> std::result::Result<(), (usize, String)> {
     let mut at = SEG_RECORDS;
     while let Some(&[lo, hi]) = p.get(at..at + 2) {
@@ -859,19 +1082,19 @@ pub(crate) fn parse_records(
             .get(at + 2..at + 2 + len)
             .ok_or((at, format!("length {len} runs past the page")))?;
         let rec = UndoRecord::decode(bytes).map_err(|e| (at, e.to_string()))?;
-        if rec.undo_no == 0 || rec.undo_no & RollPtr::INSERT_BIT != 0 {
+        if rec.undo_no == 0 || rec.undo_no >= RollPtr::SEGMENT_BIT {
             return Err((at, format!("sequence number {} out of range", rec.undo_no)));
         }
-        if !matches!(rec.kind, UndoKind::Insert | UndoKind::InsertRun) || rec.trx != trx {
+        if rec.trx != trx {
             return Err((
                 at,
                 format!(
-                    "a {:?} record of transaction {} in an insert segment of {trx}",
+                    "a {:?} record of transaction {} in a segment of {trx}",
                     rec.kind, rec.trx
                 ),
             ));
         }
-        out.push((rec.undo_no, rec));
+        out.push((at, rec));
         at += 2 + len;
     }
     Ok(())
@@ -912,6 +1135,7 @@ mod tests {
     use crate::io::SimFs;
     use crate::page::space::SB_FREE_COUNT;
     use crate::store::test_options;
+    use crate::txn::undo::UndoKind;
     use proptest::prelude::*;
     use std::path::Path;
     use std::sync::Arc;
@@ -928,6 +1152,10 @@ mod tests {
             old_value: None,
             changed: 0,
         }
+    }
+
+    fn pairs(recs: Vec<SegRecord>) -> Vec<(u64, UndoRecord)> {
+        recs.into_iter().map(|r| (r.seq, r.rec)).collect()
     }
 
     fn free_pages(store: &Store) -> u64 {
@@ -948,11 +1176,7 @@ mod tests {
         let n = 20_000u64;
         for seq in 1..=n {
             let r = rec(42, seq, 20);
-            assert!(
-                segs.append(&store, &mut seg, 37, 42, seq, &r.encode())
-                    .unwrap()
-                    .is_some()
-            );
+            assert!(segs.append(&store, &mut seg, 37, &r).unwrap().is_some());
         }
         let seg = seg.unwrap();
         // Slot 37's partition first, its lowest entry (US2).
@@ -965,11 +1189,9 @@ mod tests {
         );
         let all = segs.records_after(&store, &seg, 42, 0).unwrap();
         assert_eq!(all.len() as u64, n);
-        assert!(
-            all.iter()
-                .enumerate()
-                .all(|(i, (s, r))| *s == i as u64 + 1 && *r == rec(42, *s, 20))
-        );
+        assert!(all.iter().enumerate().all(|(i, r)| r.seq == i as u64 + 1
+            && r.rec == rec(42, r.seq, 20)
+            && r.roll == RollPtr::insert(r.seq)));
         for after in [1, 500, n - 1, n] {
             let tail = segs.records_after(&store, &seg, 42, after).unwrap();
             assert_eq!(tail.len() as u64, n - after, "after {after}");
@@ -998,8 +1220,7 @@ mod tests {
         // free.
         assert!(segs.free(&store, e, first, 42, false).is_err());
         let mut again = None;
-        segs.append(&store, &mut again, 37, 43, 1, &rec(43, 1, 3).encode())
-            .unwrap();
+        segs.append(&store, &mut again, 37, &rec(43, 1, 3)).unwrap();
         let found = segs.existing(&store).unwrap();
         assert_eq!((found[0].entry, found[0].trx), (entry, 43));
     }
@@ -1015,8 +1236,7 @@ mod tests {
         let mut seg = None;
         let n = 8_000u64;
         for seq in 1..=n {
-            segs.append(&store, &mut seg, 5, 7, seq, &rec(7, seq, 20).encode())
-                .unwrap();
+            segs.append(&store, &mut seg, 5, &rec(7, seq, 20)).unwrap();
         }
         let seg = seg.unwrap();
         let pages = seg.page_count() as u64;
@@ -1037,7 +1257,7 @@ mod tests {
         assert_eq!(found.len(), 1);
         assert_eq!((found[0].first, found[0].trx), (next, 7));
         let rest = segs.chain_records(&store, next, 7).unwrap();
-        assert!(!rest.is_empty() && rest.last().unwrap().0 == n);
+        assert!(!rest.is_empty() && rest.last().unwrap().seq == n);
         segs.free(&store, found[0].entry, next, 7, false).unwrap();
         assert_eq!(free_pages(&store) - before, pages);
         assert!(segs.existing(&store).unwrap().is_empty());
@@ -1051,8 +1271,7 @@ mod tests {
         let store = Store::create(Arc::new(fs.clone()), Path::new("/db"), test_options()).unwrap();
         let segs = UndoSegments::open(&store).unwrap();
         let mut seg = None;
-        segs.append(&store, &mut seg, 0, 9, 1, &rec(9, 1, 4).encode())
-            .unwrap();
+        segs.append(&store, &mut seg, 0, &rec(9, 1, 4)).unwrap();
         let root = store.root(UNDO_DIR_ROOT_SLOT).unwrap();
         store.close().unwrap();
         let store = Store::open(Arc::new(fs), Path::new("/db"), test_options()).unwrap();
@@ -1061,7 +1280,7 @@ mod tests {
         let found = segs.existing(&store).unwrap();
         assert_eq!(found.len(), 1);
         assert_eq!(
-            segs.chain_records(&store, found[0].first, 9).unwrap(),
+            pairs(segs.chain_records(&store, found[0].first, 9).unwrap()),
             vec![(1, rec(9, 1, 4))]
         );
         // Every idle entry can be taken once, the held one not at all;
@@ -1090,8 +1309,7 @@ mod tests {
         let segs = UndoSegments::open(&store).unwrap();
         let mut seg = None;
         for seq in 1..=3 {
-            segs.append(&store, &mut seg, 3, 11, seq, &rec(11, seq, 8).encode())
-                .unwrap();
+            segs.append(&store, &mut seg, 3, &rec(11, seq, 8)).unwrap();
         }
         let seg = seg.unwrap();
         let page = seg.head().1;
@@ -1104,14 +1322,13 @@ mod tests {
         assert!(segs.existing(&store).unwrap().is_empty());
         // Another slot, another partition first: it takes the cached page.
         let mut next = None;
-        segs.append(&store, &mut next, 10, 12, 1, &rec(12, 1, 5).encode())
-            .unwrap();
+        segs.append(&store, &mut next, 10, &rec(12, 1, 5)).unwrap();
         let next = next.unwrap();
         assert_eq!(next.head(), seg.head());
         assert_eq!((free_pages(&store), segs.cached_pages()), (free, 0));
         // The page holds the new transaction's record alone.
         assert_eq!(
-            segs.chain_records(&store, page, 12).unwrap(),
+            pairs(segs.chain_records(&store, page, 12).unwrap()),
             vec![(1, rec(12, 1, 5))]
         );
         segs.end(&store, &next, 12, false).unwrap();
@@ -1136,8 +1353,7 @@ mod tests {
         for trx in 1..=(CACHE_PER_PART as u64 + 3) {
             let mut seg = None;
             // Slots of one partition.
-            segs.append(&store, &mut seg, 0, trx, 1, &rec(trx, 1, 8).encode())
-                .unwrap();
+            segs.append(&store, &mut seg, 0, &rec(trx, 1, 8)).unwrap();
             held.push((trx, seg.unwrap()));
         }
         assert!(held.iter().all(|(_, s)| s.head().0.part == 0));
@@ -1150,8 +1366,7 @@ mod tests {
         segs.release_cached(&store).unwrap();
         let mut seg = None;
         for seq in 1..=600 {
-            segs.append(&store, &mut seg, 1, 99, seq, &rec(99, seq, 20).encode())
-                .unwrap();
+            segs.append(&store, &mut seg, 1, &rec(99, seq, 20)).unwrap();
         }
         let seg = seg.unwrap();
         assert!(seg.page_count() > 1);
@@ -1172,11 +1387,9 @@ mod tests {
         let mut a = None;
         let mut b = None;
         for seq in 1..=4 {
-            segs.append(&store, &mut a, 0, 21, seq, &rec(21, seq, 30).encode())
-                .unwrap();
+            segs.append(&store, &mut a, 0, &rec(21, seq, 30)).unwrap();
         }
-        segs.append(&store, &mut b, 1, 22, 1, &rec(22, 1, 9).encode())
-            .unwrap();
+        segs.append(&store, &mut b, 1, &rec(22, 1, 9)).unwrap();
         let (a, b) = (a.unwrap(), b.unwrap());
         segs.end(&store, &a, 21, true).unwrap();
         let lsn = segs.end(&store, &b, 22, true).unwrap();
@@ -1184,8 +1397,8 @@ mod tests {
         // A third transaction reuses one of them, durably, and the power
         // goes before it ends.
         let mut c = None;
-        let lsn = segs
-            .append(&store, &mut c, 0, 23, 1, &rec(23, 1, 2).encode())
+        let (lsn, _) = segs
+            .append(&store, &mut c, 0, &rec(23, 1, 2))
             .unwrap()
             .unwrap();
         store.commit(lsn, crate::Durability::Sync).unwrap();
@@ -1200,7 +1413,7 @@ mod tests {
         assert_eq!(found.len(), 1);
         assert_eq!((found[0].first, found[0].trx), (c.head().1, 23));
         assert_eq!(
-            segs.chain_records(&store, found[0].first, 23).unwrap(),
+            pairs(segs.chain_records(&store, found[0].first, 23).unwrap()),
             vec![(1, rec(23, 1, 2))]
         );
         // Damage: the cached page names a next page.
@@ -1218,6 +1431,101 @@ mod tests {
             UndoSegments::open(&store),
             Err(Error::CorruptPage { .. })
         ));
+    }
+
+    fn upd(trx: TrxId, seq: u64, old_len: usize) -> UndoRecord {
+        UndoRecord {
+            kind: UndoKind::Update,
+            old_value: Some(vec![seq as u8; old_len]),
+            changed: 1,
+            ..rec(trx, seq, 6)
+        }
+    }
+
+    /// Update records are named by place (undo U8) and read back there;
+    /// committing sets the bit and queues the segment (US7), which purge
+    /// takes only below its bound and then caches; a pointer into a page
+    /// that is not its writer's any more reads as gone, and one into its
+    /// writer's page at a place holding no record of it is corrupt.
+    #[test]
+    fn update_records_by_place_commit_and_purge() {
+        let store =
+            Store::create(Arc::new(SimFs::new(5)), Path::new("/db"), test_options()).unwrap();
+        let segs = UndoSegments::open(&store).unwrap();
+        let mut seg = None;
+        let mut rolls = Vec::new();
+        for seq in 1..=40u64 {
+            let r = if seq % 3 == 0 {
+                rec(50, seq, 9)
+            } else {
+                upd(50, seq, 300)
+            };
+            let (_, roll) = segs.append(&store, &mut seg, 2, &r).unwrap().unwrap();
+            assert_eq!(roll.is_segment(), seq % 3 != 0);
+            assert_eq!(roll.is_insert(), seq % 3 == 0);
+            rolls.push((roll, r));
+        }
+        let seg = seg.unwrap();
+        assert!(seg.has_history() && seg.page_count() > 1);
+        for (roll, r) in rolls.iter().filter(|(roll, _)| roll.is_segment()) {
+            assert_eq!(segs.read_at(&store, 50, *roll).unwrap().as_ref(), Some(r));
+            // Another transaction's pointer into this page: not its page.
+            assert_eq!(segs.read_at(&store, 51, *roll).unwrap(), None);
+        }
+        let (first_roll, _) = rolls[0];
+        let (page, at) = first_roll.place();
+        let wrong = RollPtr::segment(page, at + 1).unwrap();
+        assert!(matches!(
+            segs.read_at(&store, 50, wrong),
+            Err(Error::CorruptPage { .. })
+        ));
+        let header = RollPtr::segment(page, 3).unwrap();
+        assert!(segs.read_at(&store, 50, header).is_err());
+        // The records come back with the pointers they were appended with.
+        let all = segs.chain_records(&store, seg.head().1, 50).unwrap();
+        let want: Vec<_> = rolls.iter().map(|(roll, r)| (*roll, r.clone())).collect();
+        let got: Vec<_> = all.iter().map(|r| (r.roll, r.rec.clone())).collect();
+        assert_eq!(got, want);
+        segs.commit(&store, &seg, 50).unwrap();
+        let found = segs.existing(&store).unwrap();
+        assert_eq!(found.len(), 1);
+        assert!(found[0].committed && found[0].trx == 50);
+        assert_eq!(segs.history_len(), 1);
+        let part = seg.head().0.part;
+        assert!(
+            segs.committed_below(part, 50, 8).is_empty(),
+            "bound not past it"
+        );
+        assert_eq!(segs.history_len(), 1);
+        let mut taken = segs.committed_below(part, 51, 8);
+        assert_eq!(taken.len(), 1);
+        let f = taken.pop().unwrap();
+        // Still readable until purge ends it.
+        assert!(segs.read_at(&store, 50, first_roll).unwrap().is_some());
+        let free_before = free_pages(&store);
+        segs.end_purged(&store, &f).unwrap();
+        assert!(segs.existing(&store).unwrap().is_empty());
+        assert_eq!(segs.history_len(), 0);
+        // Many pages: freed, not cached.
+        assert_eq!(free_pages(&store) - free_before, seg.page_count() as u64);
+        assert_eq!(segs.read_at(&store, 50, first_roll).unwrap(), None);
+        // A one-page committed segment is cached, and its page is then no
+        // longer its writer's.
+        let mut one = None;
+        let (_, roll) = segs
+            .append(&store, &mut one, 2, &upd(60, 1, 10))
+            .unwrap()
+            .unwrap();
+        let one = one.unwrap();
+        segs.commit(&store, &one, 60).unwrap();
+        let f = segs
+            .committed_below(one.head().0.part, 61, 8)
+            .pop()
+            .unwrap();
+        let cached = segs.cached_pages();
+        segs.end_purged(&store, &f).unwrap();
+        assert_eq!(segs.cached_pages(), cached + 1);
+        assert_eq!(segs.read_at(&store, 60, roll).unwrap(), None);
     }
 
     /// Records of the wrong kind or transaction, lengths past the page and
@@ -1241,10 +1549,14 @@ mod tests {
             )
             .is_err()
         );
-        let mut upd = rec(5, 2, 8);
+        let mut upd = rec(6, 2, 8);
         upd.kind = UndoKind::Update;
         upd.old_value = Some(vec![0; 20]);
         assert!(parse_records(&page_image(4096, 5, &[upd.encode()]), 5, &mut Vec::new()).is_err());
+        let mut huge = rec(5, RollPtr::SEGMENT_BIT, 8);
+        huge.kind = UndoKind::Update;
+        huge.old_value = Some(vec![0; 20]);
+        assert!(parse_records(&page_image(4096, 5, &[huge.encode()]), 5, &mut Vec::new()).is_err());
         let mut cut = good.clone();
         cut.pop();
         assert!(parse_records(&page_image(4096, 5, &[cut]), 5, &mut Vec::new()).is_err());
@@ -1255,7 +1567,8 @@ mod tests {
 
     proptest! {
         /// Garbage after a page's header never panics, and whatever it
-        /// accepts decodes as insert records of the page's transaction.
+        /// accepts decodes as records of the page's transaction, each at
+        /// the offset given.
         #[test]
         fn garbage_pages_never_panic(body in proptest::collection::vec(any::<u8>(), 0..600), trx in 0u64..4) {
             let mut p = page_image(1024, trx, &[]);
@@ -1263,7 +1576,11 @@ mod tests {
             p[SEG_RECORDS..end].copy_from_slice(&body[..end - SEG_RECORDS]);
             let mut out = Vec::new();
             if parse_records(&p, trx, &mut out).is_ok() {
-                prop_assert!(out.iter().all(|(s, r)| !r.kind.has_old_value() && r.trx == trx && *s == r.undo_no));
+                for (at, r) in &out {
+                    let len = usize::from(get_u16(&p, *at));
+                    prop_assert_eq!(r.trx, trx);
+                    prop_assert_eq!(&UndoRecord::decode(&p[at + 2..at + 2 + len]).unwrap(), r);
+                }
             }
         }
     }
