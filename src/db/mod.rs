@@ -649,7 +649,12 @@ fn recover(db: &DbInner) -> Result<TxnRecovery> {
             db.segs
                 .free(&db.store, seg.entry, seg.first, seg.trx, false)?;
         } else {
-            // Purge ends it, after its history if it holds any (US7).
+            // Purge ends it, after its history if it holds any (US7). One
+            // committed by its mark alone gets the bit first: purge may
+            // delete the mark before it ends the segment.
+            if !seg.committed {
+                UndoSegments::set_committed(&db.store, seg.first, seg.trx)?;
+            }
             db.segs.queue(crate::txn::undo_seg::Found {
                 committed: true,
                 ..seg

@@ -147,22 +147,26 @@ fn purge_segments(db: &DbInner, part: u8, max: usize, bound: TrxId) -> Result<u6
     let batch = db.segs.committed_below(usize::from(part), bound, max);
     let mut n = 0;
     let mut records = 0;
-    let mut left = batch.iter();
-    let r = left.by_ref().try_for_each(|f| {
+    let mut ending = false;
+    let r = batch.iter().try_for_each(|f| {
         let recs = db.segs.chain_records(&db.store, f.first, f.trx)?;
         for r in &recs {
             purge_record(db, r.roll, &r.rec, bound, part)?;
         }
+        ending = true;
         db.segs.end_purged(&db.store, f)?;
+        ending = false;
         n += 1;
         records += recs.len() as u64;
         Ok::<(), Error>(())
     });
     if r.is_err() {
-        // The one that failed and those after it: still committed on
-        // disk, so queued again (recovery would queue them at the next
-        // open too).
-        for f in batch.iter().skip(n as usize) {
+        // Those not reached are queued again. The one that failed is too,
+        // unless it failed while being ended: part of it may be freed
+        // then, and the next open finds what is left in the directory
+        // (still committed: US7).
+        let failed = usize::from(ending);
+        for f in batch.iter().skip(n as usize + failed) {
             db.segs.queue(*f);
         }
     }
@@ -203,8 +207,8 @@ fn purge_record(
     bound: TrxId,
     part: u8,
 ) -> Result<()> {
-    if rec.kind == UndoKind::Insert {
-        return Ok(());
+    if !rec.kind.has_old_value() {
+        return Ok(()); // an insert or a run of them
     }
     let Some(t) = db.table_by_id(rec.table) else {
         return Ok(());

@@ -445,8 +445,7 @@ fn missing_undo(db: &DbInner, trx: TrxId, roll: RollPtr) -> Error {
         file: db.store.pool().file().path().to_path_buf(),
         offset: 0,
         reason: format!(
-            "undo record {} of transaction {trx} is missing but a read view needs it",
-            roll.0
+            "undo record {roll} of transaction {trx} is missing but a read view needs it"
         ),
     }
 }
@@ -476,7 +475,7 @@ impl VersionWalk {
                 offset: 0,
                 reason: format!(
                     "the version chain comes back to undo record {} of transaction {}",
-                    h.roll.0, h.trx
+                    h.roll, h.trx
                 ),
             });
         }

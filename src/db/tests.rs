@@ -363,7 +363,13 @@ fn recovery_frees_the_segment_of_a_committed_transaction() {
             Vec::new()
         };
         assert_eq!(rows(&db), want, "marked {marked}");
-        // A committed transaction's segment is left to purge (US7).
+        // A committed transaction's segment is left to purge (US7), with
+        // the committed bit set, since purge may delete the mark first.
+        let found = db.inner.segs.existing(&db.inner.store).unwrap();
+        assert_eq!(
+            found.iter().map(|f| f.committed).collect::<Vec<_>>(),
+            if marked { vec![true] } else { vec![] }
+        );
         db.purge_now().unwrap();
         assert!(db.inner.segs.existing(&db.inner.store).unwrap().is_empty());
         assert_clean(&db);

@@ -159,6 +159,20 @@ impl RollPtr {
     }
 }
 
+impl std::fmt::Display for RollPtr {
+    /// What the pointer names, in words, for messages.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.is_insert() {
+            write!(f, "insert {}", self.seq())
+        } else if self.is_segment() {
+            let (page, at) = self.place();
+            write!(f, "segment page {page} offset {at}")
+        } else {
+            write!(f, "{}", self.0)
+        }
+    }
+}
+
 /// The header in front of every clustered-index record value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecHeader {

@@ -122,6 +122,9 @@ pub const DIR_PARTS: usize = 16;
 /// [`UndoSegments::free_batch`]); an insert-only transaction with a
 /// longer segment commits with a mark (US3).
 pub const FREE_BATCH: usize = 32;
+/// Committed segments are queued per directory partition and purged by
+/// the purger of the undo partition of the same number (US7).
+const _: () = assert!(DIR_PARTS == super::undo_log::UNDO_PARTITIONS as usize);
 /// One-page segments each directory partition keeps for reuse (US6):
 /// 128 pages in all, half a megabyte of 4 KiB pages.
 pub const CACHE_PER_PART: usize = 8;
@@ -754,18 +757,7 @@ impl UndoSegments {
     /// M4), and the transaction still holds its segment.
     pub fn commit(&self, store: &Store, seg: &Segment, trx: TrxId) -> Result<Lsn> {
         let (entry, first) = seg.head();
-        let mut mtr = store.mtr()?;
-        let h = mtr.latch(first, Load::Verify)?;
-        let owner = seg_page_owner(store, first, mtr.page(h)?)?;
-        if owner != trx {
-            return Err(corrupt(
-                store,
-                first.0,
-                format!("first page of transaction {trx}'s undo segment has owner {owner:#x}"),
-            ));
-        }
-        write(&mut mtr, h, SEG_TRX, &(trx | COMMITTED).to_le_bytes())?;
-        let lsn = commit(mtr)?;
+        let lsn = Self::set_committed(store, first, trx)?;
         self.queue(Found {
             entry,
             first,
@@ -773,6 +765,25 @@ impl UndoSegments {
             committed: true,
         });
         Ok(lsn)
+    }
+
+    /// Set the [`COMMITTED`] bit in the owner of `trx`'s segment page
+    /// `first` (US7); recovery does it for a segment whose transaction
+    /// committed by its mark alone before queuing it, since purge may
+    /// delete the mark before it ends the segment.
+    pub fn set_committed(store: &Store, first: PageId, trx: TrxId) -> Result<Lsn> {
+        let mut mtr = store.mtr()?;
+        let h = mtr.latch(first, Load::Verify)?;
+        let owner = seg_page_owner(store, first, mtr.page(h)?)?;
+        if owner & !COMMITTED != trx {
+            return Err(corrupt(
+                store,
+                first.0,
+                format!("first page of transaction {trx}'s undo segment has owner {owner:#x}"),
+            ));
+        }
+        write(&mut mtr, h, SEG_TRX, &(trx | COMMITTED).to_le_bytes())?;
+        commit(mtr)
     }
 
     /// Queue committed segment `f` for purge (US7): at commit, and for
@@ -791,16 +802,14 @@ impl UndoSegments {
         let Some(q) = self.history.get(part) else {
             return Vec::new();
         };
-        let mut q = q.lock();
         let mut out = Vec::new();
-        let mut i = 0;
-        while i < q.len() && out.len() < max {
-            if q.get(i).is_some_and(|f| f.trx < bound) {
-                out.push(q.remove(i));
-            } else {
-                i += 1;
+        q.lock().retain(|f| {
+            let take = out.len() < max && f.trx < bound;
+            if take {
+                out.push(*f);
             }
-        }
+            !take
+        });
         out
     }
 
@@ -944,6 +953,7 @@ impl UndoSegments {
         let (dir, at) = self.latch_entry(store, &mut mtr, entry, head)?;
         let mut batch = Vec::new();
         let mut next = head;
+        let mut committed = false;
         while next.0 != 0 && batch.len() < batch_max {
             if !seen.insert(next.0) {
                 return Err(corrupt(
@@ -955,9 +965,21 @@ impl UndoSegments {
             let h = mtr.latch(next, Load::Verify)?;
             let p = mtr.page(h)?;
             seg_page_trx(store, next, p, trx)?;
+            if batch.is_empty() {
+                committed = get_u64(p, SEG_TRX) & COMMITTED != 0;
+            }
             next = PageId(get_u64(p, SEG_NEXT));
             batch.push(h);
         }
+        // A committed segment's new first page carries the bit on (US7):
+        // a crash before the rest is freed must leave it committed.
+        let new_head = if committed && next.0 != 0 {
+            let h = mtr.latch(next, Load::Verify)?;
+            seg_page_trx(store, next, mtr.page(h)?, trx)?;
+            Some(h)
+        } else {
+            None
+        };
         if in_one && next.0 != 0 {
             return Err(Error::InvalidArgument {
                 what: "undo segment",
@@ -970,6 +992,9 @@ impl UndoSegments {
             free_page(&mut mtr, h)?;
         }
         write(&mut mtr, dir, at, &next.0.to_le_bytes())?;
+        if let Some(h) = new_head {
+            write(&mut mtr, h, SEG_TRX, &(trx | COMMITTED).to_le_bytes())?;
+        }
         Ok((next, commit(mtr)?))
     }
 }
@@ -1526,6 +1551,52 @@ mod tests {
         segs.end_purged(&store, &f).unwrap();
         assert_eq!(segs.cached_pages(), cached + 1);
         assert_eq!(segs.read_at(&store, 60, roll).unwrap(), None);
+    }
+
+    /// A committed segment longer than one free batch keeps its committed
+    /// bit on its first page while purge frees it batch by batch (US7): a
+    /// crash between two batches leaves the rest committed, not a
+    /// transaction to roll back.
+    #[test]
+    fn a_committed_segment_freed_in_batches_stays_committed() {
+        let fs = SimFs::new(6);
+        let store = Store::create(Arc::new(fs.clone()), Path::new("/db"), test_options()).unwrap();
+        let segs = UndoSegments::open(&store).unwrap();
+        let batch = UndoSegments::free_batch(&store);
+        let mut seg = None;
+        let mut seq = 0;
+        while seg
+            .as_ref()
+            .is_none_or(|s: &Segment| s.page_count() <= 2 * batch)
+        {
+            seq += 1;
+            segs.append(&store, &mut seg, 4, &upd(70, seq, 900))
+                .unwrap()
+                .unwrap();
+        }
+        let seg = seg.unwrap();
+        segs.commit(&store, &seg, 70).unwrap();
+        let (entry, first) = seg.head();
+        let mut seen = HashSet::new();
+        let (second, lsn) = segs
+            .free_batch_once(&store, entry, first, 70, false, &mut seen)
+            .unwrap();
+        assert!(second.0 != 0);
+        store.commit(lsn, crate::Durability::Sync).unwrap();
+        let crashed = fs.crash(crate::io::CrashMode::DropUnsynced);
+        drop(store);
+        let store = Store::open(Arc::new(crashed), Path::new("/db"), test_options()).unwrap();
+        let segs = UndoSegments::open(&store).unwrap();
+        let found = segs.existing(&store).unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            (found[0].first, found[0].trx, found[0].committed),
+            (second, 70, true)
+        );
+        let rest = segs.chain_records(&store, second, 70).unwrap();
+        assert_eq!(rest.last().map(|r| r.seq), Some(seq));
+        segs.end_purged(&store, &found[0]).unwrap();
+        assert!(segs.existing(&store).unwrap().is_empty());
     }
 
     /// Records of the wrong kind or transaction, lengths past the page and
