@@ -183,6 +183,13 @@ pub struct DbStats {
     /// (`txn::undo_seg` US7).
     #[serde(default)]
     pub history_segments: usize,
+    /// Undo segments started since open on a cached page (US6: no page
+    /// allocation, no directory write).
+    #[serde(default)]
+    pub undo_segments_on_cached_pages: u64,
+    /// Undo segments started since open on a newly allocated page.
+    #[serde(default)]
+    pub undo_segments_on_new_pages: u64,
 }
 
 /// Name of the file holding the transaction statistics of the last clean
@@ -405,6 +412,8 @@ impl DbInner {
             pending_drops: self.pending_drops.load(Ordering::Relaxed),
             cached_undo_pages: self.segs.cached_pages(),
             history_segments: self.segs.history_len(),
+            undo_segments_on_cached_pages: self.segs.starts().reused,
+            undo_segments_on_new_pages: self.segs.starts().allocated,
         }
     }
 }
