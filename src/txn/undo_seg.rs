@@ -28,7 +28,7 @@
 //! transaction 0 marks a cached page, whose records mean nothing. Each
 //! record is `length u16 (not 0) | an undo record` (`txn::undo`, of that
 //! transaction); a zero length, or the end of the page, ends a page's
-//! records. Little-endian throughout; every page carries its checksum
+//! records (US8). Little-endian throughout; every page carries its checksum
 //! (page P1).
 //!
 //! Invariants (recovery relies on each):
@@ -75,8 +75,8 @@
 //!   page's transaction, keeping page and entry, while its partition
 //!   caches fewer than [`CACHE_PER_PART`] pages (a bound that concurrent
 //!   ends may pass by one each); the next transaction to take the entry
-//!   starts its segment by resetting the page ([`Op::Init`]), with no
-//!   page allocation and no directory write. Recovery leaves cached
+//!   starts its segment by rewriting the page's header and first record
+//!   (US8), with no page allocation and no directory write. Recovery leaves cached
 //!   segments alone, and a clean close frees them
 //!   ([`UndoSegments::release_cached`]), so a closed database holds no
 //!   page it does not use.
@@ -94,6 +94,14 @@
 //!   segment committed and queued again at the next open; purge acts on
 //!   a record only where the row still says so, so doing it twice is
 //!   harmless.
+//! * US8. Every record is written with a zero length after it when the
+//!   page has room, in the same write, and the next record overwrites
+//!   that zero: a page's records end at the first zero length. A page
+//!   new to a chain is zeroed whole ([`Op::Init`]); a cached page reused
+//!   (US6) is not, and its previous owner's bytes past the new records
+//!   are never read: the parser stops at the zero length, and a roll
+//!   pointer by place of another transaction finds the page's owner
+//!   changed first (undo U8).
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -490,10 +498,12 @@ impl UndoSegments {
 
     /// How segments started since open.
     pub fn starts(&self) -> SegmentStarts {
-        self.idle.iter().fold(SegmentStarts::default(), |s, p| SegmentStarts {
-            reused: s.reused + p.reused.load(Ordering::Relaxed),
-            allocated: s.allocated + p.allocated.load(Ordering::Relaxed),
-        })
+        self.idle
+            .iter()
+            .fold(SegmentStarts::default(), |s, p| SegmentStarts {
+                reused: s.reused + p.reused.load(Ordering::Relaxed),
+                allocated: s.allocated + p.allocated.load(Ordering::Relaxed),
+            })
     }
 
     fn part_page(&self, entry: Entry) -> Result<PageId> {
@@ -574,16 +584,16 @@ impl UndoSegments {
                 }
             };
         };
-        let bytes = prefixed(rec);
+        let page_size = store.pool().page_size();
         let mut mtr = store.mtr()?;
         let last = s.pages.last().map_or(PageId(0), |p| p.0);
         if Self::fits(store, s.end, rec.len()) {
             let at = s.end;
             let r = roll(last, at)?;
             let h = mtr.latch(last, Load::Verify)?;
-            write(&mut mtr, h, at, &bytes)?;
+            write(&mut mtr, h, at, &ended(rec, at, page_size))?;
             let lsn = commit(mtr)?;
-            s.end += bytes.len();
+            s.end += 2 + rec.len();
             s.history |= history;
             return Ok(Some((lsn, r)));
         }
@@ -597,11 +607,11 @@ impl UndoSegments {
         let h = alloc_page(&mut mtr)?;
         let id = mtr.id(h)?;
         let r = roll(id, SEG_RECORDS)?;
-        init_page(&mut mtr, h, trx, &bytes)?;
+        init_page(&mut mtr, h, trx, rec, true)?;
         write(&mut mtr, old, SEG_NEXT, &id.0.to_le_bytes())?;
         let lsn = commit(mtr)?;
         s.pages.push((id, seq));
-        s.end = SEG_RECORDS + bytes.len();
+        s.end = SEG_RECORDS + 2 + rec.len();
         s.history |= history;
         Ok(Some((lsn, r)))
     }
@@ -651,13 +661,12 @@ impl UndoSegments {
         trx: TrxId,
         rec: &[u8],
     ) -> Result<(Lsn, PageId, usize)> {
-        let bytes = prefixed(rec);
-        let end = SEG_RECORDS + bytes.len();
+        let end = SEG_RECORDS + 2 + rec.len();
         let mut mtr = store.mtr()?;
         if let Some(page) = cached {
             let h = mtr.latch(page, Load::Verify)?;
             seg_page_trx(store, page, mtr.page(h)?, 0)?;
-            init_page(&mut mtr, h, trx, &bytes)?;
+            init_page(&mut mtr, h, trx, rec, false)?;
             return Ok((commit(mtr)?, page, end));
         }
         // The superblock and the directory page and its checks, then the
@@ -667,7 +676,7 @@ impl UndoSegments {
         let (dir, at) = self.latch_entry(store, &mut mtr, entry, PageId(0))?;
         let h = alloc_page(&mut mtr)?;
         let id = mtr.id(h)?;
-        init_page(&mut mtr, h, trx, &bytes)?;
+        init_page(&mut mtr, h, trx, rec, true)?;
         write(&mut mtr, dir, at, &id.0.to_le_bytes())?;
         Ok((commit(mtr)?, id, end))
     }
@@ -1032,12 +1041,17 @@ impl UndoSegments {
     }
 }
 
-/// `rec` behind its length, as a segment page holds it (the caller
-/// checked that the length fits a `u16`).
-fn prefixed(rec: &[u8]) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(2 + rec.len());
+/// `rec` behind its length, as a segment page holds it at `at`, and a
+/// zero length after it if the page has room (US8: a reused page holds
+/// old bytes past its records). The caller checked that the length fits
+/// a `u16` and the record the page.
+fn ended(rec: &[u8], at: usize, page_size: usize) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(4 + rec.len());
     bytes.extend_from_slice(&(rec.len() as u16).to_le_bytes());
     bytes.extend_from_slice(rec);
+    if at + bytes.len() + 2 <= page_size {
+        bytes.extend_from_slice(&[0, 0]);
+    }
     bytes
 }
 
@@ -1048,15 +1062,28 @@ fn commit(mtr: Mtr<'_>) -> Result<Lsn> {
     })
 }
 
-/// Make `h` an empty segment page of `trx` holding `first_record` (a
-/// length-prefixed record).
-fn init_page(mtr: &mut Mtr<'_>, h: PageHandle, trx: TrxId, first_record: &[u8]) -> Result<()> {
-    mtr.apply(h, &Op::Init(PageType::Undo))?;
-    let mut body = Vec::with_capacity(17 + first_record.len());
+/// Make `h` a segment page of `trx` holding `first_record` alone: a
+/// `fresh` page (new to the segment chain) is initialized whole first;
+/// a cached one (US6, US8), already a segment page of this version, gets
+/// its header and the record with a zero length after it, and its old
+/// bytes past that stay, never read (zeroing the whole page cost a write
+/// of every byte of it per transaction).
+fn init_page(
+    mtr: &mut Mtr<'_>,
+    h: PageHandle,
+    trx: TrxId,
+    first_record: &[u8],
+    fresh: bool,
+) -> Result<()> {
+    if fresh {
+        mtr.apply(h, &Op::Init(PageType::Undo))?;
+    }
+    let page_size = mtr.page(h)?.len();
+    let mut body = Vec::with_capacity(21 + first_record.len());
     body.push(SEG_VERSION);
     body.extend_from_slice(&trx.to_le_bytes());
     body.extend_from_slice(&0u64.to_le_bytes());
-    body.extend_from_slice(first_record);
+    body.extend_from_slice(&ended(first_record, SEG_RECORDS, page_size));
     write(mtr, h, PAGE_HEADER, &body)
 }
 
@@ -1630,6 +1657,51 @@ mod tests {
         assert_eq!(rest.last().map(|r| r.seq), Some(seq));
         segs.end_purged(&store, &found[0]).unwrap();
         assert!(segs.existing(&store).unwrap().is_empty());
+    }
+
+    /// A cached page is reused without zeroing it (US8): the old owner's
+    /// longer records stay past the new one's zero length and are never
+    /// read, before and after a power loss.
+    #[test]
+    fn a_reused_page_reads_only_its_new_records() {
+        let fs = SimFs::new(8);
+        let store = Store::create(Arc::new(fs.clone()), Path::new("/db"), test_options()).unwrap();
+        let segs = UndoSegments::open(&store).unwrap();
+        let mut old = None;
+        for seq in 1..=6 {
+            segs.append(&store, &mut old, 0, &upd(80, seq, 200))
+                .unwrap()
+                .unwrap();
+        }
+        let old = old.unwrap();
+        assert_eq!(old.page_count(), 1);
+        segs.end(&store, &old, 80, true).unwrap();
+        let mut new = None;
+        segs.append(&store, &mut new, 0, &rec(81, 1, 3))
+            .unwrap()
+            .unwrap();
+        let (lsn, _) = segs
+            .append(&store, &mut new, 0, &rec(81, 2, 4))
+            .unwrap()
+            .unwrap();
+        let new = new.unwrap();
+        assert_eq!(new.head().1, old.head().1, "the cached page was reused");
+        let want = vec![(1, rec(81, 1, 3)), (2, rec(81, 2, 4))];
+        assert_eq!(
+            pairs(segs.records_after(&store, &new, 81, 0).unwrap()),
+            want
+        );
+        store.commit(lsn, crate::Durability::Sync).unwrap();
+        let crashed = fs.crash(crate::io::CrashMode::DropUnsynced);
+        drop(store);
+        let store = Store::open(Arc::new(crashed), Path::new("/db"), test_options()).unwrap();
+        let segs = UndoSegments::open(&store).unwrap();
+        let found = segs.existing(&store).unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            pairs(segs.chain_records(&store, found[0].first, 81).unwrap()),
+            want
+        );
     }
 
     /// Records of the wrong kind or transaction, lengths past the page and
