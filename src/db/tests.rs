@@ -572,3 +572,53 @@ fn update_undo_in_segments_serves_readers_rollback_recovery_and_purge() {
     );
     db.close().unwrap();
 }
+
+/// A transaction whose undo is split between its segment (a short row's
+/// update) and the undo tree (an old row longer than a segment page
+/// holds) commits by its mark and then the segment's bit (undo_seg US7):
+/// after a power loss both halves count as committed, and purge then
+/// clears both and the history to zero.
+#[test]
+fn undo_split_between_segment_and_tree_commits_as_one() {
+    let fs = SimFs::new(93);
+    let db = open(&fs);
+    let t = create_plain_notes(&db);
+    let page = db.inner.store.pool().page_size();
+    let mut tx = db.begin().unwrap();
+    tx.insert(&t, &note(1, 10)).unwrap();
+    tx.insert(&t, &note(2, page + 100)).unwrap();
+    tx.commit().unwrap();
+    let mut tx = db.begin().unwrap();
+    tx.update(&t, &[Value::Int64(1)], &[(1, Value::Text("short".into()))])
+        .unwrap();
+    tx.update(&t, &[Value::Int64(2)], &[(1, Value::Text("long".into()))])
+        .unwrap();
+    tx.commit().unwrap();
+    assert_eq!(db.stats().history_segments, 1);
+    assert_eq!(db.inner.undo.all_records(&db.inner.store).count(), 1);
+    assert_eq!(
+        db.stats().history_length,
+        2,
+        "the tree half and the segment"
+    );
+    let crashed = fs.crash(CrashMode::DropUnsynced);
+    drop(db);
+    let db = open(&crashed);
+    assert!(db.stats().recovery.unwrap().rolled_back.is_empty());
+    assert_eq!(db.stats().history_length, 2);
+    let t = db.table("notes").unwrap();
+    let mut tx = db.begin().unwrap();
+    let body = |tx: &mut crate::Txn<'_>, id: i64| match tx.get(&t, &[Value::Int64(id)]).unwrap() {
+        Some(r) => r[1].clone(),
+        None => panic!("row {id} gone"),
+    };
+    assert_eq!(body(&mut tx, 1), Value::Text("short".into()));
+    assert_eq!(body(&mut tx, 2), Value::Text("long".into()));
+    tx.commit().unwrap();
+    db.purge_now().unwrap();
+    assert_eq!(db.stats().history_length, 0);
+    assert_eq!(db.stats().history_segments, 0);
+    assert_eq!(db.inner.undo.all_records(&db.inner.store).count(), 0);
+    assert_clean(&db);
+    db.close().unwrap();
+}

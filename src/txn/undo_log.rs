@@ -33,7 +33,9 @@
 //!   insert undo segment) is committed iff its commit mark exists; the
 //!   mark is logged after every change of the transaction. (One whose
 //!   remaining undo is all in a short insert undo segment commits by
-//!   freeing it instead: `undo_seg` US3.)
+//!   freeing it instead, `undo_seg` US3; one whose undo is all in a
+//!   segment that holds update or delete-mark records, by setting the
+//!   segment's committed bit, US7.)
 //!   After recovery, a transaction with undo records and no mark never
 //!   committed and is rolled back.
 //! * UL3. Rollback deletes a transaction's undo records only after the
