@@ -396,6 +396,7 @@ impl DbInner {
 
     fn stats(&self) -> DbStats {
         let c = &self.counters;
+        let starts = self.segs.starts();
         DbStats {
             active_transactions: self.registry.active(),
             history_length: self.history.load(Ordering::Relaxed),
@@ -412,8 +413,8 @@ impl DbInner {
             pending_drops: self.pending_drops.load(Ordering::Relaxed),
             cached_undo_pages: self.segs.cached_pages(),
             history_segments: self.segs.history_len(),
-            undo_segments_on_cached_pages: self.segs.starts().reused,
-            undo_segments_on_new_pages: self.segs.starts().allocated,
+            undo_segments_on_cached_pages: starts.reused,
+            undo_segments_on_new_pages: starts.allocated,
         }
     }
 }

@@ -141,8 +141,9 @@ fn purge_partition(db: &DbInner, part: u8, max: usize, bound: TrxId) -> Result<u
 
 /// Purge up to `max` committed undo segments (undo_seg US7) of partition
 /// `part` whose transactions are below `bound`: each one's records, then
-/// the segment ends (cached or freed). A segment whose purge fails goes
-/// back on the queue.
+/// the segment ends (cached or freed). If one fails, those after it go
+/// back on the queue, and it does too unless it failed while being ended
+/// (then the next open finds what is left of it).
 fn purge_segments(db: &DbInner, part: u8, max: usize, bound: TrxId) -> Result<u64> {
     let batch = db.segs.committed_below(usize::from(part), bound, max);
     let mut n = 0;

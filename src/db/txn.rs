@@ -808,7 +808,7 @@ impl<'a> Ctx<'a> {
         Ok(true)
     }
 
-    /// Append undo record `rec` (number `seq`) to this transaction's
+    /// Append undo record `rec` to this transaction's
     /// undo segment (`txn::undo_seg`), creating it on the first; the roll
     /// pointer of the version it is for (undo U6, U8), or `None` if it
     /// cannot go there (no idle directory entry, or a record longer than
