@@ -18,6 +18,7 @@ use crate::Result;
 use crate::btree::Direction;
 
 use super::{DbInner, table};
+use crate::txn::OldVersion;
 
 /// What [`crate::db::Db::check`] found.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -63,15 +64,27 @@ pub(crate) fn check(db: &DbInner) -> Result<CheckReport> {
     }
     for rec in db.undo.all_records(store).chain(in_segments) {
         let rec = rec?;
-        let (Some(old), Some(t)) = (&rec.old_value, db.table_by_id(rec.table)) else {
+        let (Some(old), Some(t)) = (&rec.old, db.table_by_id(rec.table)) else {
             continue;
         };
         let schema = t.schema.read().clone();
-        let (_, row) = table::split_rec(old)?;
-        let values = table::decode(&schema, &row)?;
-        for i in schema.live_indexes() {
-            let k = table::sec_key_of(&schema, i, &values);
-            pending.insert((schema.id, i, table::entry_key(&k, &rec.key)));
+        match old {
+            OldVersion::Whole(old) => {
+                let (_, row) = table::split_rec(old)?;
+                let values = table::decode(&schema, &row)?;
+                for i in schema.live_indexes() {
+                    let k = table::sec_key_of(&schema, i, &values);
+                    pending.insert((schema.id, i, table::entry_key(&k, &rec.key)));
+                }
+            }
+            // A delta's replaced version shares every other key with the
+            // version that replaced it, which is checked from its row or
+            // its own record (undo U9).
+            OldVersion::Delta(_) => {
+                for (i, k) in rec.delta_keys() {
+                    pending.insert((schema.id, i, table::entry_key(k, &rec.key)));
+                }
+            }
         }
     }
     for schema in db.catalog.tables() {

@@ -440,8 +440,13 @@ pub(crate) fn undo_change(db: &DbInner, rec: &UndoRecord, roll: RollPtr) -> Resu
         return Ok(()); // the change never reached the record
     }
     let values = table::decode(&schema, &row)?;
-    match (&rec.kind, &rec.old_value) {
-        (UndoKind::Insert, _) | (_, None) => {
+    // A delta is rebuilt from `row`, the version this change wrote (U9).
+    let restored = match rec.kind {
+        UndoKind::Insert | UndoKind::InsertRun => None,
+        UndoKind::Update | UndoKind::DeleteMark => rec.previous_version(&row)?,
+    };
+    match restored {
+        None => {
             for i in schema.live_indexes() {
                 if let Some(tree) = table::secondary(store, &schema, i) {
                     let k = table::sec_key_of(&schema, i, &values);
@@ -450,10 +455,9 @@ pub(crate) fn undo_change(db: &DbInner, rec: &UndoRecord, roll: RollPtr) -> Resu
             }
             table::clustered(store, &schema).delete(&rec.key)?;
         }
-        (kind, Some(old)) => {
-            table::clustered(store, &schema).put(&rec.key, old)?;
-            if *kind == UndoKind::Update && schema.live_indexes().next().is_some() {
-                let restored = table::split_rec(old)?;
+        Some(restored) => {
+            table::clustered(store, &schema).put(&rec.key, &restored.0.encode(&restored.1))?;
+            if rec.kind == UndoKind::Update && schema.live_indexes().next().is_some() {
                 let old_values = table::decode(&schema, &restored.1)?;
                 let bound = db.purge_bound();
                 for i in schema.live_indexes() {
@@ -611,7 +615,7 @@ fn undo_span(db: &DbInner, trx: TrxId, span: &Span) -> Result<u64> {
             prev_trx: 0,
             prev_roll: RollPtr::NONE,
             key: pk,
-            old_value: None,
+            old: None,
             changed: 0,
         };
         undo_change(db, &rec, roll)?;
@@ -875,12 +879,43 @@ impl Db {
         self.inner.catalog.tables()
     }
 
-    /// Add a secondary index to a table, built in bulk from the rows (and
-    /// every row version a read view may still need, TB1). Write
-    /// statements on the table wait while it builds. Fails with
+    /// Add a secondary index to a table, built in bulk from the rows while
+    /// write statements on the table wait. That needs no transaction
+    /// older than the build to be open, nor any view older than it (undo
+    /// U9: no older undo record describes the new index, so no older
+    /// version may need an entry in it); when one is, the index is built
+    /// as [`Db::create_index_online`] builds it, which waits for them
+    /// first and lets writers go on. So do not call it while a
+    /// transaction of this thread is open. Fails with
     /// [`Error::DuplicateKey`] if `index` is unique and two live rows share
     /// a key.
     pub fn create_index(&self, table: &str, index: IndexDef) -> Result<()> {
+        self.create_index_cancelable(table, index, None)
+    }
+
+    /// [`Db::create_index`], ended with [`Error::Canceled`] once `cancel`
+    /// is set while it waits or builds online (the index is dropped).
+    pub fn create_index_cancelable(
+        &self,
+        table: &str,
+        index: IndexDef,
+        cancel: Option<&std::sync::atomic::AtomicBool>,
+    ) -> Result<()> {
+        if self.create_index_quiet(table, &index)? {
+            return Ok(());
+        }
+        tracing::info!(
+            table,
+            index = %index.name,
+            "CREATE INDEX builds online: other transactions are open"
+        );
+        online_index::create_index(&self.inner, table, index, cancel, &mut |_| Ok(())).map(|_| ())
+    }
+
+    /// [`Db::create_index`] in bulk under the table's schema lock, if no
+    /// transaction or view older than the build is left; `false` (and
+    /// nothing done) if one is.
+    fn create_index_quiet(&self, table: &str, index: &IndexDef) -> Result<bool> {
         self.inner.check_writable("creating an index")?;
         let _ddl = self.inner.ddl.lock();
         let t = self.table(table)?;
@@ -895,7 +930,20 @@ impl Db {
             &trial.dropped_indexes,
         )?;
         let i = trial.def.indexes.len() - 1;
-        let bound = db.purge_bound();
+        // No statement runs on the table (its schema lock is held), and
+        // every transaction that could have written it has an id below
+        // `now`: with the bound above it, every version's writer is visible
+        // to every view, present and future, so the newest versions are all
+        // a view can read, and their rollback is over (U9).
+        let now = {
+            let slot = db.begin_slot()?;
+            let id = slot.id();
+            db.registry.release(slot);
+            id
+        };
+        if db.purge_bound() <= now {
+            return Ok(false);
+        }
         let mut entries: Vec<Vec<u8>> = Vec::new();
         let mut live: Vec<Vec<u8>> = Vec::new();
         let tree = table::clustered(&db.store, &trial);
@@ -907,29 +955,21 @@ impl Db {
         // Read in place: the batch is not copied entry by entry.
         while let Some(item) = rows.next_entry() {
             let (pk, v) = item?;
-            let mut cur = Some(table::split_rec(v)?);
-            let mut first = true;
-            let mut walk = table::VersionWalk::default();
-            while let Some(rec) = cur {
-                let values = table::decode(&trial, &rec.1)?;
-                let k = table::sec_key_of(&trial, i, &values);
-                if first && !rec.0.deleted && !table::sec_key_has_null(&trial, i, &values) {
-                    live.push(k.clone());
-                }
-                first = false;
-                entries.push(table::entry_key(&k, pk));
-                if rec.0.trx < bound {
-                    break;
-                }
-                cur = table::previous(db, &rec, &mut walk)?.flatten();
+            let (h, row) = table::split_rec(v)?;
+            let values = table::decode(&trial, &row)?;
+            let k = table::sec_key_of(&trial, i, &values);
+            if !h.deleted && !table::sec_key_has_null(&trial, i, &values) {
+                live.push(k.clone());
             }
+            // A delete-marked row keeps its entry until purge removes both.
+            entries.push(table::entry_key(&k, pk));
         }
         if index.unique {
             live.sort_unstable();
             if live.windows(2).any(|w| w.first() == w.get(1)) {
                 return Err(Error::DuplicateKey {
                     table: table.to_string(),
-                    index: index.name,
+                    index: index.name.clone(),
                 });
             }
         }
@@ -940,9 +980,9 @@ impl Db {
         db.store.commit(lsn, Durability::Sync)?;
         let new = db
             .catalog
-            .add_index(&db.store, table, index, built.root(), false)?;
+            .add_index(&db.store, table, index.clone(), built.root(), false)?;
         t.state.install(&mut guard, new);
-        Ok(())
+        Ok(true)
     }
 
     /// Add a secondary index to a table while other transactions keep

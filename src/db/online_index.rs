@@ -10,7 +10,8 @@
 //!    write, rollback and purge remove the entries no version needs
 //!    (TB1). Nothing reads the index yet and nobody checks its
 //!    uniqueness.
-//! 2. **Scan.** With no DDL or schema lock held, every row of the
+//! 2. **Scan.** Once every transaction older than step 1 has ended and
+//!    no older view is left (OI6), with no DDL or schema lock held, every row of the
 //!    clustered tree is visited in key order, a batch of keys at a time:
 //!    under the row's lock (the build's own lock identity), the entries of
 //!    the row's versions that a view may still read are added (OI2).
@@ -55,6 +56,18 @@
 //!   writers check uniqueness as for any unique index; their check waits
 //!   for the writers of the other rows holding the key, so it needs no
 //!   unique-key lock from before.
+//! * OI6. Between steps 1 and 2 the build waits until the purge bound
+//!   passes an id drawn after step 1: every transaction that began
+//!   before the announcement has ended and no view older than it is left.
+//!   Every statement of a later transaction took the schema that lists
+//!   the index, so its undo records describe it (undo U9: a delta
+//!   carries the replaced keys of the indexes the table had). The scan
+//!   adds entries of versions down to the first below `purged_upto`,
+//!   which is then past that id, so every version it adds that is not
+//!   a newest was replaced by such a record (checked as it walks), and
+//!   purge can remove its entry. Without the wait, a version replaced
+//!   before the announcement by a transaction still running would get
+//!   an entry that its record could not name, left behind for ever.
 //! * OI5. Each batch of the scan holds a registry slot, taken before it
 //!   takes the table's schema and checks that the table is not dropped:
 //!   a DROP TABLE that starts meanwhile takes a later id, and frees the
@@ -68,6 +81,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use crate::btree::{Direction, Tree};
 use crate::catalog::schema::{IndexDef, TableSchema};
@@ -121,6 +135,7 @@ pub(crate) fn create_index(
     db.check_writable("creating an index")?;
     let (st, i) = announce(db, table, index)?;
     let result = on_step(Step::Announced)
+        .and_then(|()| wait_for_older(db, cancel))
         .and_then(|()| scan(db, &st, i, cancel, on_step))
         .and_then(|r| finish(db, table, &st, i).map(|()| r));
     let result = match result {
@@ -152,6 +167,11 @@ impl<'a> BatchSlot<'a> {
             token: Some(db.begin_slot()?),
         })
     }
+
+    /// The slot's transaction id.
+    fn id(&self) -> TrxId {
+        self.token.as_ref().map_or(0, crate::txn::SlotToken::id)
+    }
 }
 
 impl Drop for BatchSlot<'_> {
@@ -160,6 +180,37 @@ impl Drop for BatchSlot<'_> {
             self.db.registry.release(t);
         }
     }
+}
+
+/// Lock-table identity for messages of a build that holds none yet.
+const WAIT_TRX: TrxId = BUILD_TRX_TOP;
+
+/// Between steps 1 and 2: wait until every transaction that began before
+/// the announcement has ended and no view older than it is left (OI6),
+/// as PostgreSQL's CREATE INDEX CONCURRENTLY waits for older snapshots;
+/// [`Error::Canceled`] once `cancel` is set.
+pub(crate) fn wait_for_older(db: &DbInner, cancel: Option<&AtomicBool>) -> Result<()> {
+    // An id drawn now is above every transaction whose statements could
+    // have taken the schema from before the announcement.
+    let after = BatchSlot::begin(db)?.id();
+    let started = Instant::now();
+    let mut pause = Duration::from_micros(50);
+    let mut told = false;
+    while db.purge_bound() <= after {
+        if cancel.is_some_and(|c| c.load(Ordering::Acquire)) {
+            return Err(Error::Canceled { trx: WAIT_TRX });
+        }
+        if !told && started.elapsed() > Duration::from_secs(1) {
+            tracing::info!(
+                below = after,
+                "CREATE INDEX is waiting for the transactions that began before it to end"
+            );
+            told = true;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(10));
+    }
+    Ok(())
 }
 
 /// Step 1: list the index as being built, with an empty tree.
@@ -316,7 +367,21 @@ fn add_entries(
         if rec.0.trx < bound {
             break;
         }
-        cur = table::previous(db, &rec, &mut walk)?.flatten();
+        cur = match table::previous_step(db, &rec, &mut walk)?.flatten() {
+            // OI6: the writer is at or above the bound, so it began after
+            // the announcement and its record knows the index.
+            Some((_, undo)) if !undo.describes_index(i) => {
+                return Err(Error::corrupt(
+                    db.dir.clone(),
+                    0,
+                    format!(
+                        "online index OI6: the undo record of transaction {} does not describe index {i} of {}, which was announced before it began",
+                        undo.trx, schema.def.name
+                    ),
+                ));
+            }
+            next => next.map(|(prev, _)| prev),
+        };
     }
     on_step(Step::RowRead { pk })?;
     for entry in &entries {
@@ -667,20 +732,11 @@ mod tests {
             let fs = SimFs::new(seed);
             let db = open(&fs, true);
             let t = table(&db, 600, 100);
-            let mut reader = db
-                .begin_with(TxnOptions {
-                    isolation: Isolation::RepeatableRead,
-                    ..TxnOptions::default()
-                })
-                .unwrap();
-            let before = if with_reader {
-                reader
-                    .scan(&t, Unbounded, Unbounded, Direction::Forward)
-                    .unwrap()
-                    .count()
-            } else {
-                0
-            };
+            // The reader's snapshot is taken once the scan has begun: the
+            // build waits for older snapshots first (OI6), and the versions
+            // this one needs are written during the scan, by the writers.
+            let mut reader = None;
+            let mut before = 0;
             let done = AtomicBool::new(false);
             std::thread::scope(|s| {
                 for w in 0..2u64 {
@@ -730,6 +786,16 @@ mod tests {
                 // purge out.
                 build(&db, false, &mut |step| {
                     if let Step::RowRead { .. } = step {
+                        if with_reader && reader.is_none() {
+                            let mut r = db.begin_with(TxnOptions {
+                                isolation: Isolation::RepeatableRead,
+                                ..TxnOptions::default()
+                            })?;
+                            before = r
+                                .scan(&t, Unbounded, Unbounded, Direction::Forward)?
+                                .count();
+                            reader = Some(r);
+                        }
                         std::thread::sleep(std::time::Duration::from_micros(200));
                     }
                     Ok(())
@@ -737,7 +803,7 @@ mod tests {
                 .unwrap();
                 done.store(true, Ordering::Release);
             });
-            if with_reader {
+            if let Some(mut reader) = reader.take() {
                 // The old snapshot, through the new index.
                 let via_index = reader
                     .index_scan(&t, "by_v", Unbounded, Unbounded, Direction::Forward)
@@ -747,14 +813,15 @@ mod tests {
                     via_index, before,
                     "seed {seed}: the reader's snapshot through the index"
                 );
+                reader.commit().unwrap();
             }
-            reader.commit().unwrap();
             let mut tx = db.begin().unwrap();
             through_both(&db, &mut tx);
             tx.commit().unwrap();
             assert_clean(&db);
             db.purge_now().unwrap();
             assert_clean(&db);
+            drop(reader);
             db.close().unwrap();
         }
     }
@@ -956,19 +1023,24 @@ mod tests {
         let fs = SimFs::new(8);
         let db = open(&fs, false);
         table(&db, 600, 10);
+        db.create_index(
+            "t",
+            IndexDef {
+                name: "by_pad".into(),
+                columns: vec![2],
+                unique: false,
+            },
+        )
+        .unwrap();
         let mut once = true;
         let e = build(&db, false, &mut |step| {
             if let Step::RowRead { .. } = step
                 && std::mem::take(&mut once)
             {
-                db.create_index(
-                    "t",
-                    IndexDef {
-                        name: "by_pad".into(),
-                        columns: vec![2],
-                        unique: false,
-                    },
-                )?;
+                // Another DDL replaces the schema before the drop (OI5).
+                // (Not a CREATE INDEX: that would wait for this batch's
+                // slot, OI6.)
+                db.drop_index("t", "by_pad")?;
                 db.drop_table("t")?;
                 db.purge_now()?;
                 let u = db.create_table(TableDef {

@@ -34,7 +34,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::txn::undo_log::UNDO_PARTITIONS;
-use crate::txn::{LockMode, RollPtr, TrxId, UndoKind, UndoRecord};
+use crate::txn::{LockMode, OldVersion, RollPtr, TrxId, UndoKind, UndoRecord};
 use crate::{Error, Result};
 
 use super::{DbInner, table};
@@ -263,16 +263,29 @@ fn purge_row(
         db.counters.purged_rows.incr();
         cur = None;
     }
-    let Some(old) = &rec.old_value else {
-        return Ok(());
-    };
     if rec.kind != UndoKind::Update {
         return Ok(());
     }
-    let (_, old_row) = table::split_rec(old)?;
-    let old_values = table::decode(schema, &old_row)?;
+    // The replaced keys: computed from a whole old value, or carried by a
+    // delta for the indexes whose key the change changed. A delta says
+    // nothing of an index created after it, and needs not: no such
+    // index has an entry of the version it replaced (undo U9,
+    // `online_index` OI6).
+    let whole = match &rec.old {
+        Some(OldVersion::Whole(old)) => {
+            let (_, old_row) = table::split_rec(old)?;
+            Some(table::decode(schema, &old_row)?)
+        }
+        _ => None,
+    };
     for i in schema.live_indexes().filter(|&i| rec.may_have_changed(i)) {
-        let k = table::sec_key_of(schema, i, &old_values);
+        let k = match &whole {
+            Some(old_values) => table::sec_key_of(schema, i, old_values),
+            None => match rec.delta_key(i) {
+                Some(k) => k.to_vec(),
+                None => continue,
+            },
+        };
         if !table::needed_has_key(db, schema, i, &k, cur.clone(), bound, false)?
             && let Some(tree) = table::secondary(store, schema, i)
         {

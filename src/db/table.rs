@@ -50,7 +50,7 @@ use crate::catalog::{ColumnType, Value, decode_key, decode_row, keycode};
 use crate::catalog::{RowRef, ValueRef};
 use crate::page::PageId;
 use crate::store::Store;
-use crate::txn::{ReadView, RecHeader, RollPtr, TrxId, UndoKind};
+use crate::txn::{ReadView, RecHeader, RollPtr, TrxId, UndoKind, UndoRecord};
 use crate::{Error, Result};
 
 use super::DbInner;
@@ -497,7 +497,18 @@ pub(crate) fn previous(
     rec: &Rec,
     walk: &mut VersionWalk,
 ) -> Result<Option<Option<Rec>>> {
-    let (h, _) = rec;
+    Ok(previous_step(db, rec, walk)?.map(|p| p.map(|(prev, _)| prev)))
+}
+
+/// [`previous`], with the undo record the previous version was rebuilt
+/// from (which a walk that needs to know what the record describes
+/// reads: `online_index` OI6).
+pub(crate) fn previous_step(
+    db: &DbInner,
+    rec: &Rec,
+    walk: &mut VersionWalk,
+) -> Result<Option<Option<(Rec, UndoRecord)>>> {
+    let (h, row) = rec;
     if h.roll == RollPtr::NONE {
         return Ok(None);
     }
@@ -513,10 +524,12 @@ pub(crate) fn previous(
     };
     match undo {
         None => Ok(None),
-        Some(u) => match (u.kind, u.old_value) {
-            (UndoKind::Insert, _) | (_, None) => Ok(Some(None)),
-            (_, Some(old)) => Ok(Some(Some(split_rec_owned(old)?))),
-        },
+        Some(u) if u.kind == UndoKind::Insert => Ok(Some(None)),
+        // A delta is rebuilt from the version it replaced: `rec` (undo U9).
+        Some(u) => {
+            let prev = u.previous_version(row)?;
+            Ok(Some(prev.map(|prev| (prev, u))))
+        }
     }
 }
 
@@ -676,7 +689,7 @@ mod tests {
                 prev_trx: trx,
                 prev_roll: RollPtr(1),
                 key: pk.clone(),
-                old_value: Some(looped.clone()),
+                old: Some(crate::txn::OldVersion::Whole(looped.clone())),
                 changed: UndoRecord::changed_mask(1, [0]),
             };
             undo.put(store, trx, 1, &rec).unwrap();

@@ -622,3 +622,236 @@ fn undo_split_between_segment_and_tree_commits_as_one() {
     assert_clean(&db);
     db.close().unwrap();
 }
+
+/// `wide(id int64 pk, v int64, pad text(200))` with no index yet.
+fn create_wide(db: &Db) -> crate::Table {
+    db.create_table(TableDef {
+        name: "wide".into(),
+        columns: vec![
+            Column::new("id", ColumnType::Int64, false),
+            Column::new("v", ColumnType::Int64, true),
+            Column::new("pad", ColumnType::Text { max_len: 200 }, true),
+        ],
+        primary_key: vec![0],
+        indexes: vec![],
+    })
+    .unwrap()
+}
+
+fn wide_row(id: i64, v: i64) -> Vec<Value> {
+    vec![
+        Value::Int64(id),
+        Value::Int64(v),
+        Value::Text(format!("{id:0>150}")),
+    ]
+}
+
+/// The update and delete-mark undo records in the undo segments.
+fn segment_records(db: &Db) -> Vec<crate::txn::UndoRecord> {
+    let store = &db.inner.store;
+    let mut out = Vec::new();
+    for seg in db.inner.segs.existing(store).unwrap() {
+        for r in db
+            .inner
+            .segs
+            .chain_records(store, seg.first, seg.trx)
+            .unwrap()
+        {
+            if r.rec.kind.has_old_value() {
+                out.push(r.rec);
+            }
+        }
+    }
+    out
+}
+
+/// Undo U9: an update's record holds the replaced version as a delta (its
+/// changed bytes, not the 150-byte pad it kept) and a delete-mark's holds
+/// no row bytes; an old view, a rollback to a savepoint and recovery's
+/// rollback all rebuild the old rows from them.
+#[test]
+fn update_undo_holds_only_what_changed() {
+    use crate::txn::OldVersion;
+    use crate::{Isolation, TxnOptions};
+    let fs = SimFs::new(95);
+    let db = open(&fs);
+    let t = create_wide(&db);
+    let mut tx = db.begin().unwrap();
+    for id in 0..20 {
+        tx.insert(&t, &wide_row(id, id)).unwrap();
+    }
+    tx.commit().unwrap();
+    let mut old = db
+        .begin_with(TxnOptions {
+            isolation: Isolation::RepeatableRead,
+            ..TxnOptions::default()
+        })
+        .unwrap();
+    let all = |tx: &mut crate::Txn<'_>| -> Vec<Vec<Value>> {
+        tx.scan(
+            &t,
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+            crate::btree::Direction::Forward,
+        )
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect()
+    };
+    let before = all(&mut old);
+    let mut tx = db.begin().unwrap();
+    for id in 0..10 {
+        tx.update(&t, &[Value::Int64(id)], &[(1, Value::Int64(1000 + id))])
+            .unwrap();
+    }
+    assert!(tx.delete(&t, &[Value::Int64(15)]).unwrap());
+    let sp = tx.savepoint();
+    for id in 0..5 {
+        tx.update(&t, &[Value::Int64(id)], &[(1, Value::Int64(-1))])
+            .unwrap();
+    }
+    assert!(tx.delete(&t, &[Value::Int64(16)]).unwrap());
+    tx.rollback_to_savepoint(sp).unwrap();
+    tx.commit().unwrap();
+    let recs = segment_records(&db);
+    assert_eq!(recs.len(), 17);
+    for r in &recs {
+        let Some(OldVersion::Delta(d)) = &r.old else {
+            panic!("a whole old value: {r:?}");
+        };
+        assert!(d.middle.len() <= 8, "{d:?}");
+        assert!(d.keys.is_empty());
+        // The whole old value alone would be over 170 bytes.
+        assert!(r.encode().len() < 48, "{} bytes", r.encode().len());
+    }
+    assert_eq!(all(&mut old), before, "the old view, through deltas");
+    old.commit().unwrap();
+    let mut now = db.begin().unwrap();
+    let after = all(&mut now);
+    now.commit().unwrap();
+    assert_eq!(after.len(), 19);
+    assert!(after.iter().all(|r| match r.as_slice() {
+        [Value::Int64(id), Value::Int64(v), _] => *v == if *id < 10 { 1000 + id } else { *id },
+        _ => false,
+    }));
+    // A writer that never commits, its changes durable: recovery rolls
+    // its deltas back.
+    let mut w = db.begin().unwrap();
+    for id in 0..20 {
+        let _ = w
+            .update(&t, &[Value::Int64(id)], &[(2, Value::Text("x".into()))])
+            .unwrap();
+    }
+    let lsn = db.inner.store.log().end_lsn();
+    db.inner.store.commit(lsn, crate::Durability::Sync).unwrap();
+    std::mem::forget(w);
+    let crashed = fs.crash(CrashMode::DropUnsynced);
+    drop(db);
+    let db = open(&crashed);
+    let t = db.table("wide").unwrap();
+    let mut now = db.begin().unwrap();
+    let again: Vec<Vec<Value>> = now
+        .scan(
+            &t,
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+            crate::btree::Direction::Forward,
+        )
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    now.commit().unwrap();
+    assert_eq!(again, after);
+    db.purge_now().unwrap();
+    assert_clean(&db);
+    db.close().unwrap();
+}
+
+/// Undo U9 and `online_index` OI6: deltas carry no key of an index
+/// created after them, so a plain CREATE INDEX while a transaction older
+/// than it is open builds online and waits for it; once built, purge of
+/// the older deltas and of newer ones (which carry the index's keys)
+/// leaves an index that `check` finds complete and exact. With nothing
+/// open the build is the bulk one.
+#[test]
+fn an_index_created_after_delta_updates_stays_exact_through_purge() {
+    let fs = SimFs::new(97);
+    let db = Arc::new(open(&fs));
+    let t = create_wide(&db);
+    let mut tx = db.begin().unwrap();
+    for id in 0..200 {
+        tx.insert(&t, &wide_row(id, id % 7)).unwrap();
+    }
+    tx.commit().unwrap();
+    // Older deltas: the indexed column changes, rows go, and one writer
+    // is still open when the build starts.
+    let mut tx = db.begin().unwrap();
+    for id in 0..60 {
+        tx.update(&t, &[Value::Int64(id)], &[(1, Value::Int64(100 + id))])
+            .unwrap();
+    }
+    for id in 60..70 {
+        assert!(tx.delete(&t, &[Value::Int64(id)]).unwrap());
+    }
+    tx.commit().unwrap();
+    let mut open_writer = db.begin().unwrap();
+    open_writer
+        .update(&t, &[Value::Int64(100)], &[(1, Value::Int64(555))])
+        .unwrap();
+    let by_v = IndexDef {
+        name: "by_v".into(),
+        columns: vec![1],
+        unique: false,
+    };
+    let builder = {
+        let (db, by_v) = (db.clone(), by_v.clone());
+        std::thread::spawn(move || db.create_index("wide", by_v))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(
+        !builder.is_finished(),
+        "the build waits for the older writer"
+    );
+    // Its rollback restores a version the build must index: built before
+    // the rollback, the index would miss it.
+    open_writer.rollback().unwrap();
+    builder.join().unwrap().unwrap();
+    assert_clean(&db);
+    // Newer changes, whose deltas carry the index's keys.
+    let mut tx = db.begin().unwrap();
+    for id in 0..30 {
+        tx.update(&t, &[Value::Int64(id)], &[(1, Value::Int64(7))])
+            .unwrap();
+    }
+    for id in 190..200 {
+        assert!(tx.delete(&t, &[Value::Int64(id)]).unwrap());
+    }
+    tx.commit().unwrap();
+    db.purge_now().unwrap();
+    assert_clean(&db);
+    let check = db.check().unwrap();
+    assert_eq!(check.live_rows, 180);
+    assert_eq!(check.records, 180, "purged the delete-marked rows");
+    assert_eq!(check.index_entries, 180, "one entry per row, none stale");
+    // Nothing open: the bulk build, then the same again.
+    db.create_index(
+        "wide",
+        IndexDef {
+            name: "by_v_id".into(),
+            columns: vec![1, 0],
+            unique: false,
+        },
+    )
+    .unwrap();
+    let mut tx = db.begin().unwrap();
+    for id in 100..150 {
+        tx.update(&t, &[Value::Int64(id)], &[(1, Value::Int64(-id))])
+            .unwrap();
+    }
+    tx.commit().unwrap();
+    db.purge_now().unwrap();
+    assert_clean(&db);
+    assert_eq!(db.check().unwrap().index_entries, 360);
+    let db = Arc::try_unwrap(db).unwrap_or_else(|_| panic!("still shared"));
+    db.close().unwrap();
+}

@@ -31,7 +31,9 @@ use crate::catalog::{RowRef, Value, encode_key, encode_row, keycode};
 use crate::log::Durability;
 use crate::txn::undo::REC_HEADER;
 use crate::txn::undo_seg::{Segment, UndoSegments};
-use crate::txn::{LockMode, ReadView, RecHeader, RollPtr, SlotToken, TrxId, UndoKind, UndoRecord};
+use crate::txn::{
+    LockMode, OldVersion, ReadView, RecHeader, RollPtr, SlotToken, TrxId, UndoKind, UndoRecord,
+};
 use crate::{Error, Result};
 
 use super::table::{self, Rec, Table};
@@ -350,9 +352,20 @@ impl Txn<'_> {
         changed: u64,
         row: &[u8],
     ) -> Result<()> {
+        // The replaced keys the mask names, as a statement computes them.
+        let keys = match cur {
+            Some((_, old)) => {
+                let values = table::decode(schema, old)?;
+                (0..56)
+                    .filter(|i| changed & (1 << i) != 0)
+                    .map(|i| table::sec_key_of(schema, i, &values))
+                    .collect()
+            }
+            None => Vec::new(),
+        };
         self.0
             .ctx()
-            .write_version(schema, pk, kind, cur, changed, row)
+            .write_version(schema, pk, kind, cur, changed, keys, row)
     }
 
     /// Write the commit mark and nothing else: what a crash between a
@@ -701,6 +714,11 @@ impl<'a> Ctx<'a> {
     /// Write the change's undo record (logged first, UL1: `kind`, the
     /// replaced version `cur`, the `changed` index mask), then the new
     /// clustered version `row` naming it (delete-marked for a delete).
+    /// Write version `row` of `pk`, replacing `cur`, with its undo
+    /// record: `changed` names the indexes whose key the change changed
+    /// and `old_keys` holds the replaced keys of those, in index order
+    /// (undo U9).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn write_version(
         &mut self,
         schema: &TableSchema,
@@ -708,10 +726,14 @@ impl<'a> Ctx<'a> {
         kind: UndoKind,
         cur: Option<&Rec>,
         changed: u64,
+        old_keys: Vec<Vec<u8>>,
         row: &[u8],
     ) -> Result<()> {
         let seq = self.seq + 1;
         let (prev_trx, prev_roll) = cur.map_or((0, RollPtr::NONE), |(h, _)| (h.trx, h.roll));
+        // `changed` names indexes below 56 only: a table with more keeps
+        // its old versions whole, so purge can compute every key (U9).
+        let whole_only = schema.def.indexes.len() > 56;
         let rec = UndoRecord {
             kind,
             undo_no: seq,
@@ -720,7 +742,7 @@ impl<'a> Ctx<'a> {
             prev_trx,
             prev_roll,
             key: pk.to_vec(),
-            old_value: cur.map(|(h, r)| h.encode(r)),
+            old: cur.map(|(h, r)| OldVersion::for_change(h, r, row, old_keys, whole_only)),
             changed,
         };
         let roll = match self.append_undo(&rec)? {
@@ -789,7 +811,7 @@ impl<'a> Ctx<'a> {
                 prev_trx: 0,
                 prev_roll: RollPtr::NONE,
                 key: pk.to_vec(),
-                old_value: None,
+                old: None,
                 changed: UndoRecord::changed_mask(schema.def.indexes.len(), []),
             };
             if self.append_undo(&rec)?.is_none() {
@@ -1027,13 +1049,21 @@ impl<'a> Ctx<'a> {
         // The entries the new version needs: every index's, except where
         // the delete-marked version's entry has the same key (still there).
         let n = schema.def.indexes.len();
+        // The replaced keys of the indexes whose key changes (undo U9).
+        let mut old_keys = Vec::new();
         let new_keys: Vec<(usize, Vec<u8>)> = schema
             .live_indexes()
             .map(|i| (i, table::sec_key_of(schema, i, &values)))
-            .filter(|(i, k)| {
-                old_values
-                    .as_ref()
-                    .is_none_or(|old| table::sec_key_of(schema, *i, old) != *k)
+            .filter(|(i, k)| match &old_values {
+                None => true,
+                Some(old) => {
+                    let was = table::sec_key_of(schema, *i, old);
+                    let changed = was != *k;
+                    if changed {
+                        old_keys.push(was);
+                    }
+                    changed
+                }
             })
             .collect();
         let old_len = cur.as_ref().map(|(_, r)| REC_HEADER + r.len());
@@ -1059,7 +1089,7 @@ impl<'a> Ctx<'a> {
             && cur.is_none()
             && self.write_insert_in_run(schema, &pk, &row)?;
         if !in_run {
-            self.write_version(schema, &pk, kind, cur.as_ref(), changed, &row)?;
+            self.write_version(schema, &pk, kind, cur.as_ref(), changed, old_keys, &row)?;
         }
         for (i, k) in &new_keys {
             if let Some(tree) = table::secondary(store, schema, *i) {
@@ -1138,10 +1168,19 @@ impl<'a> Ctx<'a> {
         }
         // `encode_row` checks the values first (`check_row`).
         let row = encode_row(&schema.def.columns, &values)?;
+        // The replaced keys of the indexes whose key changes (undo U9).
+        let mut old_keys = Vec::new();
         let changed: Vec<(usize, Vec<u8>)> = schema
             .live_indexes()
             .map(|i| (i, table::sec_key_of(schema, i, &values)))
-            .filter(|(i, k)| table::sec_key_of(schema, *i, &old_values) != *k)
+            .filter(|(i, k)| {
+                let was = table::sec_key_of(schema, *i, &old_values);
+                let changed = was != *k;
+                if changed {
+                    old_keys.push(was);
+                }
+                changed
+            })
             .collect();
         let old_len = Some(REC_HEADER + cur.1.len());
         self.check_fits(schema, &pk, &changed, Some(row.len()), old_len)?;
@@ -1152,7 +1191,15 @@ impl<'a> Ctx<'a> {
         }
         let mask =
             UndoRecord::changed_mask(schema.def.indexes.len(), changed.iter().map(|(i, _)| *i));
-        self.write_version(schema, &pk, UndoKind::Update, Some(&cur), mask, &row)?;
+        self.write_version(
+            schema,
+            &pk,
+            UndoKind::Update,
+            Some(&cur),
+            mask,
+            old_keys,
+            &row,
+        )?;
         for (i, k) in changed {
             if let Some(tree) = table::secondary(store, schema, i) {
                 tree.put(&table::entry_key(&k, &pk), &[])?;
@@ -1182,7 +1229,15 @@ impl<'a> Ctx<'a> {
         let old_len = Some(REC_HEADER + cur.1.len());
         self.check_fits(schema, &pk, &[], Some(cur.1.len()), old_len)?;
         let mask = UndoRecord::changed_mask(schema.def.indexes.len(), []);
-        self.write_version(schema, &pk, UndoKind::DeleteMark, Some(&cur), mask, &cur.1)?;
+        self.write_version(
+            schema,
+            &pk,
+            UndoKind::DeleteMark,
+            Some(&cur),
+            mask,
+            Vec::new(),
+            &cur.1,
+        )?;
         Ok(true)
     }
 

@@ -770,22 +770,32 @@ pub fn undo_record(data: &[u8]) {
     let Ok(rec) = UndoRecord::decode(bytes) else {
         return;
     };
-    // This build writes version 2 only; a version 1 record decodes to
-    // what its version 2 bytes decode to.
+    // This build writes version 3 only; an older record decodes to what
+    // its version 3 bytes decode to.
     if bytes.first() == Some(&crate::txn::undo::UNDO_RECORD_VERSION) {
         assert_eq!(rec.encode(), bytes, "undo record round trip");
     } else {
         assert_eq!(
             UndoRecord::decode(&rec.encode()).ok().as_ref(),
             Some(&rec),
-            "version 1 record re-encoded"
+            "older record re-encoded"
         );
     }
     for i in 0..70 {
         let _ = rec.may_have_changed(i);
+        let _ = rec.delta_key(i);
     }
-    if let Some(old) = &rec.old_value {
-        let _ = RecHeader::decode(old);
+    match &rec.old {
+        Some(crate::txn::OldVersion::Whole(old)) => {
+            let _ = RecHeader::decode(old);
+        }
+        Some(crate::txn::OldVersion::Delta(_)) => {
+            // Applied to rows of every length up to past its shared bytes.
+            for n in [0, 1, 7, 64] {
+                let _ = rec.previous_version(&vec![0xA5; n]);
+            }
+        }
+        None => {}
     }
     let seq = rec.undo_no.clamp(1, u64::MAX - 1);
     with_db_change(|db| {

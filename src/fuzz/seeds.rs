@@ -332,7 +332,7 @@ fn undo_record() -> Result<Vec<Vec<u8>>> {
         }
         .encode(&row))
     };
-    let rec = |kind, i: i64, old_value| UndoRecord {
+    let rec = |kind, i: i64, old: Option<Vec<u8>>| UndoRecord {
         kind,
         undo_no: 1,
         table: items.id,
@@ -340,7 +340,7 @@ fn undo_record() -> Result<Vec<Vec<u8>>> {
         prev_trx: 2,
         prev_roll: RollPtr::NONE,
         key: key_of(i),
-        old_value,
+        old: old.map(crate::txn::OldVersion::Whole),
         changed: UndoRecord::changed_mask(2, [0]),
     };
     Ok(vec![

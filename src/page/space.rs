@@ -67,8 +67,11 @@ pub const SPACE_MAGIC: &[u8; 8] = b"QUILLDAT";
 /// recovery); version 7 update undo in segments (`txn::undo_seg` US7 and
 /// roll pointers by place, undo U8: a version 6 build would read those
 /// pointers as undo-tree keys and take a committed segment for an
-/// unfinished transaction's).
-pub const SPACE_FORMAT_VERSION: u32 = 7;
+/// unfinished transaction's); version 8 undo records of version 3,
+/// whose old version may be a delta to the newer one (undo U9: a version
+/// 7 build would refuse such a record as an unknown version, at rollback
+/// or at the first read of an older version).
+pub const SPACE_FORMAT_VERSION: u32 = 8;
 /// Oldest tablespace format version this build reads (and migrates).
 pub const MIN_SPACE_FORMAT_VERSION: u32 = 1;
 /// Number of root slots in the superblock.

@@ -589,7 +589,8 @@ impl Store {
     /// format 5 directory has none of, so from 5 too; format 7 lets a
     /// segment hold update undo that a row's roll pointer names by place
     /// (US7, undo U8), which a format 6 database has none of, so from 6
-    /// as well.
+    /// as well; format 8 writes undo records of version 3 (undo U9) and
+    /// still reads a format 7 database's version 2 ones, so from 7 too.
     fn migrate(&self, from: u32) -> Result<()> {
         use crate::page::space::{SB_DB_ID, SB_VERSION, SPACE_FORMAT_VERSION};
         let id = self.log().id();

@@ -24,5 +24,5 @@ pub mod view;
 
 pub use lock::{LockMode, LockStats, LockTable};
 pub use registry::{SlotToken, TrxId, TrxRegistry};
-pub use undo::{RecHeader, RollPtr, UndoKind, UndoRecord};
+pub use undo::{OldVersion, RecHeader, RollPtr, UndoKind, UndoRecord};
 pub use view::ReadView;

@@ -5,16 +5,22 @@
 //!
 //! Clustered record value: `version u8 | flags u8 (bit 0: delete-marked)
 //! | trx id u64 | roll pointer u64 | row bytes` (the row format of
-//! `catalog::row`). Undo record, version 2 (written since tablespace
-//! format 4): `version u8 (2) | kind u8 | undo no | table id | trx id |
+//! `catalog::row`). Undo record, version 3 (written since tablespace
+//! format 8): `version u8 (3) | kind u8 | undo no | table id | trx id |
 //! previous trx id | previous roll pointer | indexes u8 | changed-index
-//! bits | key length | key | [old value length | old value]`, every
-//! unnamed width an unsigned LEB128 varint of at most 10 bytes, minimal
-//! (no trailing zero groups); the old value is there exactly when the kind
-//! is not `Insert`. An insert's undo record is about 12 bytes plus its
-//! key where version 1 took 55 plus its key, and an insert writes one per
-//! row. Version 1 (still read, never written): `version u8 (1) | kind u8
-//! | undo no u64 | table id u64 | trx id u64 | previous trx id u64 |
+//! bits | key length | key | [old version]`, every unnamed width an
+//! unsigned LEB128 varint of at most 10 bytes, minimal (no trailing zero
+//! groups); the old version is there exactly when the kind is `Update` or
+//! `DeleteMark`: either `0 u8 | old value length | old value` (the whole
+//! replaced record value, header included) or a delta (U9): `1 u8 | flags
+//! u8 (bit 0: the replaced version was delete-marked) | prefix | suffix |
+//! length | bytes | per set changed-index bit, in index order: key length
+//! | key`. Version 2 (tablespace formats 4 to 7; still read, never
+//! written) is version 3 with only the whole form and no tag: `[old value
+//! length | old value]`. An insert's undo record is about 12 bytes plus
+//! its key where version 1 took 55 plus its key, and an insert writes one
+//! per row. Version 1 (still read, never written): `version u8 (1) | kind
+//! u8 | undo no u64 | table id u64 | trx id u64 | previous trx id u64 |
 //! previous roll pointer u64 | changed indexes u64 | key length u32 | key
 //! | old row present u8 | [old row length u32 | old row]`. Little-endian
 //! throughout.
@@ -24,9 +30,12 @@
 //!   version's writer (`trx`) it is the record's key in the undo log
 //!   (`txn::undo_log`), unless a bit says it is in a segment (U6, U8);
 //!   0 means "no previous version".
-//! * U2. An update or delete-mark undo record holds the complete previous
-//!   record value (its own header included), so following roll pointers
-//!   rebuilds every older version without reading anything else.
+//! * U2. An update or delete-mark undo record holds the previous
+//!   version: whole (its record value, header included), or as a delta
+//!   to the version that replaced it (U9), which the reader holds when it
+//!   follows that version's roll pointer. So following roll pointers
+//!   from the newest version rebuilds every older version without
+//!   reading anything else.
 //! * U3. Decoding rejects anything the encoder cannot produce: unknown
 //!   version or kind, lengths past the end, trailing bytes.
 //! * U4. Key and old-value lengths fit a u32 (version 1's fields; version
@@ -34,8 +43,10 @@
 //!   the B+tree's key limit (BT3) and old values by its value limit (at
 //!   most `u32::MAX`), so a length past it would be our bug. Asserted on
 //!   encode.
-//! * U5. An undo record's first byte is its version: 1 or 2. A database
-//!   whose undo log may hold version 2 has tablespace format 4 or later.
+//! * U5. An undo record's first byte is its version: 1, 2 or 3. A
+//!   database whose undo may hold version 2 has tablespace format 4 or
+//!   later, version 3 format 8 or later (a format 7 build refuses it at
+//!   open as a newer format).
 //!   A format 3 build refuses such a database at open, though with the
 //!   wrong words: it reports the superblock as damaged (its check took
 //!   any unknown version of an intact file for damage; this build says
@@ -43,7 +54,7 @@
 //!   format 3 database, before the new superblock reached the data file,
 //!   a format 3 build finds format 3 and fails in recovery on the first
 //!   compact redo operation: an error either way, never a misread record.
-//! * U7. An `InsertRun` record (kind 4, version 2 only, written only to
+//! * U7. An `InsertRun` record (kind 4, versions 2 and 3, written only to
 //!   insert undo segments) with sequence number `s`, table `t` and key
 //!   `k` stands for every insert of its transaction into `t` with a
 //!   freshly drawn automatic key whose sequence number is at least `s`
@@ -72,6 +83,26 @@
 //!   must find a record of that writer there. Tree pointers (neither
 //!   bit) stay below both bits. Written only since tablespace format 7
 //!   (a format 6 build refuses such a database at open).
+//! * U9. A delta (record version 3, tablespace format 8) rebuilds the
+//!   replaced row from the row of the version that replaced it (the
+//!   version whose roll pointer names the record): that row's first
+//!   `prefix` bytes, the delta's bytes, its last `suffix` bytes; the
+//!   replaced header is `previous trx id`, `previous roll pointer` and
+//!   the delta's delete flag. Rollback applies it to the record's current
+//!   row, which is that version (it acts only while the header names the
+//!   record); an MVCC reader to the version it just read. Purge has no
+//!   newer version in hand (a newer record may be purged already), so a
+//!   delta carries the replaced key of every index whose key the change
+//!   changed, which is all purge needs of it. It carries nothing for an
+//!   index created after it; none needs anything: an index build waits
+//!   until every transaction older than its announcement has ended and
+//!   no older view is left before it adds an entry of any version but a
+//!   newest (`online_index` OI6, `Db::create_index`), so no index holds
+//!   an entry of a version that a record older than the index replaced.
+//!   A table with more than 56 secondary indexes (more than the changed
+//!   bits name) keeps old versions whole, and a delta is written only
+//!   when it is shorter than the whole value, so `max_encoded_len`
+//!   bounds both. A format 7 build refuses a format 8 database at open.
 
 use crate::Result;
 use crate::catalog::CatalogError;
@@ -82,9 +113,15 @@ use super::registry::TrxId;
 /// Format version of clustered record headers.
 pub const UNDO_FORMAT_VERSION: u8 = 1;
 /// Version of the undo records this build writes (U5).
-pub const UNDO_RECORD_VERSION: u8 = 2;
+pub const UNDO_RECORD_VERSION: u8 = 3;
 /// The fixed-width undo record version, still read (U5).
 const UNDO_RECORD_V1: u8 = 1;
+/// The compact version that holds old values whole, still read (U5).
+const UNDO_RECORD_V2: u8 = 2;
+/// Version 3's tag of an old version held whole.
+const OLD_WHOLE: u8 = 0;
+/// Version 3's tag of an old version held as a delta (U9).
+const OLD_DELTA: u8 = 1;
 /// The longest varint.
 const VARINT_MAX: usize = crate::varint::MAX_LEN;
 /// Bytes of the clustered record header.
@@ -254,6 +291,127 @@ impl UndoKind {
 /// holds the index count).
 const CHANGED_BITS: u64 = (1 << 56) - 1;
 
+/// The version an update or delete-mark replaced, as its undo record
+/// holds it (U2, U9).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OldVersion {
+    /// The whole replaced record value, header included: what record
+    /// versions 1 and 2 hold, and version 3 where a delta would not be
+    /// shorter (or the table has more indexes than `changed` names).
+    Whole(Vec<u8>),
+    /// The replaced version as a change to the version that replaced it,
+    /// with the replaced keys of the indexes whose key it changed (U9).
+    Delta(RowDelta),
+}
+
+/// A replaced version told apart from the version that replaced it (its
+/// "newer" version): the row bytes both share at the start and at the
+/// end, the replaced version's bytes between them, and what purge needs
+/// without the newer version: the replaced keys (U9).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RowDelta {
+    /// The replaced version was delete-marked (an insert over a
+    /// delete-marked row replaces it).
+    pub deleted: bool,
+    /// Row bytes at the start that the two versions share.
+    pub prefix: usize,
+    /// Row bytes at the end that the two versions share.
+    pub suffix: usize,
+    /// The replaced version's row bytes between `prefix` and `suffix`.
+    pub middle: Vec<u8>,
+    /// The replaced version's key in each secondary index whose key the
+    /// change changed (a bit of [`UndoRecord::changed`]), in index order.
+    pub keys: Vec<Vec<u8>>,
+}
+
+impl RowDelta {
+    /// The delta that rebuilds `old` (a row, delete-marked or not) from
+    /// `new`, carrying `keys`.
+    pub fn between(old: &[u8], new: &[u8], deleted: bool, keys: Vec<Vec<u8>>) -> RowDelta {
+        let prefix = old.iter().zip(new).take_while(|(a, b)| a == b).count();
+        let room = old.len().min(new.len()) - prefix;
+        let suffix = old
+            .iter()
+            .rev()
+            .zip(new.iter().rev())
+            .take(room)
+            .take_while(|(a, b)| a == b)
+            .count();
+        RowDelta {
+            deleted,
+            prefix,
+            suffix,
+            middle: old
+                .get(prefix..old.len() - suffix)
+                .unwrap_or_default()
+                .to_vec(),
+            keys,
+        }
+    }
+
+    /// The replaced row rebuilt from `newer`, the row of the version that
+    /// replaced it; `None` if `newer` is shorter than the shared bytes (so
+    /// it is not that version: damage).
+    pub fn apply(&self, newer: &[u8]) -> Option<Vec<u8>> {
+        let tail = newer.len().checked_sub(self.suffix)?;
+        let head = newer.get(..self.prefix)?;
+        if self.prefix > tail {
+            return None;
+        }
+        let mut row = Vec::with_capacity(self.prefix + self.middle.len() + self.suffix);
+        row.extend_from_slice(head);
+        row.extend_from_slice(&self.middle);
+        row.extend_from_slice(newer.get(tail..)?);
+        Some(row)
+    }
+
+    /// Bytes of its encoding in a version 3 record (after the tag).
+    fn encoded_len(&self) -> usize {
+        1 + varint_len(self.prefix as u64)
+            + varint_len(self.suffix as u64)
+            + varint_len(self.middle.len() as u64)
+            + self.middle.len()
+            + self
+                .keys
+                .iter()
+                .map(|k| varint_len(k.len() as u64) + k.len())
+                .sum::<usize>()
+    }
+}
+
+impl OldVersion {
+    /// The old version to record for a change that replaces the version
+    /// `h`, `old` (its header and row) by a version of row `new`: the
+    /// delta when it is shorter than the whole value (U9). `keys` are the
+    /// replaced keys of the indexes whose key changed, in index order;
+    /// `whole_only` when a delta cannot serve purge (the table has an
+    /// index `changed` cannot name).
+    pub fn for_change(
+        h: &RecHeader,
+        old: &[u8],
+        new: &[u8],
+        keys: Vec<Vec<u8>>,
+        whole_only: bool,
+    ) -> OldVersion {
+        if !whole_only {
+            let d = RowDelta::between(old, new, h.deleted, keys);
+            let whole = REC_HEADER + old.len();
+            if d.encoded_len() < varint_len(whole as u64) + whole {
+                return OldVersion::Delta(d);
+            }
+        }
+        OldVersion::Whole(h.encode(old))
+    }
+
+    /// Bytes of its encoding in a version 3 record (tag included).
+    fn encoded_len(&self) -> usize {
+        1 + match self {
+            OldVersion::Whole(v) => varint_len(v.len() as u64) + v.len(),
+            OldVersion::Delta(d) => d.encoded_len(),
+        }
+    }
+}
+
 /// One undo record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UndoRecord {
@@ -271,8 +429,8 @@ pub struct UndoRecord {
     pub prev_roll: RollPtr,
     /// The record's key (encoded primary key).
     pub key: Vec<u8>,
-    /// The replaced record value, header included (U2); `None` for inserts.
-    pub old_value: Option<Vec<u8>>,
+    /// The version the change replaced (U2); `None` for inserts.
+    pub old: Option<OldVersion>,
     /// Bit `i` (`i < 56`) set: the change gave secondary index `i` a
     /// different key (so purge needs to look at that index's old entry).
     /// Bits 56..64 hold how many secondary indexes the table had when the
@@ -358,22 +516,79 @@ impl UndoRecord {
         i >= known || i >= 56 || self.changed & (1 << i) != 0
     }
 
+    /// Whether the record can tell purge secondary index `i`'s key in the
+    /// version it replaced: always for a whole old value; for a delta only
+    /// for the indexes the table had when the change was made (U9).
+    pub fn describes_index(&self, i: usize) -> bool {
+        match &self.old {
+            Some(OldVersion::Delta(_)) => i < (self.changed >> 56) as usize,
+            _ => true,
+        }
+    }
+
+    /// The replaced version's key in secondary index `i`, if the record
+    /// is a delta and the change changed that key (U9).
+    pub fn delta_key(&self, i: usize) -> Option<&[u8]> {
+        let Some(OldVersion::Delta(d)) = &self.old else {
+            return None;
+        };
+        if i >= 56 || self.changed & (1 << i) == 0 || !self.describes_index(i) {
+            return None;
+        }
+        let rank = (self.changed & CHANGED_BITS & ((1 << i) - 1)).count_ones() as usize;
+        d.keys.get(rank).map(Vec::as_slice)
+    }
+
+    /// The secondary index positions and replaced keys a delta carries.
+    pub fn delta_keys(&self) -> impl Iterator<Item = (usize, &[u8])> {
+        (0..56usize).filter_map(move |i| self.delta_key(i).map(|k| (i, k)))
+    }
+
+    /// The version this change replaced, rebuilt from `newer`, the row of
+    /// the version it wrote (which a delta needs; a whole old value
+    /// ignores it): its header and row. `None` for an insert.
+    pub fn previous_version(&self, newer: &[u8]) -> Result<Option<(RecHeader, Vec<u8>)>> {
+        match &self.old {
+            None => Ok(None),
+            Some(OldVersion::Whole(v)) => {
+                let (h, row) = RecHeader::decode(v)?;
+                Ok(Some((h, row.to_vec())))
+            }
+            Some(OldVersion::Delta(d)) => {
+                let row = d.apply(newer).ok_or_else(|| {
+                    malformed(
+                        0,
+                        "an undo delta shares more bytes than the version it is applied to has",
+                    )
+                })?;
+                let h = RecHeader {
+                    trx: self.prev_trx,
+                    roll: self.prev_roll,
+                    deleted: d.deleted,
+                };
+                Ok(Some((h, row)))
+            }
+        }
+    }
+
     /// The most bytes [`UndoRecord::encode`] writes for a record with a
-    /// `key_len`-byte key and, unless it is an insert's, an `old_len`-byte
-    /// old value (every varint counted at its longest).
+    /// `key_len`-byte key and, unless it is an insert's, an old version of
+    /// `old_len` bytes (header included) written whole or as a shorter
+    /// delta (every varint counted at its longest).
     pub const fn max_encoded_len(key_len: usize, old_len: Option<usize>) -> usize {
         // version, kind, indexes; five u64 varints, the changed bits and
         // the key length.
         let fixed = 3 + 7 * VARINT_MAX;
         match old_len {
             None => fixed + key_len,
-            Some(n) => fixed + key_len + VARINT_MAX + n,
+            // The tag, the length and the value.
+            Some(n) => fixed + key_len + 1 + VARINT_MAX + n,
         }
     }
 
     /// The record's bytes, in version [`UNDO_RECORD_VERSION`].
     pub fn encode(&self) -> Vec<u8> {
-        let old_len = self.old_value.as_ref().map_or(0, Vec::len);
+        let old_len = self.old.as_ref().map_or(0, OldVersion::encoded_len);
         let mut v = Vec::with_capacity(
             3 + varint_len(self.undo_no)
                 + varint_len(self.table)
@@ -383,7 +598,6 @@ impl UndoRecord {
                 + VARINT_MAX
                 + varint_len(self.key.len() as u64)
                 + self.key.len()
-                + VARINT_MAX
                 + old_len,
         );
         v.push(UNDO_RECORD_VERSION);
@@ -402,31 +616,56 @@ impl UndoRecord {
         // U4 for a varint: a length the B+tree accepts fits a u32.
         put_varint(&mut v, u64::from(len_u32(self.key.len(), "key")));
         v.extend_from_slice(&self.key);
-        // The kind says whether an old value follows; an insert's record
+        // The kind says whether an old version follows; an insert's record
         // carrying one (or another kind's lacking one) is our bug.
         assert_eq!(
             !self.kind.has_old_value(),
-            self.old_value.is_none(),
-            "undo U2: a {:?} record with old value {:?}",
+            self.old.is_none(),
+            "undo U2: a {:?} record with old version {:?}",
             self.kind,
-            self.old_value.as_ref().map(Vec::len)
+            self.old.as_ref().map(OldVersion::encoded_len)
         );
-        if let Some(old) = &self.old_value {
-            put_varint(&mut v, u64::from(len_u32(old.len(), "old value")));
-            v.extend_from_slice(old);
+        match &self.old {
+            None => {}
+            Some(OldVersion::Whole(old)) => {
+                v.push(OLD_WHOLE);
+                put_varint(&mut v, u64::from(len_u32(old.len(), "old value")));
+                v.extend_from_slice(old);
+            }
+            Some(OldVersion::Delta(d)) => {
+                // U9: the keys are those `changed` names, one each.
+                assert_eq!(
+                    d.keys.len(),
+                    (self.changed & CHANGED_BITS).count_ones() as usize,
+                    "undo U9: a delta carries one key per changed index"
+                );
+                v.push(OLD_DELTA);
+                v.push(u8::from(d.deleted));
+                put_varint(&mut v, u64::from(len_u32(d.prefix, "delta prefix")));
+                put_varint(&mut v, u64::from(len_u32(d.suffix, "delta suffix")));
+                put_varint(&mut v, u64::from(len_u32(d.middle.len(), "delta bytes")));
+                v.extend_from_slice(&d.middle);
+                for k in &d.keys {
+                    put_varint(&mut v, u64::from(len_u32(k.len(), "replaced key")));
+                    v.extend_from_slice(k);
+                }
+            }
         }
         debug_assert!(
-            v.len() <= Self::max_encoded_len(self.key.len(), self.old_value.as_ref().map(Vec::len)),
+            v.len() <= Self::max_encoded_len(self.key.len(), None) + old_len,
             "max_encoded_len bounds encode"
         );
         v
     }
 
-    /// Decode one record of either version (U3, U5).
+    /// Decode one record of any version (U3, U5).
     pub fn decode(bytes: &[u8]) -> Result<UndoRecord> {
         let mut r = Reader { b: bytes, at: 0 };
         let version = r.u8("version")?;
-        if version != UNDO_RECORD_VERSION && version != UNDO_RECORD_V1 {
+        if !matches!(
+            version,
+            UNDO_RECORD_V1 | UNDO_RECORD_V2 | UNDO_RECORD_VERSION
+        ) {
             return Err(malformed(0, "unknown undo record version"));
         }
         let kind = match r.u8("kind")? {
@@ -434,7 +673,7 @@ impl UndoRecord {
             2 => UndoKind::Update,
             3 => UndoKind::DeleteMark,
             // Runs exist since version 2 (U7).
-            4 if version == UNDO_RECORD_VERSION => UndoKind::InsertRun,
+            4 if version != UNDO_RECORD_V1 => UndoKind::InsertRun,
             _ => return Err(malformed(1, "unknown undo record kind")),
         };
         let rec = if version == UNDO_RECORD_V1 {
@@ -453,11 +692,13 @@ impl UndoRecord {
             }
             let klen = r.len("key length")?;
             let key = r.take(klen, "key")?.to_vec();
-            let old_value = if !kind.has_old_value() {
+            let old = if !kind.has_old_value() {
                 None
-            } else {
+            } else if version == UNDO_RECORD_V2 {
                 let n = r.len("old value length")?;
-                Some(r.take(n, "old value")?.to_vec())
+                Some(OldVersion::Whole(r.take(n, "old value")?.to_vec()))
+            } else {
+                Some(Self::decode_old(&mut r, bits)?)
             };
             UndoRecord {
                 kind,
@@ -467,7 +708,7 @@ impl UndoRecord {
                 prev_trx,
                 prev_roll,
                 key,
-                old_value,
+                old,
                 changed: (u64::from(indexes) << 56) | bits,
             }
         };
@@ -475,6 +716,44 @@ impl UndoRecord {
             return Err(malformed(r.at, "trailing bytes after the undo record"));
         }
         Ok(rec)
+    }
+
+    /// A version 3 record's old version: its tag, then a whole value or a
+    /// delta with one key per bit of `bits` (U9).
+    fn decode_old(r: &mut Reader<'_>, bits: u64) -> Result<OldVersion> {
+        let at = r.at;
+        match r.u8("old version tag")? {
+            OLD_WHOLE => {
+                let n = r.len("old value length")?;
+                Ok(OldVersion::Whole(r.take(n, "old value")?.to_vec()))
+            }
+            OLD_DELTA => {
+                let at = r.at;
+                let deleted = match r.u8("delta flags")? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(malformed(at, "unknown delta flags")),
+                };
+                let prefix = r.len("delta prefix")?;
+                let suffix = r.len("delta suffix")?;
+                let n = r.len("delta length")?;
+                let middle = r.take(n, "delta bytes")?.to_vec();
+                let keys = (0..bits.count_ones())
+                    .map(|_| {
+                        let n = r.len("replaced key length")?;
+                        Ok(r.take(n, "replaced key")?.to_vec())
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(OldVersion::Delta(RowDelta {
+                    deleted,
+                    prefix,
+                    suffix,
+                    middle,
+                    keys,
+                }))
+            }
+            _ => Err(malformed(at, "unknown old version tag")),
+        }
     }
 
     /// The record as version 1 wrote it, field by field: what older
@@ -495,9 +774,11 @@ impl UndoRecord {
         }
         v.extend_from_slice(&len_u32(self.key.len(), "key").to_le_bytes());
         v.extend_from_slice(&self.key);
-        match &self.old_value {
+        match &self.old {
             None => v.push(0),
-            Some(old) => {
+            // Version 1 had no deltas; the tests and seeds never ask.
+            Some(OldVersion::Delta(_)) => return self.encode(),
+            Some(OldVersion::Whole(old)) => {
                 v.push(1);
                 v.extend_from_slice(&len_u32(old.len(), "old value").to_le_bytes());
                 v.extend_from_slice(old);
@@ -516,15 +797,15 @@ impl UndoRecord {
         let changed = r.u64("changed indexes")?;
         let klen = r.u32("key length")? as usize;
         let key = r.take(klen, "key")?.to_vec();
-        let old_value = match r.u8("old value flag")? {
+        let old = match r.u8("old value flag")? {
             0 => None,
             1 => {
                 let n = r.u32("old value length")? as usize;
-                Some(r.take(n, "old value")?.to_vec())
+                Some(OldVersion::Whole(r.take(n, "old value")?.to_vec()))
             }
             _ => return Err(malformed(r.at - 1, "bad old value flag")),
         };
-        if (kind == UndoKind::Insert) != old_value.is_none() {
+        if (kind == UndoKind::Insert) != old.is_none() {
             return Err(malformed(
                 1,
                 "insert undo carries an old value, or another kind lacks one",
@@ -538,7 +819,7 @@ impl UndoRecord {
             prev_trx,
             prev_roll,
             key,
-            old_value,
+            old,
             changed,
         })
     }
@@ -561,7 +842,7 @@ mod tests {
             prev_trx: 0,
             prev_roll: RollPtr::NONE,
             key: vec![1, 2, 3],
-            old_value: None,
+            old: None,
             changed: 0,
         };
         assert_eq!(UndoRecord::decode(&rec.encode()).unwrap(), rec);
@@ -572,7 +853,9 @@ mod tests {
         assert!(UndoRecord::decode(&v1).is_ok());
     }
 
-    fn record() -> impl Strategy<Value = UndoRecord> {
+    /// Records of every kind; `whole` keeps old versions whole (what
+    /// version 1 can hold).
+    fn record_with(whole: bool) -> impl Strategy<Value = UndoRecord> {
         (
             1u8..4,
             any::<u64>(),
@@ -582,25 +865,48 @@ mod tests {
             any::<u64>(),
             proptest::collection::vec(any::<u8>(), 0..40),
             proptest::collection::vec(any::<u8>(), 0..100),
+            (any::<bool>(), 0usize..300, 0usize..300, any::<u16>()),
         )
-            .prop_map(|(k, undo_no, table, trx, prev_trx, roll, key, old)| {
-                let kind = match k {
-                    1 => UndoKind::Insert,
-                    2 => UndoKind::Update,
-                    _ => UndoKind::DeleteMark,
-                };
-                UndoRecord {
-                    kind,
-                    undo_no,
-                    table,
-                    trx,
-                    prev_trx,
-                    prev_roll: RollPtr(roll),
-                    key,
-                    old_value: (kind != UndoKind::Insert).then_some(old),
-                    changed: undo_no.rotate_left(7),
-                }
-            })
+            .prop_map(
+                move |(k, undo_no, table, trx, prev_trx, roll, key, old, (d, pre, suf, bits))| {
+                    let kind = match k {
+                        1 => UndoKind::Insert,
+                        2 => UndoKind::Update,
+                        _ => UndoKind::DeleteMark,
+                    };
+                    let mut changed = undo_no.rotate_left(7);
+                    let old = if whole || d {
+                        OldVersion::Whole(old)
+                    } else {
+                        changed = (changed & !CHANGED_BITS) | u64::from(bits);
+                        let keys = (0..bits.count_ones())
+                            .map(|i| old.iter().take(i as usize).copied().collect())
+                            .collect();
+                        OldVersion::Delta(RowDelta {
+                            deleted: pre % 2 == 1,
+                            prefix: pre,
+                            suffix: suf,
+                            middle: old,
+                            keys,
+                        })
+                    };
+                    UndoRecord {
+                        kind,
+                        undo_no,
+                        table,
+                        trx,
+                        prev_trx,
+                        prev_roll: RollPtr(roll),
+                        key,
+                        old: (kind != UndoKind::Insert).then_some(old),
+                        changed,
+                    }
+                },
+            )
+    }
+
+    fn record() -> impl Strategy<Value = UndoRecord> {
+        record_with(false)
     }
 
     fn insert_undo() -> UndoRecord {
@@ -612,7 +918,7 @@ mod tests {
             prev_trx: 0,
             prev_roll: RollPtr::NONE,
             key: vec![0x02; 9],
-            old_value: None,
+            old: None,
             changed: UndoRecord::changed_mask(3, []),
         }
     }
@@ -628,13 +934,47 @@ mod tests {
         assert_eq!(r.encode_v1().len(), 55 + 9);
     }
 
+    /// U9: a delta names the replaced key of each index its change changed,
+    /// by the index's place among the changed bits; nothing for an index
+    /// the table did not have; and a newer row shorter than the bytes it
+    /// shares is refused, never misread.
+    #[test]
+    fn a_delta_names_the_keys_of_the_indexes_it_changed() {
+        let mut rec = insert_undo();
+        rec.kind = UndoKind::Update;
+        rec.changed = UndoRecord::changed_mask(4, [1, 3]);
+        rec.old = Some(OldVersion::Delta(RowDelta {
+            deleted: false,
+            prefix: 2,
+            suffix: 1,
+            middle: b"old".to_vec(),
+            keys: vec![b"k1".to_vec(), b"k3".to_vec()],
+        }));
+        let rec = UndoRecord::decode(&rec.encode()).unwrap();
+        assert_eq!(rec.delta_key(0), None, "unchanged");
+        assert_eq!(rec.delta_key(1), Some(&b"k1"[..]));
+        assert_eq!(rec.delta_key(2), None, "unchanged");
+        assert_eq!(rec.delta_key(3), Some(&b"k3"[..]));
+        assert!(rec.describes_index(3));
+        assert!(!rec.describes_index(4), "created after the change");
+        assert_eq!(rec.delta_keys().count(), 2);
+        let (h, row) = rec.previous_version(b"ABnewZ").unwrap().unwrap();
+        assert_eq!(row, b"ABoldZ");
+        assert_eq!((h.trx, h.roll, h.deleted), (0, RollPtr::NONE, false));
+        assert!(rec.previous_version(b"AB").is_err());
+        // One key too few for the changed bits is refused at decode.
+        let mut bytes = rec.encode();
+        bytes.truncate(bytes.len() - 3);
+        assert!(UndoRecord::decode(&bytes).is_err());
+    }
+
     #[test]
     fn version_1_records_still_decode() {
         let mut update = insert_undo();
         update.kind = UndoKind::Update;
         update.prev_trx = 99;
         update.prev_roll = RollPtr(4);
-        update.old_value = Some(b"old".to_vec());
+        update.old = Some(OldVersion::Whole(b"old".to_vec()));
         update.changed = UndoRecord::changed_mask(3, [1]);
         for r in [insert_undo(), update] {
             assert_eq!(UndoRecord::decode(&r.encode_v1()).unwrap(), r);
@@ -669,9 +1009,49 @@ mod tests {
         #[test]
         fn undo_round_trip(r in record()) {
             let b = r.encode();
-            prop_assert!(b.len() <= UndoRecord::max_encoded_len(r.key.len(), r.old_value.as_ref().map(Vec::len)));
+            prop_assert_eq!(UndoRecord::decode(&b).unwrap(), r);
+        }
+
+        #[test]
+        fn whole_records_round_trip_in_every_version(r in record_with(true)) {
+            let b = r.encode();
+            let whole = match &r.old {
+                Some(OldVersion::Whole(v)) => Some(v.len()),
+                _ => None,
+            };
+            prop_assert!(b.len() <= UndoRecord::max_encoded_len(r.key.len(), whole));
             prop_assert_eq!(UndoRecord::decode(&r.encode_v1()).unwrap(), r.clone());
-            prop_assert_eq!(UndoRecord::decode(&r.encode()).unwrap(), r);
+            prop_assert_eq!(UndoRecord::decode(&b).unwrap(), r);
+        }
+
+        /// U9: a delta rebuilds the replaced row from the newer one, and
+        /// is chosen only when shorter than the whole value, so records
+        /// stay within `max_encoded_len`.
+        #[test]
+        fn deltas_rebuild_the_replaced_row(
+            old in proptest::collection::vec(0u8..4, 0..200),
+            new in proptest::collection::vec(0u8..4, 0..200),
+            deleted in any::<bool>(),
+        ) {
+            let h = RecHeader { trx: 7, roll: RollPtr(9), deleted };
+            let value = h.encode(&old);
+            let d = RowDelta::between(&old, &new, deleted, Vec::new());
+            prop_assert_eq!(d.apply(&new), Some(old.clone()));
+            let rec = UndoRecord {
+                kind: UndoKind::Update,
+                undo_no: 3,
+                table: 1,
+                trx: 8,
+                prev_trx: 7,
+                prev_roll: RollPtr(9),
+                key: vec![1],
+                old: Some(OldVersion::for_change(&h, &old, &new, Vec::new(), false)),
+                changed: UndoRecord::changed_mask(0, []),
+            };
+            let b = rec.encode();
+            prop_assert!(b.len() <= UndoRecord::max_encoded_len(1, Some(value.len())));
+            let back = UndoRecord::decode(&b).unwrap();
+            prop_assert_eq!(back.previous_version(&new).unwrap(), Some((h, old)));
         }
 
         #[test]

@@ -482,7 +482,7 @@ mod tests {
             prev_trx: 0,
             prev_roll: crate::txn::RollPtr::NONE,
             key: vec![1, 2, 3],
-            old_value: None,
+            old: None,
             changed: 0,
         }
     }

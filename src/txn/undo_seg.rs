@@ -1234,7 +1234,7 @@ mod tests {
             prev_trx: 0,
             prev_roll: crate::txn::RollPtr::NONE,
             key: vec![seq as u8; key_len],
-            old_value: None,
+            old: None,
             changed: 0,
         }
     }
@@ -1521,7 +1521,7 @@ mod tests {
     fn upd(trx: TrxId, seq: u64, old_len: usize) -> UndoRecord {
         UndoRecord {
             kind: UndoKind::Update,
-            old_value: Some(vec![seq as u8; old_len]),
+            old: Some(crate::txn::OldVersion::Whole(vec![seq as u8; old_len])),
             changed: 1,
             ..rec(trx, seq, 6)
         }
@@ -1727,11 +1727,11 @@ mod tests {
         );
         let mut upd = rec(6, 2, 8);
         upd.kind = UndoKind::Update;
-        upd.old_value = Some(vec![0; 20]);
+        upd.old = Some(crate::txn::OldVersion::Whole(vec![0; 20]));
         assert!(parse_records(&page_image(4096, 5, &[upd.encode()]), 5, &mut Vec::new()).is_err());
         let mut huge = rec(5, RollPtr::SEGMENT_BIT, 8);
         huge.kind = UndoKind::Update;
-        huge.old_value = Some(vec![0; 20]);
+        huge.old = Some(crate::txn::OldVersion::Whole(vec![0; 20]));
         assert!(parse_records(&page_image(4096, 5, &[huge.encode()]), 5, &mut Vec::new()).is_err());
         let mut cut = good.clone();
         cut.pop();

@@ -256,14 +256,14 @@ fn a_format_2_tablespace_is_migrated_to_this_builds_format() {
 }
 
 /// A format 3 tablespace (whose undo log holds version 1 undo records,
-/// which this build still reads: undo U5) opens and is marked format 7
+/// which this build still reads: undo U5) opens and is marked format 8
 /// (the database layer adds format 5's insert undo directory at open;
-/// formats 6 and 7 only let its entries hold cached pages and update
-/// undo).
+/// formats 6 to 8 only let its entries hold cached pages and update
+/// undo, and its records be deltas).
 #[test]
 fn a_format_3_tablespace_is_migrated_to_this_builds_format() {
     use quill::page::space::{SB_VERSION, SPACE_FORMAT_VERSION};
-    assert_eq!(SPACE_FORMAT_VERSION, 7);
+    assert_eq!(SPACE_FORMAT_VERSION, 8);
     let fs = SimFs::new(88);
     let a = Path::new("/a");
     made(&fs, a);
@@ -274,7 +274,7 @@ fn a_format_3_tablespace_is_migrated_to_this_builds_format() {
     let s = Store::open(vfs(&fs), a, opts(64)).unwrap();
     s.close().unwrap();
     let sb = fs.current_bytes(&data).unwrap();
-    assert_eq!(sb[SB_VERSION..SB_VERSION + 4], 7u32.to_le_bytes());
+    assert_eq!(sb[SB_VERSION..SB_VERSION + 4], 8u32.to_le_bytes());
 }
 
 /// An intact superblock of a later format is a newer build's database:

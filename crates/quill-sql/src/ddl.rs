@@ -229,9 +229,11 @@ pub fn no_table(name: &str) -> SqlError {
 
 /// `CREATE [UNIQUE] INDEX [CONCURRENTLY] [IF NOT EXISTS] name ON t (cols)`.
 /// As in PostgreSQL, a plain build holds off writers of the table until
-/// it is done (and is the faster build: sorted, in bulk), and a
-/// CONCURRENTLY build lets them go on ([`Db::create_index_online`]); it
-/// stops with 57014 when `cancel` is set.
+/// it is done (and is the faster build: sorted, in bulk; while older
+/// transactions are open it builds as CONCURRENTLY does, see
+/// [`Db::create_index`]), and a CONCURRENTLY build lets them go on
+/// ([`Db::create_index_online`]); either stops with 57014 when `cancel`
+/// is set.
 pub fn create_index(
     db: &Db,
     c: &ast::CreateIndex,
@@ -276,7 +278,7 @@ pub fn create_index(
     if c.concurrently {
         db.create_index_online(&table, index, Some(cancel))?;
     } else {
-        db.create_index(&table, index)?;
+        db.create_index_cancelable(&table, index, Some(cancel))?;
     }
     Ok(Output::tag("CREATE INDEX"))
 }

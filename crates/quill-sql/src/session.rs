@@ -850,6 +850,15 @@ impl Session {
                     "CREATE INDEX CONCURRENTLY cannot run inside a transaction block",
                 ))
             }
+            // A build waits for every transaction older than it (the
+            // engine's undo U9), so not inside a block whose transaction
+            // has begun: it would wait for itself.
+            Statement::CreateIndex(_) if self.txn.as_ref().is_some_and(|t| t.id() != 0) => {
+                Err(SqlError::new(
+                    SqlState::ACTIVE_SQL_TRANSACTION,
+                    "CREATE INDEX cannot run inside a transaction block that has already read or written; run it before the block's first query or outside the block",
+                ))
+            }
             Statement::CreateIndex(c) => ddl::create_index(&self.db, c, &cancel),
             Statement::Drop {
                 object_type: ast::ObjectType::Index,

@@ -44,8 +44,9 @@ fn cancel_stops_a_statement_waiting_for_a_row_lock() {
     assert_eq!(out.rows, vec![vec![Value::Int32(1)]]);
 }
 
-/// CREATE INDEX CONCURRENTLY waits for a transaction holding a row lock
-/// (as PostgreSQL's waits for older transactions); a cancel ends it with
+/// CREATE INDEX CONCURRENTLY waits for an older transaction, here one
+/// holding a row lock (as PostgreSQL's waits for older transactions:
+/// the engine's online index OI6); a cancel ends it with
 /// 57014 and leaves no index, its name free; once the holder is gone
 /// the same build succeeds.
 #[test]
