@@ -883,12 +883,15 @@ impl Db {
     /// write statements on the table wait. That needs no transaction
     /// older than the build to be open, nor any view older than it (undo
     /// U9: no older undo record describes the new index, so no older
-    /// version may need an entry in it); when one is, the index is built
-    /// as [`Db::create_index_online`] builds it, which waits for them
-    /// first and lets writers go on. So do not call it while a
-    /// transaction of this thread is open. Fails with
-    /// [`Error::DuplicateKey`] if `index` is unique and two live rows share
-    /// a key.
+    /// version may need an entry in it): when one is, the build first
+    /// waits for them to end, and if others keep starting meanwhile it
+    /// builds as [`Db::create_index_online`] does, letting writers go on.
+    /// So do not call it while a transaction of this thread is open (it
+    /// would wait for it for ever), and know that a transaction left
+    /// holding its slot after a failed rollback (until the database is
+    /// reopened) keeps it waiting too: [`Db::create_index_cancelable`]
+    /// can be stopped. Fails with [`Error::DuplicateKey`] if `index` is
+    /// unique and two live rows share a key.
     pub fn create_index(&self, table: &str, index: IndexDef) -> Result<()> {
         self.create_index_cancelable(table, index, None)
     }
@@ -904,10 +907,18 @@ impl Db {
         if self.create_index_quiet(table, &index)? {
             return Ok(());
         }
+        // Wait for the older ones before listing anything, then try the
+        // bulk build again: a build that fails once listed (a duplicate,
+        // a cancel) keeps its index's place for good (catalog C5), and a
+        // table has 48 places.
+        online_index::wait_for_older(&self.inner, cancel)?;
+        if self.create_index_quiet(table, &index)? {
+            return Ok(());
+        }
         tracing::info!(
             table,
             index = %index.name,
-            "CREATE INDEX builds online: other transactions are open"
+            "CREATE INDEX builds online: other transactions keep starting"
         );
         online_index::create_index(&self.inner, table, index, cancel, &mut |_| Ok(())).map(|_| ())
     }
@@ -994,9 +1005,10 @@ impl Db {
     /// two rows hold one key (counting a row that an uncommitted change
     /// would give that key back by rolling back), with
     /// [`Error::Canceled`] once `cancel` is set; the index is then
-    /// dropped. Do not call it from a thread whose own open transaction
-    /// holds row locks on the table: the build would wait for it until
-    /// canceled.
+    /// dropped. It first waits until every transaction and view older than
+    /// the index has ended (`online_index` OI6, as PostgreSQL's waits for
+    /// older snapshots), so do not call it from a thread whose own
+    /// transaction is open: the build would wait for it until canceled.
     pub fn create_index_online(
         &self,
         table: &str,

@@ -731,9 +731,6 @@ impl<'a> Ctx<'a> {
     ) -> Result<()> {
         let seq = self.seq + 1;
         let (prev_trx, prev_roll) = cur.map_or((0, RollPtr::NONE), |(h, _)| (h.trx, h.roll));
-        // `changed` names indexes below 56 only: a table with more keeps
-        // its old versions whole, so purge can compute every key (U9).
-        let whole_only = schema.def.indexes.len() > 56;
         let rec = UndoRecord {
             kind,
             undo_no: seq,
@@ -742,7 +739,7 @@ impl<'a> Ctx<'a> {
             prev_trx,
             prev_roll,
             key: pk.to_vec(),
-            old: cur.map(|(h, r)| OldVersion::for_change(h, r, row, old_keys, whole_only)),
+            old: cur.map(|(h, r)| OldVersion::for_change(h, r, row, old_keys)),
             changed,
         };
         let roll = match self.append_undo(&rec)? {

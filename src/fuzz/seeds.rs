@@ -343,7 +343,21 @@ fn undo_record() -> Result<Vec<Vec<u8>>> {
         old: old.map(crate::txn::OldVersion::Whole),
         changed: UndoRecord::changed_mask(2, [0]),
     };
+    // Version 3's delta (undo U9): row 10 rebuilt from row 11's bytes,
+    // with the replaced key of the one changed index.
+    let delta = {
+        let (a, b) = (
+            encode_row(&columns, &image::item(10))?,
+            encode_row(&columns, &image::item(11))?,
+        );
+        let mut r = rec(UndoKind::Update, 10, None);
+        r.old = Some(crate::txn::OldVersion::Delta(
+            crate::txn::undo::RowDelta::between(&a, &b, false, vec![key_of(10)]),
+        ));
+        r
+    };
     Ok(vec![
+        with_flags(1, &delta.encode()),
         with_flags(1, &rec(UndoKind::Update, 10, Some(old(11)?)).encode()),
         with_flags(1, &rec(UndoKind::DeleteMark, 12, Some(old(12)?)).encode()),
         with_flags(1, &rec(UndoKind::Insert, 14, None).encode()),

@@ -99,10 +99,10 @@
 //!   no older view is left before it adds an entry of any version but a
 //!   newest (`online_index` OI6, `Db::create_index`), so no index holds
 //!   an entry of a version that a record older than the index replaced.
-//!   A table with more than 56 secondary indexes (more than the changed
-//!   bits name) keeps old versions whole, and a delta is written only
-//!   when it is shorter than the whole value, so `max_encoded_len`
-//!   bounds both. A format 7 build refuses a format 8 database at open.
+//!   A table has at most 48 secondary indexes (asserted below 56, the
+//!   changed bits), so the bits name every index a delta must carry;
+//!   and a delta is written only when it is shorter than the whole
+//!   value, so `max_encoded_len` bounds both. A format 7 build refuses a format 8 database at open.
 
 use crate::Result;
 use crate::catalog::CatalogError;
@@ -291,6 +291,10 @@ impl UndoKind {
 /// holds the index count).
 const CHANGED_BITS: u64 = (1 << 56) - 1;
 
+// U9: the changed bits name every index a table may have, so a delta
+// carries the replaced key of every index whose key changed.
+const _: () = assert!(crate::catalog::schema::MAX_INDEXES <= 56);
+
 /// The version an update or delete-mark replaced, as its undo record
 /// holds it (U2, U9).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -383,24 +387,15 @@ impl OldVersion {
     /// The old version to record for a change that replaces the version
     /// `h`, `old` (its header and row) by a version of row `new`: the
     /// delta when it is shorter than the whole value (U9). `keys` are the
-    /// replaced keys of the indexes whose key changed, in index order;
-    /// `whole_only` when a delta cannot serve purge (the table has an
-    /// index `changed` cannot name).
-    pub fn for_change(
-        h: &RecHeader,
-        old: &[u8],
-        new: &[u8],
-        keys: Vec<Vec<u8>>,
-        whole_only: bool,
-    ) -> OldVersion {
-        if !whole_only {
-            let d = RowDelta::between(old, new, h.deleted, keys);
-            let whole = REC_HEADER + old.len();
-            if d.encoded_len() < varint_len(whole as u64) + whole {
-                return OldVersion::Delta(d);
-            }
+    /// replaced keys of the indexes whose key changed, in index order.
+    pub fn for_change(h: &RecHeader, old: &[u8], new: &[u8], keys: Vec<Vec<u8>>) -> OldVersion {
+        let d = RowDelta::between(old, new, h.deleted, keys);
+        let whole = REC_HEADER + old.len();
+        if d.encoded_len() < varint_len(whole as u64) + whole {
+            OldVersion::Delta(d)
+        } else {
+            OldVersion::Whole(h.encode(old))
         }
-        OldVersion::Whole(h.encode(old))
     }
 
     /// Bytes of its encoding in a version 3 record (tag included).
@@ -483,6 +478,14 @@ impl<'a> Reader<'a> {
     fn len(&mut self, what: &str) -> Result<usize> {
         let at = self.at;
         usize::try_from(self.varint(what)?).map_err(|_| malformed(at, what))
+    }
+    /// A varint length the encoder writes as a u32 (U4).
+    fn len_u32(&mut self, what: &str) -> Result<usize> {
+        let at = self.at;
+        let n = self.varint(what)?;
+        u32::try_from(n)
+            .map(|n| n as usize)
+            .map_err(|_| malformed(at, &format!("{what} past u32")))
     }
 }
 
@@ -734,13 +737,14 @@ impl UndoRecord {
                     1 => true,
                     _ => return Err(malformed(at, "unknown delta flags")),
                 };
-                let prefix = r.len("delta prefix")?;
-                let suffix = r.len("delta suffix")?;
-                let n = r.len("delta length")?;
+                // U4: the encoder writes each of these as a u32.
+                let prefix = r.len_u32("delta prefix")?;
+                let suffix = r.len_u32("delta suffix")?;
+                let n = r.len_u32("delta length")?;
                 let middle = r.take(n, "delta bytes")?.to_vec();
                 let keys = (0..bits.count_ones())
                     .map(|_| {
-                        let n = r.len("replaced key length")?;
+                        let n = r.len_u32("replaced key length")?;
                         Ok(r.take(n, "replaced key")?.to_vec())
                     })
                     .collect::<Result<Vec<_>>>()?;
@@ -1045,7 +1049,7 @@ mod tests {
                 prev_trx: 7,
                 prev_roll: RollPtr(9),
                 key: vec![1],
-                old: Some(OldVersion::for_change(&h, &old, &new, Vec::new(), false)),
+                old: Some(OldVersion::for_change(&h, &old, &new, Vec::new())),
                 changed: UndoRecord::changed_mask(0, []),
             };
             let b = rec.encode();
