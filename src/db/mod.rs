@@ -943,16 +943,11 @@ impl Db {
         let i = trial.def.indexes.len() - 1;
         // No statement runs on the table (its schema lock is held), and
         // every transaction that could have written it has an id below
-        // `now`: with the bound above it, every version's writer is visible
+        // `limit`: with the bound there, every version's writer is visible
         // to every view, present and future, so the newest versions are all
         // a view can read, and their rollback is over (U9).
-        let now = {
-            let slot = db.begin_slot()?;
-            let id = slot.id();
-            db.registry.release(slot);
-            id
-        };
-        if db.purge_bound() <= now {
+        let limit = db.registry.id_limit();
+        if db.purge_bound() < limit {
             return Ok(false);
         }
         let mut entries: Vec<Vec<u8>> = Vec::new();

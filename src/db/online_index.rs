@@ -57,7 +57,7 @@
 //!   for the writers of the other rows holding the key, so it needs no
 //!   unique-key lock from before.
 //! * OI6. Between steps 1 and 2 the build waits until the purge bound
-//!   passes an id drawn after step 1: every transaction that began
+//!   reaches the registry's id limit as it was after step 1: every transaction that began
 //!   before the announcement has ended and no view older than it is left.
 //!   Every statement of a later transaction took the schema that lists
 //!   the index, so its undo records describe it (undo U9: a delta
@@ -167,11 +167,6 @@ impl<'a> BatchSlot<'a> {
             token: Some(db.begin_slot()?),
         })
     }
-
-    /// The slot's transaction id.
-    fn id(&self) -> TrxId {
-        self.token.as_ref().map_or(0, crate::txn::SlotToken::id)
-    }
 }
 
 impl Drop for BatchSlot<'_> {
@@ -190,19 +185,19 @@ const WAIT_TRX: TrxId = BUILD_TRX_TOP;
 /// as PostgreSQL's CREATE INDEX CONCURRENTLY waits for older snapshots;
 /// [`Error::Canceled`] once `cancel` is set.
 pub(crate) fn wait_for_older(db: &DbInner, cancel: Option<&AtomicBool>) -> Result<()> {
-    // An id drawn now is above every transaction whose statements could
-    // have taken the schema from before the announcement.
-    let after = BatchSlot::begin(db)?.id();
+    // Every transaction whose statements could have taken the schema
+    // from before the announcement has an id below this.
+    let limit = db.registry.id_limit();
     let started = Instant::now();
     let mut pause = Duration::from_micros(50);
     let mut told = false;
-    while db.purge_bound() <= after {
+    while db.purge_bound() < limit {
         if cancel.is_some_and(|c| c.load(Ordering::Acquire)) {
             return Err(Error::Canceled { trx: WAIT_TRX });
         }
         if !told && started.elapsed() > Duration::from_secs(1) {
             tracing::info!(
-                below = after,
+                below = limit,
                 "CREATE INDEX is waiting for the transactions that began before it to end"
             );
             told = true;

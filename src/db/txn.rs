@@ -383,6 +383,26 @@ impl Txn<'_> {
 /// every key beginning with `p`.
 pub type KeyBound<'a> = Bound<&'a [Value]>;
 
+/// The keys a version of `values` needs in the live indexes whose key
+/// differs from the replaced version's `old` (every live index when there
+/// is none), and the replaced keys of those indexes, in index order
+/// (undo U9).
+type ChangedKeys = (Vec<(usize, Vec<u8>)>, Vec<Vec<u8>>);
+fn changed_keys(schema: &TableSchema, old: Option<&[Value]>, values: &[Value]) -> ChangedKeys {
+    let mut new_keys = Vec::new();
+    let mut old_keys = Vec::new();
+    for i in schema.live_indexes() {
+        let k = table::sec_key_of(schema, i, values);
+        match old.map(|old| table::sec_key_of(schema, i, old)) {
+            Some(was) if was == k => continue,
+            Some(was) => old_keys.push(was),
+            None => {}
+        }
+        new_keys.push((i, k));
+    }
+    (new_keys, old_keys)
+}
+
 fn encode(vals: &[Value]) -> Vec<u8> {
     let mut out = Vec::new();
     encode_key(vals, &mut out);
@@ -712,12 +732,10 @@ impl<'a> Ctx<'a> {
     }
 
     /// Write the change's undo record (logged first, UL1: `kind`, the
-    /// replaced version `cur`, the `changed` index mask), then the new
-    /// clustered version `row` naming it (delete-marked for a delete).
-    /// Write version `row` of `pk`, replacing `cur`, with its undo
-    /// record: `changed` names the indexes whose key the change changed
-    /// and `old_keys` holds the replaced keys of those, in index order
-    /// (undo U9).
+    /// replaced version `cur`, the `changed` index mask and `old_keys`,
+    /// the replaced keys of those indexes in index order, undo U9), then
+    /// the new clustered version `row` naming it (delete-marked for a
+    /// delete).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn write_version(
         &mut self,
@@ -1046,23 +1064,7 @@ impl<'a> Ctx<'a> {
         // The entries the new version needs: every index's, except where
         // the delete-marked version's entry has the same key (still there).
         let n = schema.def.indexes.len();
-        // The replaced keys of the indexes whose key changes (undo U9).
-        let mut old_keys = Vec::new();
-        let new_keys: Vec<(usize, Vec<u8>)> = schema
-            .live_indexes()
-            .map(|i| (i, table::sec_key_of(schema, i, &values)))
-            .filter(|(i, k)| match &old_values {
-                None => true,
-                Some(old) => {
-                    let was = table::sec_key_of(schema, *i, old);
-                    let changed = was != *k;
-                    if changed {
-                        old_keys.push(was);
-                    }
-                    changed
-                }
-            })
-            .collect();
+        let (new_keys, old_keys) = changed_keys(schema, old_values.as_deref(), &values);
         let old_len = cur.as_ref().map(|(_, r)| REC_HEADER + r.len());
         self.check_fits(schema, &pk, &new_keys, Some(row.len()), old_len)?;
         // An index being built checks uniqueness when it is finished
@@ -1165,20 +1167,7 @@ impl<'a> Ctx<'a> {
         }
         // `encode_row` checks the values first (`check_row`).
         let row = encode_row(&schema.def.columns, &values)?;
-        // The replaced keys of the indexes whose key changes (undo U9).
-        let mut old_keys = Vec::new();
-        let changed: Vec<(usize, Vec<u8>)> = schema
-            .live_indexes()
-            .map(|i| (i, table::sec_key_of(schema, i, &values)))
-            .filter(|(i, k)| {
-                let was = table::sec_key_of(schema, *i, &old_values);
-                let changed = was != *k;
-                if changed {
-                    old_keys.push(was);
-                }
-                changed
-            })
-            .collect();
+        let (changed, old_keys) = changed_keys(schema, Some(&old_values), &values);
         let old_len = Some(REC_HEADER + cur.1.len());
         self.check_fits(schema, &pk, &changed, Some(row.len()), old_len)?;
         for (i, _) in &changed {

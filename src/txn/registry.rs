@@ -383,6 +383,13 @@ impl TrxRegistry {
         self.view_low_of(index).load(Ordering::SeqCst)
     }
 
+    /// The id the next transaction will draw: every transaction that has
+    /// drawn one so far is below it (a wait for those to end is a wait
+    /// for [`TrxRegistry::purge_bound`] to reach it).
+    pub fn id_limit(&self) -> TrxId {
+        self.next_id.load(Ordering::SeqCst)
+    }
+
     /// The last bound [`TrxRegistry::purge_bound`] returned: the
     /// provisional view low of R4.
     pub fn purged_upto(&self) -> TrxId {

@@ -301,7 +301,7 @@ const _: () = assert!(crate::catalog::schema::MAX_INDEXES <= 56);
 pub enum OldVersion {
     /// The whole replaced record value, header included: what record
     /// versions 1 and 2 hold, and version 3 where a delta would not be
-    /// shorter (or the table has more indexes than `changed` names).
+    /// shorter.
     Whole(Vec<u8>),
     /// The replaced version as a change to the version that replaced it,
     /// with the replaced keys of the indexes whose key it changed (U9).
