@@ -75,6 +75,9 @@ pub struct Cursor<'s> {
     limit: usize,
     /// Entries after which the next batch stops (grows from `FIRST_BATCH`).
     want: usize,
+    /// Entries the caller still expects to read (`expect`; `usize::MAX`
+    /// without a hint or once that many were copied): a batch stops there.
+    expected: usize,
 }
 
 fn owned(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
@@ -141,6 +144,7 @@ impl<'s> Cursor<'s> {
             done: false,
             limit: usize::MAX,
             want: FIRST_BATCH,
+            expected: usize::MAX,
         }
     }
 
@@ -169,7 +173,17 @@ impl<'s> Cursor<'s> {
             if self.buf.capacity() == 0 {
                 self.buf.reserve(self.tree.store.pool().page_size());
             }
-            if let Err(e) = self.fill() {
+            let filled = self.fill();
+            if self.expected != usize::MAX {
+                // The hint is used up once that many entries were copied;
+                // more batches start small again.
+                self.expected = self.expected.saturating_sub(self.ents.len());
+                if self.expected == 0 {
+                    self.expected = usize::MAX;
+                    self.want = FIRST_BATCH;
+                }
+            }
+            if let Err(e) = filled {
                 self.done = true;
                 self.buf.clear();
                 self.ents.clear();
@@ -210,6 +224,22 @@ impl<'s> Cursor<'s> {
     /// not copy the rest of the leaf.
     pub fn batch_limit(mut self, n: usize) -> Self {
         self.limit = n.max(1);
+        self
+    }
+
+    /// The caller expects to read about `n` entries (a `LIMIT`): batches
+    /// take up to the rest of a leaf until `n` entries are copied and
+    /// stop there, so a scan that takes `n` rows descends once per leaf
+    /// it reads and copies no entry past the `n`th. Only a hint: asked
+    /// for more, the scan goes on, in batches that start at
+    /// [`FIRST_BATCH`] again.
+    pub fn expect(mut self, n: usize) -> Self {
+        debug_assert!(
+            self.ents.is_empty() && self.pos == 0,
+            "Cursor::expect after the scan began"
+        );
+        self.expected = n.max(1);
+        self.want = usize::MAX;
         self
     }
 
@@ -283,8 +313,12 @@ impl<'s> Cursor<'s> {
         // Whether to stop the batch here with `left` entries of the leaf
         // still to read.
         let limit = self.limit;
+        let expected = self.expected;
         let stop = move |taken: usize, left: usize| {
-            left > 0 && (taken >= limit || (taken >= want && left > want.saturating_mul(2)))
+            left > 0
+                && (taken >= limit
+                    || taken >= expected
+                    || (taken >= want && left > want.saturating_mul(2)))
         };
         if forward {
             let start = match &self.lo {
@@ -421,6 +455,57 @@ mod tests {
                 assert_eq!(sizes[0], FIRST_BATCH, "the first leaf is full: {sizes:?}");
             }
             assert!(sizes.iter().any(|&s| s > FIRST_BATCH), "{dir:?}: {sizes:?}");
+        }
+    }
+
+    /// With `expect(n)`, reading `n` entries copies exactly `n` (batches
+    /// end at leaf ends or at the `n`th), and reading on after them
+    /// starts small again; the entries are the tree's, in order, both
+    /// ways.
+    #[test]
+    fn an_expected_count_is_copied_and_no_more() {
+        let store =
+            Store::create(Arc::new(SimFs::new(3)), Path::new("/db"), test_options()).unwrap();
+        let tree = Tree::create(&store).unwrap();
+        let n = 3000;
+        let key = |i: usize| format!("key-{i:05}").into_bytes();
+        for i in 0..n {
+            tree.put(&key(i), &[3u8; 40]).unwrap();
+        }
+        for dir in [Direction::Forward, Direction::Backward] {
+            for expect in [1, 7, 100, 250] {
+                let mut c = tree.range(Unbounded, Unbounded, dir).expect(expect);
+                let mut sizes = Vec::new();
+                let mut keys = Vec::new();
+                while let Some(e) = c.next_entry() {
+                    let (k, v) = e.unwrap();
+                    assert_eq!(v, &[3u8; 40]);
+                    keys.push(k.to_vec());
+                    if c.pos == 1 {
+                        sizes.push(c.ents.len());
+                    }
+                    if keys.len() == expect {
+                        let copied: usize = sizes.iter().sum();
+                        assert_eq!(copied, expect, "{dir:?} expect {expect}: {sizes:?}");
+                    }
+                }
+                let mut want: Vec<Vec<u8>> = (0..n).map(key).collect();
+                if dir == Direction::Backward {
+                    want.reverse();
+                }
+                assert_eq!(keys, want, "{dir:?} expect {expect}");
+                // The first batch after the expected ones starts small.
+                let mut copied = 0;
+                let after = sizes.iter().position(|&s| {
+                    copied += s;
+                    copied > expect
+                });
+                let after = after.expect("more batches after the expected entries");
+                assert!(
+                    sizes[after] <= 3 * FIRST_BATCH,
+                    "{dir:?} expect {expect}: {sizes:?}"
+                );
+            }
         }
     }
 

@@ -29,6 +29,11 @@
 //! * RF3. A text or bytes length fits a u32 (CT1 bounds it by a u32
 //!   `max_len`), so its varint is at most 5 bytes, which the decoder
 //!   insists on. Asserted by the encoder.
+//! * RF4. [`RowRef::new`] first walks a row with `quick_spans`, which
+//!   accepts exactly the rows `checked_spans` accepts, with the same
+//!   field positions (checked on every row the property tests and the
+//!   fuzz targets try, `fuzz::check_row_ref`); only a row it refuses is
+//!   walked again, for the error.
 
 use super::{CatalogError, Column, ColumnType, Reader, Value, check_row};
 
@@ -215,7 +220,7 @@ pub(crate) struct RowLayout([(u32, u32); SPAN_COLUMNS]);
 
 /// Columns whose field positions a [`RowRef`] keeps (later columns are
 /// found by walking from the last one kept).
-const SPAN_COLUMNS: usize = 8;
+pub(crate) const SPAN_COLUMNS: usize = 8;
 
 /// A kept field position meaning NULL.
 const NULL_SPAN: (u32, u32) = (u32::MAX, u32::MAX);
@@ -240,22 +245,11 @@ impl<'a> RowRef<'a> {
     /// `bytes` as a row of `columns`, its layout checked; nothing is
     /// copied or decoded.
     pub fn new(columns: &'a [Column], bytes: &'a [u8]) -> Result<RowRef<'a>, CatalogError> {
-        let mut fields = Fields::new(columns, bytes)?;
-        if u32::try_from(bytes.len()).is_err() {
-            return Err(CatalogError::Malformed {
-                offset: 0,
-                reason: "a row of 4 GiB or more".into(),
-            });
-        }
-        let mut spans = [NULL_SPAN; SPAN_COLUMNS];
-        for (i, column) in columns.iter().enumerate() {
-            let span = fields.span(i, column)?;
-            if let (Some(slot), Some((a, b))) = (spans.get_mut(i), span) {
-                // Offsets within `bytes`, whose length fits a u32 (above).
-                *slot = (a as u32, b as u32);
-            }
-        }
-        fields.finish()?;
+        let spans = match quick_spans(columns, bytes) {
+            Some(spans) => spans,
+            // Something is off: the checked walk says what.
+            None => checked_spans(columns, bytes)?,
+        };
         Ok(RowRef {
             columns,
             bytes,
@@ -343,6 +337,106 @@ impl<'a> RowRef<'a> {
     pub fn bytes(&self) -> &'a [u8] {
         self.bytes
     }
+}
+
+/// The field positions of a row of `columns` (the first
+/// `SPAN_COLUMNS`), found by one walk that checks everything
+/// [`decode_row`] checks but UTF-8, with an error saying what is wrong.
+pub(crate) fn checked_spans(
+    columns: &[Column],
+    bytes: &[u8],
+) -> Result<[(u32, u32); SPAN_COLUMNS], CatalogError> {
+    let mut fields = Fields::new(columns, bytes)?;
+    if u32::try_from(bytes.len()).is_err() {
+        return Err(CatalogError::Malformed {
+            offset: 0,
+            reason: "a row of 4 GiB or more".into(),
+        });
+    }
+    let mut spans = [NULL_SPAN; SPAN_COLUMNS];
+    for (i, column) in columns.iter().enumerate() {
+        let span = fields.span(i, column)?;
+        if let (Some(slot), Some((a, b))) = (spans.get_mut(i), span) {
+            // Offsets within `bytes`, whose length fits a u32 (above).
+            *slot = (a as u32, b as u32);
+        }
+    }
+    fields.finish()?;
+    Ok(spans)
+}
+
+/// What [`checked_spans`] returns for a row it accepts, and `None` for
+/// every row it refuses (RF4): the same checks in a tight loop that
+/// builds no error, so reading a well-formed row costs a few
+/// instructions per column. The caller runs [`checked_spans`] on `None`
+/// for the error.
+#[inline]
+pub(crate) fn quick_spans(columns: &[Column], bytes: &[u8]) -> Option<[(u32, u32); SPAN_COLUMNS]> {
+    let n = columns.len();
+    u32::try_from(bytes.len()).ok()?;
+    let (&version, rest) = bytes.split_first()?;
+    let bitmap = rest.get(..n.div_ceil(8))?;
+    if version != ROW_FORMAT_VERSION {
+        return None;
+    }
+    let used_bits = n % 8;
+    if used_bits != 0 && bitmap.last().is_some_and(|last| last >> used_bits != 0) {
+        return None;
+    }
+    let mut pos = 1 + bitmap.len();
+    let mut spans = [NULL_SPAN; SPAN_COLUMNS];
+    for (i, column) in columns.iter().enumerate() {
+        if bitmap.get(i / 8)? & (1 << (i % 8)) != 0 {
+            if !column.nullable {
+                return None;
+            }
+            continue; // NULL: its kept span stays NULL_SPAN
+        }
+        let (start, end) = match column.ty {
+            ColumnType::Bool => {
+                if *bytes.get(pos)? > 1 {
+                    return None;
+                }
+                (pos, pos + 1)
+            }
+            ColumnType::Int32 => (pos, pos + 4),
+            ColumnType::Int64 | ColumnType::Timestamp | ColumnType::Float64 => (pos, pos + 8),
+            ColumnType::Text { max_len } | ColumnType::Bytes { max_len } => {
+                // A minimal LEB128 length of at most 5 bytes (RF3).
+                let mut len: u64 = 0;
+                let mut at = pos;
+                let mut shift = 0;
+                loop {
+                    let byte = *bytes.get(at)?;
+                    at += 1;
+                    len |= u64::from(byte & 0x7F) << shift;
+                    if byte & 0x80 == 0 {
+                        if byte == 0 && at - pos > 1 {
+                            return None;
+                        }
+                        break;
+                    }
+                    shift += 7;
+                    if shift == 35 {
+                        return None;
+                    }
+                }
+                if len > u64::from(max_len) {
+                    return None;
+                }
+                (at, at.checked_add(usize::try_from(len).ok()?)?)
+            }
+        };
+        if end > bytes.len() {
+            return None;
+        }
+        if let Some(slot) = spans.get_mut(i) {
+            // Within `bytes`, whose length fits a u32 (above).
+            *slot = (start as u32, end as u32);
+        }
+        pos = end;
+    }
+    (pos == bytes.len()).then_some(spans)
 }
 
 /// The value of `column` from its field's payload (`Fields::span`),

@@ -1745,6 +1745,17 @@ enum Place {
 }
 
 impl Rows<'_> {
+    /// The caller expects to read about `n` rows (a `LIMIT`): the scan's
+    /// first visit of a leaf copies about that many entries, not a few
+    /// then more (`btree::cursor`'s batches), so reading `n` rows
+    /// descends the tree once per leaf it reads. Only a hint: the scan
+    /// goes on past `n` rows if asked. Call it before the first row.
+    #[must_use]
+    pub fn expect_rows(mut self, n: usize) -> Self {
+        self.cursor = self.cursor.expect(n);
+        self
+    }
+
     /// The next row the view sees, read in place: in a primary key scan,
     /// borrowed from the scan's batch when the view sees the row's newest
     /// version (most rows), so nothing is copied or allocated for it; a

@@ -696,6 +696,12 @@ pub fn row_and_key(data: &[u8]) {
 /// some text column is not UTF-8 and reading it is an error. Never a
 /// wrong value.
 pub(crate) fn check_row_ref(columns: &[Column], data: &[u8], decoded: Option<Vec<Value>>) {
+    // Catalog RF4: the quick walk agrees with the checked one.
+    assert_eq!(
+        crate::catalog::row::quick_spans(columns, data),
+        crate::catalog::row::checked_spans(columns, data).ok(),
+        "RowRef's quick walk and its checked walk disagree"
+    );
     let Ok(row) = RowRef::new(columns, data) else {
         assert!(decoded.is_none(), "RowRef refused a row decode_row took");
         return;

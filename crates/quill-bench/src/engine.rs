@@ -409,24 +409,30 @@ impl Ops for QuillOps<'_> {
         limit: usize,
     ) -> Result<usize> {
         let t = self.engine.table(table)?;
-        let rows = self.tx.index_scan(
-            &t,
-            index,
-            Bound::Included(from),
-            Bound::Unbounded,
-            Direction::Forward,
-        )?;
+        let rows = self
+            .tx
+            .index_scan(
+                &t,
+                index,
+                Bound::Included(from),
+                Bound::Unbounded,
+                Direction::Forward,
+            )?
+            .expect_rows(limit);
         read_rows(rows, limit)
     }
 
     fn pk_range(&mut self, table: &str, from: &[Value], limit: usize) -> Result<usize> {
         let t = self.engine.table(table)?;
-        let rows = self.tx.scan(
-            &t,
-            Bound::Included(from),
-            Bound::Unbounded,
-            Direction::Forward,
-        )?;
+        let rows = self
+            .tx
+            .scan(
+                &t,
+                Bound::Included(from),
+                Bound::Unbounded,
+                Direction::Forward,
+            )?
+            .expect_rows(limit);
         read_rows(rows, limit)
     }
 
