@@ -156,7 +156,8 @@ def one_build(port, writers, mode):
         "commits_per_s_during": round(len(ended_during) / build_s, 1) if build_s > 0 else 0.0,
         "max_commit_latency_s": round(max(lat, default=0.0), 4),
         # When the longest commit began, in seconds from the build's start
-        # (near 0 or near build_s: it waited for a catalog change).
+        # (near 0 or near build_s: it waited for a catalog change; below 0:
+        # it began before the build).
         "longest_commit_began_s": round(longest[0] - longest[1] - t0, 3) if longest else None,
         "max_commit_latency_before_s": round(max((c[1] for c in before), default=0.0), 4),
         "p99_commit_latency_s": round(percentile(lat, 0.99), 4),
@@ -182,6 +183,8 @@ def main():
     ap.add_argument("--require-online", action="store_true")
     ap.add_argument("--attempts", type=int, default=3, help="CONCURRENTLY builds per round before --require-online fails")
     args = ap.parse_args()
+    if args.attempts < 1:
+        ap.error("--attempts must be at least 1")
 
     port = free_port()
     tmp = tempfile.mkdtemp(prefix="quill-online-index-")

@@ -238,7 +238,8 @@ impl<'s> Cursor<'s> {
             self.ents.is_empty() && self.pos == 0,
             "Cursor::expect after the scan began"
         );
-        self.expected = n.max(1);
+        // `usize::MAX` means "no hint" in `expected`.
+        self.expected = n.clamp(1, usize::MAX - 1);
         self.want = usize::MAX;
         self
     }

@@ -490,7 +490,7 @@ fn value_of<'a>(
 }
 
 /// One pass over a row's fields in column order, checking them as
-/// [`decode_row`] does ([`RowRef::new`]). After the last column,
+/// [`decode_row`] does (`checked_spans`). After the last column,
 /// [`Fields::finish`] checks that nothing follows it.
 struct Fields<'a> {
     bitmap: &'a [u8],
