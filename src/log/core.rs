@@ -133,6 +133,10 @@ pub(crate) struct Core {
     pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
     /// Base for timestamps stored in atomics.
     pub(crate) clock_base: Instant,
+    /// Run once by the writer right after a failed write let the writer
+    /// lock go (tests of writer I5 act in that window).
+    #[cfg(test)]
+    pub(crate) after_failed_write: Mutex<Option<Box<dyn FnOnce(&Core) + Send>>>,
 }
 
 impl std::fmt::Debug for Core {
@@ -204,6 +208,8 @@ impl Core {
             shutdown: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
             clock_base: Instant::now(),
+            #[cfg(test)]
+            after_failed_write: Mutex::new(None),
             ring,
             files,
             opts,

@@ -40,7 +40,9 @@
 //!    commits would be lost. With the flag set first, it finds the log
 //!    failed instead (`tests/log/failure.rs` hit this about once in 300
 //!    runs: a dsync write failing in its sync, and another committer
-//!    taking the lock before the failure was published).
+//!    taking the lock before the failure was published;
+//!    `log::tests::a_failed_write_is_marked_before_the_writer_lock_goes`
+//!    takes the lock in that window every time).
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -211,6 +213,10 @@ impl Core {
                 // Writer I5: failed before the lock goes.
                 self.mark_failed(&e);
                 drop(w);
+                #[cfg(test)]
+                if let Some(hook) = self.after_failed_write.lock().take() {
+                    hook(self);
+                }
                 return Err(self.fail(e));
             }
             if w.written >= need {
