@@ -136,8 +136,12 @@ pub(crate) struct Core {
     /// Run once by the writer right after a failed write let the writer
     /// lock go (tests of writer I5 act in that window).
     #[cfg(test)]
-    pub(crate) after_failed_write: Mutex<Option<Box<dyn FnOnce(&Core) + Send>>>,
+    pub(crate) after_failed_write: Mutex<Option<FailedWriteHook>>,
 }
+
+/// What `Core::after_failed_write` runs.
+#[cfg(test)]
+pub(crate) type FailedWriteHook = Box<dyn FnOnce(&Core) + Send>;
 
 impl std::fmt::Debug for Core {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
