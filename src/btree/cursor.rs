@@ -232,7 +232,7 @@ impl<'s> Cursor<'s> {
     /// stop there, so a scan that takes `n` rows descends once per leaf
     /// it reads and copies no entry past the `n`th. Only a hint: asked
     /// for more, the scan goes on, in batches that start at
-    /// [`FIRST_BATCH`] again.
+    /// `FIRST_BATCH` (16) again.
     pub fn expect(mut self, n: usize) -> Self {
         debug_assert!(
             self.ents.is_empty() && self.pos == 0,
