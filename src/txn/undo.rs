@@ -333,8 +333,12 @@ impl RowDelta {
     /// `new`, carrying `keys`.
     pub fn between(old: &[u8], new: &[u8], deleted: bool, keys: Vec<Vec<u8>>) -> RowDelta {
         let prefix = common_prefix(old, new);
-        let room = old.len().min(new.len()) - prefix;
-        let suffix = common_suffix(old, new).min(room);
+        // Counted over what follows the prefix, so the two never overlap
+        // and bytes the prefix took are not compared again.
+        let suffix = common_suffix(
+            old.get(prefix..).unwrap_or_default(),
+            new.get(prefix..).unwrap_or_default(),
+        );
         RowDelta {
             deleted,
             prefix,
