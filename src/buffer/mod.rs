@@ -90,6 +90,10 @@ use crate::{Error, Result};
 
 const NO_PAGE: u64 = u64::MAX;
 
+/// Cache lines of a page prefetched when its frame is found: the node
+/// header and the first slots (`page::node`'s layout).
+const PREFETCH_LINES: usize = 8;
+
 /// Dirty pages an eviction that found no clean victim writes at once.
 const LRU_FLUSH_BATCH: usize = 32;
 
@@ -495,6 +499,9 @@ impl BufferPool {
     fn pin_cached(&self, id: PageId) -> Option<u32> {
         let map = self.shard(id.0).read();
         let idx = *map.get(&id.0)?;
+        // The page's header and slots, fetched while the pin and the latch
+        // wait for the frame's own line.
+        self._arena.prefetch(idx as usize, PREFETCH_LINES);
         self.frame(idx).pins.fetch_add(1, Ordering::AcqRel);
         Some(idx)
     }
