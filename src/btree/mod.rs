@@ -304,11 +304,16 @@ impl<'s> Tree<'s> {
         'descent: loop {
             let mut cur = pool.fetch_read(self.root)?;
             self.check_node(self.root, &cur, None)?;
+            // Where the key falls in the current node's range, as its
+            // parent's separators tell (the leaf search starts there).
+            let mut hint = None;
             loop {
                 let id = cur.id();
                 let level = node::level(&cur);
                 if level == 0 {
-                    return match node::search_leaf(&cur, key).map_err(self.ne(id))? {
+                    return match node::search_leaf_with_hint(&cur, key, hint)
+                        .map_err(self.ne(id))?
+                    {
                         Ok(i) => {
                             self.value_into(&cur, i, value)?;
                             Ok(true)
@@ -316,8 +321,9 @@ impl<'s> Tree<'s> {
                         Err(_) => Ok(false),
                     };
                 }
-                let child = PageId(node::child_for(&cur, key).map_err(self.ne(id))?);
-                let Some(next) = self.step_read(cur, child, level - 1, &mut tries)? else {
+                let (child, child_hint) = node::child_with_hint(&cur, key).map_err(self.ne(id))?;
+                hint = child_hint;
+                let Some(next) = self.step_read(cur, PageId(child), level - 1, &mut tries)? else {
                     continue 'descent;
                 };
                 cur = next;

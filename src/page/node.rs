@@ -920,7 +920,17 @@ pub fn search_leaf_for_insert(page: &[u8], key: &[u8]) -> Result<Result<usize, u
 /// Search of the slots' keys, compared literally, as a binary search
 /// answers ([`partition_slots`]; N3 keeps leaf keys strictly increasing).
 fn search_slots(page: &[u8], h: &Header, key: &[u8]) -> Result<Result<usize, usize>, NodeError> {
-    let i = partition_slots(page, h, 0, h.n, key, false)?;
+    search_slots_from(page, h, key, None)
+}
+
+/// [`search_slots`] starting from `hint` (see [`partition_slots`]).
+fn search_slots_from(
+    page: &[u8],
+    h: &Header,
+    key: &[u8],
+    hint: Option<u32>,
+) -> Result<Result<usize, usize>, NodeError> {
+    let i = partition_slots(page, h, 0, h.n, key, false, hint)?;
     if i < h.n && key_at(page, h, i)? == key {
         return Ok(Ok(i));
     }
@@ -946,6 +956,11 @@ const INTERPOLATE_MIN_SLOTS: usize = 16;
 /// across the page, each a cache miss on a cold page. The answer is the
 /// binary search's whatever the estimate: the estimate only picks where
 /// the probes start.
+///
+/// With `hint` (the key's place in the node's key range as a fraction of
+/// 2^32, from the separators in its parent: [`child_with_hint`]), the
+/// estimate is taken from it and the end keys are not read: two fewer
+/// cells touched on a cold leaf.
 fn partition_slots(
     page: &[u8],
     h: &Header,
@@ -953,6 +968,7 @@ fn partition_slots(
     hi: usize,
     key: &[u8],
     or_equal: bool,
+    hint: Option<u32>,
 ) -> Result<usize, NodeError> {
     let below = |k: &[u8]| match cmp_keys(k, key) {
         Ordering::Less => true,
@@ -964,16 +980,22 @@ fn partition_slots(
     // on are not; the answer is in `l..=r`.
     let (mut l, mut r) = (lo, hi);
     if hi.saturating_sub(lo) >= INTERPOLATE_MIN_SLOTS {
-        let (first, last) = (key_at(page, h, lo)?, key_at(page, h, hi - 1)?);
-        if !below(first) {
-            return Ok(lo);
-        }
-        if below(last) {
-            return Ok(hi);
-        }
-        (l, r) = (lo + 1, hi - 1);
+        let g = if let Some(f) = hint {
+            lo + scale(f, hi - 1 - lo)
+        } else {
+            let (first, last) = (key_at(page, h, lo)?, key_at(page, h, hi - 1)?);
+            if !below(first) {
+                return Ok(lo);
+            }
+            if below(last) {
+                return Ok(hi);
+            }
+            (l, r) = (lo + 1, hi - 1);
+            lo + fraction_between(first, last, key)
+                .map_or((hi - 1 - lo) / 2, |f| scale(f, hi - 1 - lo))
+        };
         if l < r {
-            let g = estimate_slot(first, last, key, lo, hi - 1).clamp(l, r - 1);
+            let g = g.clamp(l, r - 1);
             if is_below(g)? {
                 l = g + 1;
                 let mut step = 1;
@@ -1012,12 +1034,13 @@ fn partition_slots(
     Ok(l)
 }
 
-/// Where `key` would fall between slot `lo` (key `first`) and slot `hi`
-/// (key `last`), taking the 8 bytes of each key after the prefix `first`
-/// and `last` share as a big-endian number. A key between the two shares
-/// that prefix, so the numbers order as the keys do. A guess only: any
-/// value in `lo..=hi` is a correct place to start searching.
-fn estimate_slot(first: &[u8], last: &[u8], key: &[u8], lo: usize, hi: usize) -> usize {
+/// Where `key` falls between the keys `first` and `last`, as a fraction
+/// of 2^32: the 8 bytes of each key after the prefix `first` and `last`
+/// share, taken as big-endian numbers. A key between the two shares that
+/// prefix, so the numbers order as the keys do; one outside is clamped to
+/// an end. `None` when the two numbers tie (no place can be told). A
+/// guess only: callers use it where any answer is correct.
+fn fraction_between(first: &[u8], last: &[u8], key: &[u8]) -> Option<u32> {
     let shared = first
         .iter()
         .zip(last)
@@ -1034,11 +1057,18 @@ fn estimate_slot(first: &[u8], last: &[u8], key: &[u8], lo: usize, hi: usize) ->
     };
     let (f, l) = (word(first), word(last));
     if l <= f {
-        return lo + (hi - lo) / 2;
+        return None;
     }
-    let k = word(key).clamp(f, l);
-    let span = (hi - lo) as u128;
-    lo + (u128::from(k - f) * span / u128::from(l - f)) as usize
+    let (num, den) = (word(key).clamp(f, l) - f, l - f);
+    // Scale both below 2^32 so that num << 32 fits (num <= den).
+    let shift = 32u32.saturating_sub(den.leading_zeros());
+    let (num, den) = (num >> shift, (den >> shift).max(1));
+    Some(u32::try_from((num << 32) / den).unwrap_or(u32::MAX))
+}
+
+/// `fraction` (of 2^32) of `span`, rounded down: at most `span`.
+fn scale(fraction: u32, span: usize) -> usize {
+    ((u64::from(fraction) * span as u64) >> 32) as usize
 }
 
 /// The slot of the child to descend into for `key` in an internal node: the
@@ -1056,13 +1086,40 @@ pub fn child_for(page: &[u8], key: &[u8]) -> Result<u64, NodeError> {
     child_in(page, &h, i)
 }
 
+/// [`child_for`], with where `key` falls in that child's key range: the
+/// fraction (of 2^32) of the way from the child's separator to the next
+/// one, for [`search_leaf_with_hint`] to start from. `None` for the first
+/// and last children (one of their bounds is not in this node) and where
+/// the separators tell no place.
+pub fn child_with_hint(page: &[u8], key: &[u8]) -> Result<(u64, Option<u32>), NodeError> {
+    let h = header(page)?;
+    let i = search_internal_in(page, &h, key)?;
+    let child = child_in(page, &h, i)?;
+    let hint = if i >= 1 && i + 1 < h.n {
+        fraction_between(key_at(page, &h, i)?, key_at(page, &h, i + 1)?, key)
+    } else {
+        None
+    };
+    Ok((child, hint))
+}
+
+/// [`search_leaf`] starting from `hint` (from [`child_with_hint`]); the
+/// same answer whatever the hint.
+pub fn search_leaf_with_hint(
+    page: &[u8],
+    key: &[u8],
+    hint: Option<u32>,
+) -> Result<Result<usize, usize>, NodeError> {
+    search_slots_from(page, &header(page)?, key, hint)
+}
+
 fn search_internal_in(page: &[u8], h: &Header, key: &[u8]) -> Result<usize, NodeError> {
     check_internal(h, "search_internal")?;
     if h.n == 0 {
         return Err(corrupt("internal node has no children"));
     }
     // First slot in 1..n whose key is greater than `key`.
-    Ok(partition_slots(page, h, 1, h.n, key, true)? - 1)
+    Ok(partition_slots(page, h, 1, h.n, key, true, None)? - 1)
 }
 
 // ---------------------------------------------------------------------------
@@ -1683,6 +1740,7 @@ mod tests {
             shape in 0u8..4,
             raw in prop::collection::btree_set(any::<u64>(), 1..300),
             extra in prop::collection::vec(any::<u64>(), 0..40),
+            hint_seed in any::<u32>(),
         ) {
             let key = |v: u64| -> Vec<u8> {
                 match shape {
@@ -1721,6 +1779,24 @@ mod tests {
                     keys.binary_search(p),
                     "leaf, probe {:02x?}", p
                 );
+                for hint in [0, u32::MAX, hint_seed.wrapping_mul(p.len() as u32 + 1)] {
+                    prop_assert_eq!(
+                        search_leaf_with_hint(&leaf, p, Some(hint)).unwrap(),
+                        keys.binary_search(p),
+                        "leaf, probe {:02x?}, hint {}", p, hint
+                    );
+                }
+                let (child, hint) = child_with_hint(&internal, p).unwrap();
+                prop_assert_eq!(child, child_for(&internal, p).unwrap());
+                if let Some(h) = hint {
+                    // The hint is the probe's place between the child's
+                    // separators: at the start for a probe equal to the
+                    // separator.
+                    let i = search_internal(&internal, p).unwrap();
+                    if super::key(&internal, i).unwrap() == p.as_slice() {
+                        prop_assert_eq!(h, 0);
+                    }
+                }
                 prop_assert_eq!(
                     search_internal(&internal, p).unwrap(),
                     keys.partition_point(|k| k <= p),
