@@ -321,8 +321,16 @@ impl<'s> Tree<'s> {
                         Err(_) => Ok(false),
                     };
                 }
-                let (child, child_hint) = node::child_with_hint(&cur, key).map_err(self.ne(id))?;
-                hint = child_hint;
+                // Only the leaf search uses a hint: the levels above are
+                // cached, and their searches start from their end keys.
+                let child = if level == 1 {
+                    let (child, child_hint) =
+                        node::child_with_hint(&cur, key).map_err(self.ne(id))?;
+                    hint = child_hint;
+                    child
+                } else {
+                    node::child_for(&cur, key).map_err(self.ne(id))?
+                };
                 let Some(next) = self.step_read(cur, PageId(child), level - 1, &mut tries)? else {
                     continue 'descent;
                 };

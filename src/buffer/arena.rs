@@ -29,13 +29,16 @@ use std::ptr::NonNull;
 
 use crate::io::{AlignedBuf, DIRECT_IO_ALIGN};
 
-/// The memory of every frame's page. It only keeps the memory alive
-/// (and unmaps it on drop); the pieces were handed out when it was made.
+/// The memory of every frame's page. It keeps the memory alive (and
+/// unmaps it on drop) and can prefetch a piece; it never reads or writes
+/// the memory, whose pieces were handed out when it was made.
 #[derive(Debug)]
 pub(super) struct Arena {
     backing: Backing,
-    /// Address of frame 0's piece; frame `i`'s is `i * page_size` on.
-    base: usize,
+    /// Frame 0's piece; frame `i`'s starts `i * page_size` bytes on.
+    /// Kept only for [`Arena::prefetch`], which reads nothing.
+    base: NonNull<u8>,
+    frames: usize,
     page_size: usize,
 }
 
@@ -100,12 +103,16 @@ fn zeroed(bytes: usize) -> (Backing, *mut u8) {
 /// Ask the kernel to back the mapping with transparent huge pages where
 /// it allows them (Linux's `enabled` set to `always` or `madvise`). A
 /// lookup touches a random page of a pool of gigabytes: with 4 KiB pages
-/// each such touch is a TLB miss whose page walk itself misses the cache,
-/// and under a 10-row secondary-index read that walk was the largest
-/// single cost of finding a page (bench/results/insert.md). Memory is
-/// still faulted in only where frames are used, 2 MiB at a time. Only a
-/// hint: refused (an older kernel, huge pages off) changes nothing but
-/// speed.
+/// each such touch is a TLB miss whose page walk itself misses the cache.
+/// Under the Insert Benchmark's 10-row secondary-index reads, `perf`
+/// charged most of the time to find a page to that walk, and huge pages
+/// took a 1-client query from about 19 to 15 us of CPU
+/// (bench/results/insert.md, "qr100: the cost of finding a page").
+/// Memory is still faulted in only where frames are used, 2 MiB at a
+/// time (frames are handed out in order, so that is at most 2 MiB past
+/// the data), and a first touch may wait while the kernel zeroes, or
+/// compacts memory for, a whole huge page. Only a hint: refused (an older
+/// kernel, huge pages off) changes nothing but speed.
 fn ask_for_huge_pages(ptr: NonNull<u8>, bytes: usize) {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
@@ -151,7 +158,8 @@ impl Arena {
             .collect();
         let arena = Arena {
             backing,
-            base: base as usize,
+            base: NonNull::new(base).unwrap_or_else(|| unreachable!()),
+            frames,
             page_size,
         };
         (arena, pieces)
@@ -166,17 +174,22 @@ impl Arena {
     /// hold or whoever is changing them (FA1 is not touched).
     #[inline]
     pub(super) fn prefetch(&self, i: usize, lines: usize) {
+        if i >= self.frames {
+            return;
+        }
         #[cfg(target_arch = "x86_64")]
-        {
-            let start = self.base.wrapping_add(i.wrapping_mul(self.page_size));
-            for l in 0..lines.min(self.page_size / 64) {
-                // SAFETY: a prefetch cannot fault and reads nothing the
-                // program observes; SSE is part of every x86_64 target.
-                #[allow(unsafe_code)]
-                unsafe {
-                    use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-                    _mm_prefetch::<_MM_HINT_T0>((start + l * 64) as *const i8);
-                }
+        for l in 0..lines.min(self.page_size / 64) {
+            // In bounds: i < frames and l * 64 < page_size.
+            let line = self
+                .base
+                .as_ptr()
+                .wrapping_add(i * self.page_size + l * 64)
+                .cast_const();
+            // SAFETY: a prefetch cannot fault and reads nothing the
+            // program observes; SSE is part of every x86_64 target.
+            unsafe {
+                use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+                _mm_prefetch::<_MM_HINT_T0>(line.cast::<i8>());
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -245,34 +258,43 @@ mod tests {
         assert!(pieces[1001].iter().all(|&b| b == 0));
     }
 
-    /// Where the kernel offers transparent huge pages, the arena's
-    /// mapping is eligible for them (`THPeligible` in `/proc/self/smaps`).
+    /// The arena's mapping carries the huge-page advice (`hg` in its
+    /// `VmFlags` in `/proc/self/smaps`): what `madvise` sets, whatever
+    /// mode the kernel's huge pages are in. (The mapping may have merged
+    /// with a neighbouring arena of another test: the block whose range
+    /// holds the arena's start is the one checked.)
     #[cfg(target_os = "linux")]
     #[test]
     fn the_arena_asks_for_huge_pages() {
-        let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
-            .unwrap_or_default();
-        if mode.is_empty() || mode.contains("[never]") {
-            eprintln!("transparent huge pages are off here: nothing to check");
+        if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
+            eprintln!("this kernel has no transparent huge pages: nothing to check");
             return;
         }
         let (arena, _pieces) = Arena::new(64, 64 << 10);
         assert!(matches!(arena.backing, Backing::Mapped { .. }));
+        let base = arena.base.as_ptr() as usize;
         let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let mut lines = smaps.lines();
-        let start = format!("{:x}-", arena.base);
-        while let Some(l) = lines.next() {
-            if l.starts_with(&start) {
-                let eligible = lines
-                    .by_ref()
-                    .take_while(|l| !l.contains('-') || l.contains(':'))
-                    .find(|l| l.starts_with("THPeligible:"))
-                    .unwrap();
-                assert!(eligible.ends_with('1'), "{l}: {eligible}");
+        // A block's header is "start-end perms ..."; its fields follow.
+        let range = |line: &str| {
+            let (start, end) = line.split_whitespace().next()?.split_once('-')?;
+            Some((
+                usize::from_str_radix(start, 16).ok()?,
+                usize::from_str_radix(end, 16).ok()?,
+            ))
+        };
+        let mut inside = false;
+        for line in smaps.lines() {
+            if let Some((start, end)) = range(line) {
+                inside = (start..end).contains(&base);
+            } else if inside && let Some(flags) = line.strip_prefix("VmFlags:") {
+                assert!(
+                    flags.split_whitespace().any(|f| f == "hg"),
+                    "no huge-page advice on the arena: {flags}"
+                );
                 return;
             }
         }
-        panic!("no mapping at {start} in /proc/self/smaps");
+        panic!("no VmFlags for the mapping holding {base:x} in /proc/self/smaps");
     }
 
     #[test]

@@ -224,7 +224,7 @@ pub struct BufferPool {
     frames: Box<[Frame]>,
     /// The frames' memory (arena FA2: declared after `frames`, so
     /// dropped after them).
-    _arena: Arena,
+    arena: Arena,
     shards: Box<[CachePadded<Shard>]>,
     lru: Mutex<Lru>,
     flush_list: Mutex<BTreeSet<(u64, u64)>>,
@@ -388,7 +388,7 @@ impl BufferPool {
         BufferPool {
             page_size,
             frames: frame_vec.into_boxed_slice(),
-            _arena: arena,
+            arena,
             shards: (0..nshards)
                 .map(|_| CachePadded::new(RwLock::new(HashMap::default())))
                 .collect(),
@@ -501,7 +501,7 @@ impl BufferPool {
         let idx = *map.get(&id.0)?;
         // The page's header and slots, fetched while the pin and the latch
         // wait for the frame's own line.
-        self._arena.prefetch(idx as usize, PREFETCH_LINES);
+        self.arena.prefetch(idx as usize, PREFETCH_LINES);
         self.frame(idx).pins.fetch_add(1, Ordering::AcqRel);
         Some(idx)
     }

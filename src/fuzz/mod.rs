@@ -457,6 +457,16 @@ fn exercise_node(page: &[u8]) {
             via_slot.ok(),
             "child_for disagrees with search_internal and child"
         );
+        // Where a search starts changes nothing it answers, on any bytes.
+        for hint in [0, u32::MAX, 1 << 31] {
+            let hinted = node::search_leaf_with_hint(page, probe, Some(hint));
+            if valid && node::is_leaf(page) {
+                assert_eq!(hinted.ok(), s.clone().ok(), "search from hint {hint}");
+            }
+        }
+        if let Ok((child, _)) = node::child_with_hint(page, probe) {
+            assert_eq!(Ok(child), node::child_for(page, probe), "child_with_hint");
+        }
         if valid {
             assert!(
                 s.is_ok() || !node::is_leaf(page),

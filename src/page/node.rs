@@ -892,8 +892,10 @@ pub fn set_child(page: &mut [u8], i: usize, child: u64) -> Result<(), NodeError>
     Ok(())
 }
 
-/// Binary search a leaf for `key`, like `slice::binary_search`: `Ok(i)` if
-/// slot `i` holds `key`, else `Err(i)` with the slot at which to insert it.
+/// Search a leaf for `key`, answering as `slice::binary_search` does:
+/// `Ok(i)` if slot `i` holds `key`, else `Err(i)` with the slot at which
+/// to insert it (the search itself starts from an estimate:
+/// [`partition_slots`]).
 /// (Works on internal nodes too, comparing slot 0's stored key literally.)
 pub fn search_leaf(page: &[u8], key: &[u8]) -> Result<Result<usize, usize>, NodeError> {
     search_slots(page, &header(page)?, key)
@@ -937,8 +939,10 @@ fn search_slots_from(
     Ok(Err(i))
 }
 
-/// Nodes with fewer slots than this are binary searched outright: the
-/// interpolation's two end probes would not pay for themselves.
+/// Slot ranges shorter than this are binary searched outright: the
+/// interpolation's two end probes would not pay for themselves. (An
+/// internal node's range leaves out slot 0, so there it takes one slot
+/// more.)
 const INTERPOLATE_MIN_SLOTS: usize = 16;
 
 /// The first slot in `lo..hi` whose key is not below `key`: below means
@@ -946,7 +950,7 @@ const INTERPOLATE_MIN_SLOTS: usize = 16;
 /// order (N3), so "below" holds for a prefix of them, as for
 /// `slice::partition_point`.
 ///
-/// A node of at least [`INTERPOLATE_MIN_SLOTS`] slots is searched from an
+/// A range of at least [`INTERPOLATE_MIN_SLOTS`] slots is searched from an
 /// estimate: the key's place between the keys of `lo` and `hi - 1`, read
 /// as numbers from the first byte where those two differ (a node's keys
 /// often share a prefix, and integer keys are dense in a leaf), then a
@@ -1037,8 +1041,9 @@ fn partition_slots(
 /// Where `key` falls between the keys `first` and `last`, as a fraction
 /// of 2^32: the 8 bytes of each key after the prefix `first` and `last`
 /// share, taken as big-endian numbers. A key between the two shares that
-/// prefix, so the numbers order as the keys do; one outside is clamped to
-/// an end. `None` when the two numbers tie (no place can be told). A
+/// prefix, so its number never decreases as keys increase (keys that
+/// differ only past those 8 bytes, or by trailing zero bytes, tie); one
+/// outside is clamped to an end. `None` when the two numbers tie (no place can be told). A
 /// guess only: callers use it where any answer is correct.
 fn fraction_between(first: &[u8], last: &[u8], key: &[u8]) -> Option<u32> {
     let shared = first
@@ -1066,7 +1071,7 @@ fn fraction_between(first: &[u8], last: &[u8], key: &[u8]) -> Option<u32> {
     Some(u32::try_from((num << 32) / den).unwrap_or(u32::MAX))
 }
 
-/// `fraction` (of 2^32) of `span`, rounded down: at most `span`.
+/// `fraction` (of 2^32) of `span`, rounded down: below `span` (0 for 0).
 fn scale(fraction: u32, span: usize) -> usize {
     ((u64::from(fraction) * span as u64) >> 32) as usize
 }
@@ -1737,15 +1742,19 @@ mod tests {
         /// probes at, between, before and after the keys.
         #[test]
         fn interpolated_searches_match_binary_search(
-            shape in 0u8..4,
+            shape in 0u8..5,
             raw in prop::collection::btree_set(any::<u64>(), 1..300),
             extra in prop::collection::vec(any::<u64>(), 0..40),
             hint_seed in any::<u32>(),
         ) {
             let key = |v: u64| -> Vec<u8> {
                 match shape {
-                    // An integer key: a tag, then 8 big-endian bytes.
-                    0 => [&[0x02][..], &(v % 5_000).to_be_bytes()].concat(),
+                    // Consecutive integer keys (a tag, then 8 big-endian
+                    // bytes, every value of a range: see below): a leaf of
+                    // an ascending load, where the estimate lands on the key.
+                    0 => [&[0x02][..], &(1_000 + v % 400).to_be_bytes()].concat(),
+                    // Integers from a small range.
+                    4 => [&[0x02][..], &(v % 5_000).to_be_bytes()].concat(),
                     // Sparse integers over the whole range.
                     1 => [&[0x02][..], &v.to_be_bytes()].concat(),
                     // A long shared prefix, then a short varying tail.
@@ -1754,12 +1763,15 @@ mod tests {
                     _ => v.to_le_bytes()[..(v % 6) as usize].iter().map(|b| b % 3).collect(),
                 }
             };
-            let keys: Vec<Vec<u8>> = raw
-                .iter()
-                .map(|&v| key(v))
-                .collect::<std::collections::BTreeSet<_>>()
-                .into_iter()
-                .collect();
+            let keys: Vec<Vec<u8>> = if shape == 0 {
+                (0..raw.len() as u64).map(key).collect()
+            } else {
+                raw.iter()
+                    .map(|&v| key(v))
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .collect()
+            };
             let mut leaf = new_page(16384, 0);
             let mut internal = new_page(16384, 1);
             prop_assert!(insert_cell(&mut internal, 0, &encode_internal(&[0xFF; 3], 7).unwrap()).unwrap());
@@ -1768,6 +1780,7 @@ mod tests {
                 prop_assert!(insert_cell(&mut internal, i + 1, &encode_internal(k, i as u64).unwrap()).unwrap());
             }
             prop_assert_eq!(validate(&leaf), Ok(()));
+            prop_assert_eq!(validate(&internal), Ok(()));
             let mut probes: Vec<Vec<u8>> = keys.clone();
             probes.extend(extra.iter().map(|&v| key(v)));
             probes.extend(keys.iter().map(|k| [k.as_slice(), &[0]].concat()));
@@ -1786,14 +1799,19 @@ mod tests {
                         "leaf, probe {:02x?}, hint {}", p, hint
                     );
                 }
+                // Slot i + 1 of the internal node (child i) covers
+                // keys[i]..keys[i + 1]; slot 0 (child 7) what is below.
                 let (child, hint) = child_with_hint(&internal, p).unwrap();
-                prop_assert_eq!(child, child_for(&internal, p).unwrap());
-                if let Some(h) = hint {
-                    // The hint is the probe's place between the child's
-                    // separators: at the start for a probe equal to the
-                    // separator.
-                    let i = search_internal(&internal, p).unwrap();
-                    if super::key(&internal, i).unwrap() == p.as_slice() {
+                let i = keys.partition_point(|k| k <= p);
+                prop_assert_eq!(child, if i == 0 { 7 } else { i as u64 - 1 });
+                if i == 0 || i == keys.len() {
+                    // The first and last children have a bound outside the node.
+                    prop_assert_eq!(hint, None);
+                } else if shape == 0 {
+                    // Integer separators always tell a place: the start
+                    // for a probe equal to the separator.
+                    let h = hint.unwrap();
+                    if keys[i - 1] == *p {
                         prop_assert_eq!(h, 0);
                     }
                 }
