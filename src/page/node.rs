@@ -894,8 +894,8 @@ pub fn set_child(page: &mut [u8], i: usize, child: u64) -> Result<(), NodeError>
 
 /// Search a leaf for `key`, answering as `slice::binary_search` does:
 /// `Ok(i)` if slot `i` holds `key`, else `Err(i)` with the slot at which
-/// to insert it (the search itself starts from an estimate:
-/// [`partition_slots`]).
+/// to insert it (the search itself starts from an estimate of where the
+/// key falls between the leaf's end keys).
 /// (Works on internal nodes too, comparing slot 0's stored key literally.)
 pub fn search_leaf(page: &[u8], key: &[u8]) -> Result<Result<usize, usize>, NodeError> {
     search_slots(page, &header(page)?, key)
