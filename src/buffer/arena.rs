@@ -13,7 +13,10 @@
 //! allocation. The mapping asks for transparent huge pages (a pool of
 //! gigabytes in 4 KiB pages makes nearly every random page access a TLB
 //! miss), and the pool prefetches a page's first lines from its frame
-//! index before it takes the frame's latch ([`Arena::prefetch`]).
+//! index before it takes the frame's latch ([`Arena::prefetch`]). A
+//! thread faults the mapping in ahead of the frames handed out
+//! ([`Arena::note_used`], module `prefault`), so that the kernel's zeroing
+//! of fresh memory is not paid by the thread loading a page.
 //!
 //! Invariants:
 //! * FA1. The pieces are disjoint, each `page_size` bytes, aligned to
@@ -27,6 +30,7 @@
 
 use std::ptr::NonNull;
 
+use super::prefault::Prefaulter;
 use crate::io::{AlignedBuf, DIRECT_IO_ALIGN};
 
 /// The memory of every frame's page. It keeps the memory alive (and
@@ -40,6 +44,9 @@ pub(super) struct Arena {
     base: NonNull<u8>,
     frames: usize,
     page_size: usize,
+    /// Faults the mapping in ahead of use; `None` for heap memory, and
+    /// taken (stopped and joined, prefault PF2) before the mapping goes.
+    prefault: Option<Prefaulter>,
 }
 
 #[derive(Debug)]
@@ -58,6 +65,8 @@ unsafe impl Sync for Arena {}
 
 impl Drop for Arena {
     fn drop(&mut self) {
+        // Prefault PF2: its thread is joined before the mapping goes.
+        drop(self.prefault.take());
         if let Backing::Mapped { ptr, len } = self.backing {
             // SAFETY: FA2: every FrameMem is gone (the pool drops its
             // frames first), and this is the mapping `new` made.
@@ -108,11 +117,12 @@ fn zeroed(bytes: usize) -> (Backing, *mut u8) {
 /// charged most of the time to find a page to that walk, and huge pages
 /// took a 1-client query from about 19 to 15 us of CPU
 /// (bench/results/insert.md, "qr100: the cost of finding a page").
-/// Memory is still faulted in only where frames are used, 2 MiB at a
-/// time (frames are handed out in order, so that is at most 2 MiB past
-/// the data), and a first touch may wait while the kernel zeroes, or
-/// compacts memory for, a whole huge page. Only a hint: refused (an older
-/// kernel, huge pages off) changes nothing but speed.
+/// Memory is still faulted in only near where frames are used (frames
+/// are handed out in order; the prefault thread runs at most
+/// `prefault::AHEAD` bytes past the data), and a first touch the thread
+/// has not reached may wait while the kernel zeroes, or compacts memory
+/// for, a whole huge page. Only a hint: refused (an older kernel, huge
+/// pages off) changes nothing but speed.
 fn ask_for_huge_pages(ptr: NonNull<u8>, bytes: usize) {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
@@ -156,17 +166,33 @@ impl Arena {
                 }
             })
             .collect();
+        let prefault = match backing {
+            Backing::Mapped { ptr, len } => Some(Prefaulter::new(ptr.as_ptr(), len)),
+            Backing::Heap { .. } => None,
+        };
         let arena = Arena {
             backing,
             base: NonNull::new(base).unwrap_or_else(|| unreachable!()),
             frames,
             page_size,
+            prefault,
         };
         (arena, pieces)
     }
 }
 
 impl Arena {
+    /// Frame `i` was handed out for the first time or again: fault in the
+    /// memory past it ahead of use (module `prefault`). Frames never used
+    /// are handed out in index order, so the highest one seen so far marks
+    /// where the next new frame's memory lies.
+    #[inline]
+    pub(super) fn note_used(&self, i: usize) {
+        if let Some(p) = &self.prefault {
+            p.note_used(i.saturating_add(1).saturating_mul(self.page_size));
+        }
+    }
+
     /// Hint that the first `lines` cache lines of frame `i`'s page will be
     /// read soon (a node's header and slot array), so that their misses
     /// overlap the frame's latch instead of following it. Reads nothing:
@@ -295,6 +321,67 @@ mod tests {
             }
         }
         panic!("no VmFlags for the mapping holding {base:x} in /proc/self/smaps");
+    }
+
+    /// Whether the 4 KiB page holding `addr` is backed (bit 63 of its
+    /// entry in `/proc/self/pagemap`, readable without privilege).
+    #[cfg(target_os = "linux")]
+    fn backed(addr: *const u8) -> bool {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut f = std::fs::File::open("/proc/self/pagemap").unwrap();
+        f.seek(SeekFrom::Start((addr as u64 / 4096) * 8)).unwrap();
+        let mut e = [0u8; 8];
+        f.read_exact(&mut e).unwrap();
+        u64::from_le_bytes(e) >> 63 == 1
+    }
+
+    /// Handing out a frame makes the prefault thread back the next
+    /// `AHEAD` bytes and nothing far beyond (PF3), without changing a
+    /// byte already written (PF1); handing out the last frame backs the
+    /// rest; dropping the arena stops the thread (PF2: no hang, no fault).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn memory_is_backed_ahead_of_use_and_no_further() {
+        use super::super::prefault::AHEAD;
+        let page = 16 << 10;
+        let frames = (96 << 20) / page;
+        let (arena, mut pieces) = Arena::new(frames, page);
+        let prefault = arena.prefault.as_ref().unwrap();
+        pieces[1].fill(7);
+        let wait_for = |bytes: usize| {
+            let start = std::time::Instant::now();
+            while prefault.populated() < bytes && !prefault.gave_up() {
+                assert!(
+                    start.elapsed() < std::time::Duration::from_secs(20),
+                    "prefault stuck at {} of {bytes} bytes",
+                    prefault.populated()
+                );
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            !prefault.gave_up()
+        };
+        arena.note_used(1);
+        if !wait_for(2 * page + AHEAD) {
+            eprintln!("this kernel refuses MADV_POPULATE_WRITE: nothing to check");
+            return;
+        }
+        let at = |i: usize| pieces[i].as_ptr();
+        assert!(
+            backed(at(2)) && backed(at(AHEAD / page)),
+            "not backed ahead"
+        );
+        // Far past the request (huge pages may round it up by 2 MiB).
+        assert!(!backed(at(frames - 1)), "backed far beyond the request");
+        assert!(pieces[1].iter().all(|&b| b == 7), "a written frame changed");
+        assert!(pieces[2].iter().all(|&b| b == 0));
+        // Within LOW of the end of the request: the thread runs on.
+        arena.note_used(AHEAD / page);
+        assert!(wait_for(AHEAD + AHEAD));
+        arena.note_used(frames - 1);
+        assert!(wait_for(frames * page));
+        assert!(backed(at(frames - 1)));
+        drop(pieces);
+        drop(arena);
     }
 
     #[test]

@@ -67,6 +67,7 @@
 mod arena;
 mod doublewrite;
 mod lru;
+mod prefault;
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::{Deref, DerefMut};
@@ -765,6 +766,7 @@ impl BufferPool {
             {
                 let mut lru = self.lru.lock();
                 if let Some(idx) = lru.pop_free() {
+                    self.arena.note_used(idx as usize);
                     return Ok(idx);
                 }
                 let mut cur = lru.tail_for_eviction();
