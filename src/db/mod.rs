@@ -282,6 +282,12 @@ pub struct DbInner {
     pub(crate) purge_locks: Vec<Mutex<()>>,
     recovery: Option<TxnRecovery>,
     opts: Options,
+    /// DDL's lock: held while a DDL statement finds its table and takes
+    /// the table's schema lock (always in that order: DDL lock, then
+    /// schema lock, never the other way), and for the whole of a change
+    /// to the set of tables. A change to one table's schema needs only
+    /// that table's schema lock once taken, so a long one (a bulk
+    /// `CREATE INDEX`) lets DDL on other tables run meanwhile.
     ddl: Mutex<()>,
     /// By tree root: the schema its table had when the tree was dropped
     /// (a table or an index drop while open), until the tree is freed
@@ -928,9 +934,13 @@ impl Db {
     /// nothing done) if one is.
     fn create_index_quiet(&self, table: &str, index: &IndexDef) -> Result<bool> {
         self.inner.check_writable("creating an index")?;
-        let _ddl = self.inner.ddl.lock();
+        let ddl = self.inner.ddl.lock();
         let t = self.table(table)?;
         let mut guard = t.state.schema.write();
+        // Found under the DDL lock, the table is live; with its schema
+        // lock held no other DDL can change or drop it, so the build lets
+        // DDL on other tables go on (their bulk builds run in parallel).
+        drop(ddl);
         let schema = guard.clone();
         let mut trial = (*schema).clone();
         trial.def.indexes.push(index.clone());

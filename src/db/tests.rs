@@ -855,3 +855,78 @@ fn an_index_created_after_delta_updates_stays_exact_through_purge() {
     let db = Arc::try_unwrap(db).unwrap_or_else(|_| panic!("still shared"));
     db.close().unwrap();
 }
+
+/// A bulk `CREATE INDEX` holds only its own table's schema lock while it
+/// builds: with the build on table `a` stalled in its scan (`a`'s only
+/// leaf latched here), `CREATE INDEX` on table `b` runs to its end.
+#[test]
+fn a_bulk_index_build_does_not_hold_up_ddl_on_other_tables() {
+    use crate::buffer::Load;
+    use crate::page::PageId;
+    use std::time::{Duration, Instant};
+    let fs = SimFs::new(90);
+    let db = Arc::new(open(&fs));
+    let def = |name: &str| TableDef {
+        name: name.into(),
+        columns: vec![
+            Column::new("id", ColumnType::Int64, false),
+            Column::new("v", ColumnType::Int64, false),
+        ],
+        primary_key: vec![0],
+        indexes: vec![],
+    };
+    let a = db.create_table(def("a")).unwrap();
+    let b = db.create_table(def("b")).unwrap();
+    let mut tx = db.begin().unwrap();
+    for id in 0..10 {
+        for t in [&a, &b] {
+            tx.insert(t, &[Value::Int64(id), Value::Int64(-id)])
+                .unwrap();
+        }
+    }
+    tx.commit().unwrap();
+    let by_v = IndexDef {
+        name: "by_v".into(),
+        columns: vec![1],
+        unique: false,
+    };
+    let root = PageId(a.state.schema.read().clustered_root);
+    let latch = db
+        .inner
+        .store
+        .pool()
+        .fetch_write(root, Load::Verify)
+        .unwrap();
+    let build_a = {
+        let (db, by_v) = (db.clone(), by_v.clone());
+        std::thread::spawn(move || db.create_index("a", by_v))
+    };
+    // Wait until a's build holds a's schema lock (it then stalls on the
+    // latch, in its scan).
+    let start = Instant::now();
+    while a.state.schema.try_write().is_some() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "a's build never began"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let (done, finished) = std::sync::mpsc::channel();
+    {
+        let db = db.clone();
+        std::thread::spawn(move || done.send(db.create_index("b", by_v)));
+    }
+    let b_result = finished.recv_timeout(Duration::from_secs(20));
+    assert!(
+        !build_a.is_finished(),
+        "a's build did not wait for the latch"
+    );
+    drop(latch);
+    b_result
+        .expect("CREATE INDEX on b waited for the build on a")
+        .unwrap();
+    build_a.join().unwrap().unwrap();
+    let check = db.check().unwrap();
+    assert_eq!(check.index_entries, 20);
+    assert_clean(&db);
+}
