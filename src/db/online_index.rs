@@ -15,7 +15,9 @@
 //!    clustered tree is visited in key order, a batch of keys at a time:
 //!    under the row's lock (the build's own lock identity), the entries of
 //!    the row's versions that a view may still read are added (OI2).
-//! 3. **Finish.** Under the DDL lock and the schema write lock again, a
+//! 3. **Finish.** Under the schema write lock again (taken under the DDL
+//!    lock, which is let go once it is held, so DDL on other tables does
+//!    not wait for the check), a
 //!    unique index is checked (OI4), and the catalog lists the index as
 //!    ready, durably; statements that start afterwards may read it. If
 //!    anything fails, the index is dropped as DROP INDEX drops one
@@ -387,8 +389,11 @@ fn add_entries(
 
 /// Step 3: check uniqueness (OI4) and list the index as ready.
 fn finish(db: &DbInner, table: &str, st: &TableState, i: usize) -> Result<()> {
-    let _ddl = db.ddl.lock();
+    let ddl = db.ddl.lock();
     let mut guard = st.schema.write();
+    // The schema lock keeps other DDL off this table from here on; DDL on
+    // other tables need not wait for the uniqueness scan (`DbInner::ddl`).
+    drop(ddl);
     st.check_live(&guard)?;
     let schema = guard.clone();
     let def = schema.def.indexes.get(i).cloned().ok_or_else(|| {
