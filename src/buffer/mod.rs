@@ -766,6 +766,8 @@ impl BufferPool {
             {
                 let mut lru = self.lru.lock();
                 if let Some(idx) = lru.pop_free() {
+                    // Outside the LRU mutex: the first call starts a thread.
+                    drop(lru);
                     self.arena.note_used(idx as usize);
                     return Ok(idx);
                 }

@@ -100,7 +100,13 @@ impl Prefaulter {
         if target >= s.len || end.saturating_add(LOW) <= target {
             return;
         }
-        let want = end.saturating_add(AHEAD).min(s.len);
+        // Whole chunks (2 MiB, a multiple of any kernel page size), so
+        // every call starts page-aligned whatever the page size.
+        let want = end
+            .saturating_add(AHEAD)
+            .div_ceil(CHUNK)
+            .saturating_mul(CHUNK)
+            .min(s.len);
         if s.target.fetch_max(want, Ordering::AcqRel) >= want {
             return;
         }
@@ -155,6 +161,12 @@ impl Shared {
             }
             let n = (target - done).min(CHUNK);
             if let Err(e) = populate(self.base + done, n) {
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
+                ) {
+                    continue; // a signal, or a page briefly locked: again
+                }
                 tracing::debug!(error = %e, "buffer arena: prefault stopped");
                 self.give_up();
                 return;

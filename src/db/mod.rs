@@ -282,12 +282,15 @@ pub struct DbInner {
     pub(crate) purge_locks: Vec<Mutex<()>>,
     recovery: Option<TxnRecovery>,
     opts: Options,
-    /// DDL's lock: held while a DDL statement finds its table and takes
-    /// the table's schema lock (always in that order: DDL lock, then
-    /// schema lock, never the other way), and for the whole of a change
-    /// to the set of tables. A change to one table's schema needs only
-    /// that table's schema lock once taken, so a long one (a bulk
-    /// `CREATE INDEX`) lets DDL on other tables run meanwhile.
+    /// DDL's lock. Every DDL statement takes it before its table's schema
+    /// lock (never the other way round). CREATE/DROP TABLE and DROP INDEX
+    /// hold it to the end: their steps on the catalog and the superblock's
+    /// list of trees to free (`drop_table` DROP5) must not interleave. An
+    /// index build (bulk, or an online build's finishing check) lets go of
+    /// it once it holds its table's schema lock, which alone keeps other
+    /// DDL off that table, so builds on different tables run at once. A
+    /// DDL statement on a table being built still waits for that build
+    /// while holding this lock, and so holds up DDL on other tables.
     ddl: Mutex<()>,
     /// By tree root: the schema its table had when the tree was dropped
     /// (a table or an index drop while open), until the tree is freed
@@ -937,10 +940,11 @@ impl Db {
         let ddl = self.inner.ddl.lock();
         let t = self.table(table)?;
         let mut guard = t.state.schema.write();
-        // Found under the DDL lock, the table is live; with its schema
-        // lock held no other DDL can change or drop it, so the build lets
-        // DDL on other tables go on (their bulk builds run in parallel).
+        // With its schema lock held no other DDL can change or drop the
+        // table, so the build lets DDL on other tables go on (their bulk
+        // builds run in parallel).
         drop(ddl);
+        t.state.check_live(&guard)?;
         let schema = guard.clone();
         let mut trial = (*schema).clone();
         trial.def.indexes.push(index.clone());

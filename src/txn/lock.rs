@@ -24,7 +24,9 @@
 //! * L4. A request that would wait checks the waits-for graph for a cycle
 //!   back to itself first; if there is one the requester is the victim
 //!   and gets [`Error::Deadlock`] (retryable), having changed nothing.
-//!   Edges are refreshed on every release, so a stale edge can delay
+//!   Edges are refreshed on every release of a key with waiters (a
+//!   waiter's edges point at its own key's holders, and that key's queue
+//!   holds the waiter), so a stale edge can delay
 //!   detection (the timeout still ends the wait) but never invents a
 //!   cycle that does not exist at the moment of the check.
 //! * L5. A waiter is granted at most once, only while queued, and only by
@@ -241,7 +243,7 @@ impl LockTable {
             }
             // W1: a thread that must not block gets WouldWait here,
             // before it queues, having changed nothing (as a victim, L4).
-            // The entry has a holder it conflicts with, so it stays (L7).
+            // The entry stays: it has holders or waiters (L7).
             crate::wait::check("a row lock")?;
             let blockers = e.blockers(trx, mode);
             {
@@ -378,6 +380,12 @@ impl LockTable {
     pub fn stats(&self) -> LockStats {
         self.stats.lock().clone()
     }
+
+    /// Keys with an entry, over every shard (L7: those held or waited for).
+    #[cfg(test)]
+    fn entries(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().len()).sum()
+    }
 }
 
 #[cfg(test)]
@@ -407,6 +415,50 @@ mod tests {
             Err(Error::LockTimeout { .. })
         ));
         assert_eq!(t.stats().timeouts, 2);
+    }
+
+    /// Enough keys to make every shard's table grow and rehash: each is
+    /// found again to be released (the rehash used the same hash), and
+    /// no entry is left (L7); a second transaction then gets them all.
+    #[test]
+    fn many_keys_are_found_again_after_the_shards_grow() {
+        let t = table(50);
+        let keys: Vec<Vec<u8>> = (0u32..20_000).map(|i| i.to_be_bytes().to_vec()).collect();
+        for k in &keys {
+            t.lock(1, k, LockMode::Exclusive).unwrap();
+        }
+        assert_eq!(t.entries(), keys.len());
+        for k in keys.iter().step_by(997) {
+            assert!(matches!(
+                t.lock(2, k, LockMode::Shared),
+                Err(Error::LockTimeout { .. })
+            ));
+        }
+        t.release(1, &keys);
+        assert_eq!(t.entries(), 0, "lock L7: entries left after release");
+        for k in &keys {
+            t.lock(2, k, LockMode::Exclusive).unwrap();
+        }
+        t.release(2, &keys);
+        assert_eq!(t.entries(), 0);
+    }
+
+    /// W1: a request refused for waiting changes nothing: the holder's
+    /// entry stays, and its release then removes it (L7).
+    #[test]
+    fn a_refused_wait_leaves_the_holders_entry() {
+        let t = table(50);
+        t.lock(1, b"k", LockMode::Exclusive).unwrap();
+        let (r, refused) = crate::wait::without_waiting(|| t.lock(2, b"k", LockMode::Shared));
+        assert!(
+            refused && matches!(r, Err(Error::WouldWait { .. })),
+            "{r:?}"
+        );
+        assert_eq!(t.entries(), 1);
+        assert_eq!(t.stats().waits, 0);
+        t.release(1, &[b"k".to_vec()]);
+        assert_eq!(t.entries(), 0);
+        t.lock(2, b"k", LockMode::Shared).unwrap();
     }
 
     #[test]
