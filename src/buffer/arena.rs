@@ -119,7 +119,7 @@ fn zeroed(bytes: usize) -> (Backing, *mut u8) {
 /// (bench/results/insert.md, "qr100: the cost of finding a page").
 /// Memory is still faulted in only near where frames are used (frames
 /// are handed out in order; the prefault thread runs at most
-/// `prefault::AHEAD` bytes past the data), and a first touch the thread
+/// `prefault::MAX_LEAD` bytes past the data), and a first touch the thread
 /// has not reached may wait while the kernel zeroes, or compacts memory
 /// for, a whole huge page. Only a hint: refused (an older kernel, huge
 /// pages off) changes nothing but speed.
@@ -336,13 +336,16 @@ mod tests {
     }
 
     /// Handing out a frame makes the prefault thread back the next
-    /// `AHEAD` bytes and nothing far beyond (PF3), without changing a
+    /// lead's bytes and nothing far beyond (PF3), without changing a
     /// byte already written (PF1); handing out the last frame backs the
     /// rest; dropping the arena stops the thread (PF2: no hang, no fault).
     #[cfg(target_os = "linux")]
     #[test]
     fn memory_is_backed_ahead_of_use_and_no_further() {
-        use super::super::prefault::AHEAD;
+        use super::super::prefault::{CHUNK, MAX_LEAD, lead_for};
+        assert_eq!(lead_for(1 << 20), CHUNK);
+        assert_eq!(lead_for(128 << 20), 8 << 20);
+        assert_eq!(lead_for(2 << 30), MAX_LEAD);
         let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
         if !smaps.contains("KernelPageSize:        4 kB") {
             eprintln!("pagemap entries are per 4 KiB page only on 4 KiB kernels: nothing to check");
@@ -352,6 +355,8 @@ mod tests {
         let frames = (48 << 20) / page;
         let (arena, mut pieces) = Arena::new(frames, page);
         let prefault = arena.prefault.as_ref().unwrap();
+        let ahead = prefault.lead();
+        assert_eq!(ahead, 4 << 20, "a 48 MiB pool's lead");
         pieces[1].fill(7);
         let wait_for = |bytes: usize| {
             let start = std::time::Instant::now();
@@ -366,22 +371,22 @@ mod tests {
             !prefault.gave_up()
         };
         arena.note_used(1);
-        if !wait_for(2 * page + AHEAD) {
+        if !wait_for(2 * page + ahead) {
             eprintln!("this kernel refuses MADV_POPULATE_WRITE: nothing to check");
             return;
         }
         let at = |i: usize| pieces[i].as_ptr();
         assert!(
-            backed(at(2)) && backed(at(AHEAD / page)),
+            backed(at(2)) && backed(at(ahead / page)),
             "not backed ahead"
         );
         // Far past the request (huge pages may round it up by 2 MiB).
         assert!(!backed(at(frames - 1)), "backed far beyond the request");
         assert!(pieces[1].iter().all(|&b| b == 7), "a written frame changed");
         assert!(pieces[2].iter().all(|&b| b == 0));
-        // Within LOW of the end of the request: the thread runs on.
-        arena.note_used(AHEAD / page);
-        assert!(wait_for(AHEAD + AHEAD));
+        // Within half the lead of the end of the request: the thread runs on.
+        arena.note_used(ahead / page);
+        assert!(wait_for(ahead + ahead));
         arena.note_used(frames - 1);
         assert!(wait_for(frames * page));
         assert!(backed(at(frames - 1)));

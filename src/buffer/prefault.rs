@@ -10,8 +10,9 @@
 //! are handed out in index order (the free list starts sorted), so the
 //! memory needed next is known in advance: the pool reports the end of
 //! each frame it hands out ([`Prefaulter::note_used`]), and when that comes
-//! within [`LOW`] bytes of what was asked for, the thread is asked to
-//! populate up to [`AHEAD`] bytes past it with
+//! within half the lead of what was asked for, the thread is asked to
+//! populate up to the lead ([`lead_for`]: a sixteenth of the pool, from
+//! 2 to 16 MiB) past it with
 //! `madvise(MADV_POPULATE_WRITE)`, which faults pages in as a write would
 //! and changes no byte.
 //!
@@ -23,9 +24,10 @@
 //! * PF2. The thread is stopped and joined before the mapping is
 //!   unmapped (the arena drops its `Prefaulter` first), so it never
 //!   advises memory that is no longer the arena's.
-//! * PF3. The thread populates at most [`AHEAD`] bytes past the end of
-//!   the highest frame handed out: a pool larger than its data still
-//!   costs about its data.
+//! * PF3. The thread populates at most the lead (at most [`MAX_LEAD`]
+//!   bytes) past the end of the highest frame handed out, rounded up to a
+//!   whole [`CHUNK`]: a pool larger than its data still costs about its
+//!   data.
 //!
 //! Only a speed-up: where the kernel refuses (`MADV_POPULATE_WRITE` is
 //! Linux 5.14 and later) or the thread cannot start, frames are faulted in
@@ -35,19 +37,24 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 
-/// How far past the highest frame handed out the thread keeps memory
-/// populated. At the 1-client load rate (about 40 MB of new pages a
-/// second) 16 MiB is 0.4 s of pages; populating it takes a few
-/// milliseconds.
-pub(super) const AHEAD: usize = 16 << 20;
-
-/// The thread is woken when the highest frame handed out ends within this
-/// many bytes of what it was last asked to populate.
-pub(super) const LOW: usize = AHEAD / 2;
+/// The most the thread keeps populated past the highest frame handed out.
+/// At the 1-client load rate (about 40 MB of new pages a second) 16 MiB
+/// is 0.4 s of pages; populating it takes a few milliseconds.
+pub(super) const MAX_LEAD: usize = 16 << 20;
 
 /// Bytes populated per system call: one huge page, so a stop request waits
 /// for at most one page's zeroing.
-const CHUNK: usize = 2 << 20;
+pub(super) const CHUNK: usize = 2 << 20;
+
+/// The lead for a mapping of `len` bytes: a sixteenth of it, in whole
+/// [`CHUNK`]s, from one chunk to [`MAX_LEAD`], so a small pool (the
+/// default is 128 MiB) is not populated far past its data.
+pub(super) fn lead_for(len: usize) -> usize {
+    (len / 16)
+        .div_ceil(CHUNK)
+        .saturating_mul(CHUNK)
+        .clamp(CHUNK, MAX_LEAD)
+}
 
 /// The arena's prefault thread, started at the first frame handed out.
 #[derive(Debug)]
@@ -63,6 +70,10 @@ struct Shared {
     /// The mapping's start (PF2: valid until the thread is joined).
     base: usize,
     len: usize,
+    /// How far past the highest frame handed out to populate
+    /// ([`lead_for`]); the thread is woken when that frame ends within
+    /// half of it of the last request.
+    lead: usize,
     /// Bytes from `base` the thread is asked to populate. Set to `len`
     /// when the thread gives up, which stops further requests.
     target: AtomicUsize,
@@ -81,6 +92,7 @@ impl Prefaulter {
             shared: Arc::new(Shared {
                 base: base as usize,
                 len,
+                lead: lead_for(len),
                 target: AtomicUsize::new(0),
                 populated: AtomicUsize::new(0),
                 gave_up: AtomicBool::new(false),
@@ -91,19 +103,19 @@ impl Prefaulter {
     }
 
     /// A frame ending `end` bytes into the mapping was handed out: ask the
-    /// thread for the next [`AHEAD`] bytes if it is within [`LOW`] of the
+    /// thread for the lead past it if it is within half the lead of the
     /// end of its last request. One atomic load when it is not.
     #[inline]
     pub(super) fn note_used(&self, end: usize) {
         let s = &*self.shared;
         let target = s.target.load(Ordering::Relaxed);
-        if target >= s.len || end.saturating_add(LOW) <= target {
+        if target >= s.len || end.saturating_add(s.lead / 2) <= target {
             return;
         }
         // Whole chunks (2 MiB, a multiple of any kernel page size), so
         // every call starts page-aligned whatever the page size.
         let want = end
-            .saturating_add(AHEAD)
+            .saturating_add(s.lead)
             .div_ceil(CHUNK)
             .saturating_mul(CHUNK)
             .min(s.len);
@@ -124,6 +136,12 @@ impl Prefaulter {
         if let Some(h) = thread {
             h.thread().unpark();
         }
+    }
+
+    /// How far past the highest frame handed out it populates.
+    #[cfg(test)]
+    pub(super) fn lead(&self) -> usize {
+        self.shared.lead
     }
 
     /// Bytes from the mapping's start the thread has populated.
