@@ -308,10 +308,7 @@ impl LockTable {
                     queued,
                     "lock L5: a timed-out waiter of trx {trx} was not queued once"
                 );
-                Self::wake(e, &self.graph);
-                if e.holders.is_empty() && e.queue.is_empty() {
-                    o.remove();
-                }
+                Self::settle(o, &self.graph);
             }
             #[allow(clippy::panic)] // L7: a queued waiter keeps its entry
             Err(_) => panic!("lock L7: trx {trx} timed out waiting on a key with no entry"),
@@ -325,6 +322,19 @@ impl LockTable {
             trx,
             waited_ms: started.elapsed().as_millis() as u64,
         })
+    }
+
+    /// After a key lost a holder or a waiter: [`Self::wake`] its queue,
+    /// then drop its entry if nobody holds or waits for it any more (L7).
+    fn settle(
+        mut o: hashbrown::hash_table::OccupiedEntry<'_, (Vec<u8>, Entry)>,
+        graph: &Mutex<HashMap<TrxId, Vec<TrxId>>>,
+    ) {
+        let e = &mut o.get_mut().1;
+        Self::wake(e, graph);
+        if e.holders.is_empty() && e.queue.is_empty() {
+            o.remove();
+        }
     }
 
     /// Grant queued requests that have become compatible, in order, and
@@ -366,12 +376,8 @@ impl LockTable {
             let mut shard = self.shard(h).lock();
             // No entry: a key listed twice was released already (L7).
             if let Ok(mut o) = shard.find_entry(h, |(k, _)| k == key) {
-                let e = &mut o.get_mut().1;
-                e.holders.retain(|&(t, _)| t != trx);
-                Self::wake(e, &self.graph);
-                if e.holders.is_empty() && e.queue.is_empty() {
-                    o.remove();
-                }
+                o.get_mut().1.holders.retain(|&(t, _)| t != trx);
+                Self::settle(o, &self.graph);
             }
         }
     }
