@@ -152,6 +152,8 @@ impl<'s> Tree<'s> {
     fn write_root(&self, level: u8, cells: &[Vec<u8>]) -> Result<()> {
         let mut mtr = self.store.mtr()?;
         let h = mtr.latch(self.root, crate::buffer::Load::Verify)?;
+        // Buffer B11 (append hint AH1): the root's content is replaced.
+        self.store.pool().note_tree_change();
         self.write_node(&mut mtr, h, level, cells)?;
         mtr.commit()?;
         Ok(())

@@ -23,6 +23,13 @@
 //! latch, which no other descent can pass; scans hold one leaf at a time
 //! and re-descend by key instead of following sibling pointers.
 //!
+//! **Appends skip the descent.** A put whose key is above every key of
+//! the tree (an automatic key, a time-ordered key) goes straight to the
+//! rightmost leaf when the tree's append hint names it (`append_hint`,
+//! AH1-AH3): one exclusive latch instead of a shared latch per level and
+//! a search of each internal node. The hint is checked with the leaf
+//! latched and dropped when it no longer fits.
+//!
 //! Invariants:
 //! * BT1. The root page never moves: a root split moves the root's cells
 //!   into two new children; a root of level 2 or more with one child
@@ -64,6 +71,7 @@
 //! [`Error::CorruptPage`]; what this module computes itself (separators,
 //! cell sizes, the held path) is asserted.
 
+mod append_hint;
 mod bulk;
 mod cursor;
 use crate::page::node;
@@ -71,6 +79,7 @@ mod overflow;
 
 use std::ops::Bound;
 
+pub(crate) use append_hint::AppendHints;
 pub use cursor::{Cursor, Direction};
 
 use crate::buffer::{Load, PageRead, PageWrite};
@@ -418,8 +427,10 @@ impl<'s> Tree<'s> {
     }
 
     /// Descend with shared latches and latch the leaf for `key`
-    /// exclusively (the optimistic path).
-    fn leaf_for_write(&self, key: &[u8]) -> Result<PageWrite<'s>> {
+    /// exclusively (the optimistic path); with whether the descent took
+    /// the last child at every level (the leaf is the tree's rightmost,
+    /// append hint AH1).
+    fn leaf_for_write(&self, key: &[u8]) -> Result<(PageWrite<'s>, bool)> {
         let pool = self.store.pool();
         let mut tries = 0;
         'descent: loop {
@@ -430,18 +441,21 @@ impl<'s> Tree<'s> {
                 let w = pool.fetch_write(self.root, Load::Verify)?;
                 self.check_node(self.root, &w, None)?;
                 if node::level(&w) == 0 {
-                    return Ok(w);
+                    return Ok((w, true));
                 }
                 continue; // the root split in between
             }
             let mut cur = root;
+            let mut rightmost = true;
             loop {
                 let id = cur.id();
                 let level = node::level(&cur);
-                let child = PageId(node::child_for(&cur, key).map_err(self.ne(id))?);
+                let (child, last) = node::child_for_edge(&cur, key).map_err(self.ne(id))?;
+                let child = PageId(child);
+                rightmost &= last;
                 if level == 1 {
                     match self.step_write(cur, child, &mut tries)? {
-                        Some(w) => return Ok(w),
+                        Some(w) => return Ok((w, rightmost)),
                         None => continue 'descent,
                     }
                 }
@@ -465,9 +479,55 @@ impl<'s> Tree<'s> {
         self.put_pessimistic(key, value)
     }
 
+    /// The tree's rightmost leaf, latched exclusively, if its append hint
+    /// names it and `key` goes after its last key (AH1, AH2). A hint that
+    /// fails a check is forgotten.
+    fn hinted_leaf(&self, key: &[u8]) -> Result<Option<PageWrite<'s>>> {
+        let hints = self.store.append_hints();
+        let Some(hint) = hints.get(self.root) else {
+            return Ok(None);
+        };
+        let pool = self.store.pool();
+        let leaf = pool.fetch_write(hint.leaf, Load::Verify)?;
+        // AH1: the epoch is read with the leaf latched; an unchanged epoch
+        // also means it is still a node of this tree, so its bytes are
+        // checked as any node's.
+        let fits = pool.tree_epoch() == hint.epoch && {
+            self.check_node(hint.leaf, &leaf, Some(0))?;
+            let n = node::nslots(&leaf);
+            n > 0 && node::search_leaf_for_insert(&leaf, key).map_err(self.ne(hint.leaf))? == Err(n)
+        };
+        if fits {
+            return Ok(Some(leaf));
+        }
+        drop(leaf);
+        hints.clear(self.root, hint);
+        Ok(None)
+    }
+
+    /// After an append at the end of `leaf`, reached by the last child at
+    /// every level and still latched: make it the tree's append hint
+    /// (AH1).
+    fn note_append(&self, leaf: &PageWrite<'s>) {
+        let epoch = self.store.pool().tree_epoch();
+        self.store.append_hints().set(
+            self.root,
+            append_hint::Hint {
+                leaf: leaf.id(),
+                epoch,
+            },
+        );
+    }
+
     fn put_optimistic(&self, key: &[u8], value: &[u8]) -> Result<Option<Lsn>> {
         let mut mtr = self.store.mtr()?;
-        let leaf = self.leaf_for_write(key)?;
+        let (leaf, hinted, rightmost) = match self.hinted_leaf(key)? {
+            Some(leaf) => (leaf, true, true),
+            None => {
+                let (leaf, rightmost) = self.leaf_for_write(key)?;
+                (leaf, false, rightmost)
+            }
+        };
         let id = leaf.id();
         let cell = node::encode_leaf_inline(key, value).map_err(self.ne(id))?;
         self.assert_cell_size(&cell);
@@ -500,6 +560,9 @@ impl<'s> Tree<'s> {
             Err(i) => {
                 if free < cell.len() + SLOT_SIZE {
                     return Ok(None);
+                }
+                if rightmost && !hinted && i > 0 && i == node::nslots(&leaf) {
+                    self.note_append(&leaf);
                 }
                 Op::NodeInsert {
                     slot: i as u16,
@@ -700,6 +763,9 @@ impl<'s> Tree<'s> {
         };
         let (left, right) = cells.split_at(s);
         let (sep, right_cells) = self.separator(id, level, left, right)?;
+        // Buffer B11 (append hint AH1): counted with the node latched,
+        // before it changes.
+        self.store.pool().note_tree_change();
         if id == self.root {
             let a = alloc_page(mtr)?;
             let b = alloc_page(mtr)?;
@@ -833,7 +899,7 @@ impl<'s> Tree<'s> {
         }
         {
             let mut mtr = self.store.mtr()?;
-            let leaf = self.leaf_for_write(key)?;
+            let (leaf, _) = self.leaf_for_write(key)?;
             let id = leaf.id();
             let i = match node::search_leaf(&leaf, key).map_err(self.ne(id))? {
                 Ok(i) => i,
@@ -933,7 +999,7 @@ impl<'s> Tree<'s> {
             return Ok((0, 0));
         };
         let mut mtr = self.store.mtr()?;
-        let leaf = self.leaf_for_write(first)?;
+        let (leaf, _) = self.leaf_for_write(first)?;
         let id = leaf.id();
         let n = node::nslots(&leaf);
         let mut used = self.used_bytes(id, &leaf)?;
@@ -1252,5 +1318,138 @@ fn unreachable_path() -> ! {
     #[allow(clippy::panic)] // an invariant of `descend_x`, not damage
     {
         panic!("btree: a latched descent returned an empty path")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::io::SimFs;
+    use crate::store::test_options;
+
+    fn page_type_of(store: &Store, id: PageId) -> Option<PageType> {
+        page::page_type(&store.pool().fetch_read(id).expect("page"))
+    }
+
+    /// Appends find the rightmost leaf through the hint (AH2); when that
+    /// leaf is freed and handed to another tree, where the stale hint
+    /// would pass every check of AH2, the reuse epoch turns the next
+    /// append away (AH1) and it lands in its own tree.
+    #[test]
+    fn an_append_never_follows_a_hint_to_a_leaf_another_tree_reused() -> Result<()> {
+        let fs = Arc::new(SimFs::new(11));
+        let store = Store::create(fs, Path::new("/db"), test_options())?;
+        let a = Tree::create(&store)?;
+        let value = [7u8; 100];
+        let n = 400u64;
+        for i in 0..n {
+            a.put(&i.to_be_bytes(), &value)?;
+        }
+        let hint = store
+            .append_hints()
+            .get(a.root())
+            .expect("appends set a hint");
+        {
+            let leaf = store.pool().fetch_read(hint.leaf)?;
+            assert!(node::is_leaf(&leaf));
+            let last = node::key(&leaf, node::nslots(&leaf) - 1).map_err(a.ne(hint.leaf))?;
+            assert_eq!(last, (n - 1).to_be_bytes());
+            assert_ne!(hint.leaf, a.root(), "the tree has grown past its root");
+        }
+        // The next append goes through the hint and keeps it.
+        a.put(&n.to_be_bytes(), &value)?;
+        assert_eq!(store.append_hints().get(a.root()), Some(hint));
+        // Empty the rightmost leaf from the top: a merge frees it.
+        let mut top = n;
+        while page_type_of(&store, hint.leaf) != Some(PageType::Free) {
+            assert!(a.delete(&top.to_be_bytes())?.is_some());
+            top = top
+                .checked_sub(1)
+                .expect("the leaf was freed before the tree emptied");
+        }
+        // The free list hands the leaf out again: to the new tree's root
+        // (the last page freed is the first reused), a lone leaf with
+        // keys below the next append of `a`.
+        let b = Tree::create(&store)?;
+        assert_eq!(b.root(), hint.leaf, "the freed leaf became b's root");
+        b.put(&[0, 0, 0, 0, 0, 0, 0, 1], b"b")?;
+        assert_eq!(
+            store.append_hints().get(a.root()),
+            Some(hint),
+            "a's stale hint is still there to be tried"
+        );
+        let key = 100_000u64.to_be_bytes();
+        a.put(&key, &value)?;
+        assert_eq!(b.get(&key)?, None, "an append of a landed in b");
+        assert_eq!(b.verify()?.entries, 1);
+        assert_eq!(a.get(&key)?.as_deref(), Some(&value[..]));
+        assert_eq!(a.verify()?.entries, top + 2);
+        store.close()
+    }
+
+    /// A hinted leaf that splits (by an insert that did not use the hint)
+    /// keeps its lower keys: an append must then go to the new right
+    /// half, not after the old leaf's new last key (AH1).
+    #[test]
+    fn an_append_after_the_hinted_leaf_split_goes_to_the_new_rightmost_leaf() -> Result<()> {
+        let fs = Arc::new(SimFs::new(13));
+        let store = Store::create(fs, Path::new("/db"), test_options())?;
+        let t = Tree::create(&store)?;
+        let value = [3u8; 60];
+        let mut n = 0u64;
+        // Past the root and a few appends into the current rightmost leaf.
+        while n < 200 || store.append_hints().get(t.root()).is_none() {
+            t.put(&(n * 100).to_be_bytes(), &value)?;
+            n += 1;
+        }
+        let hint = store.append_hints().get(t.root()).expect("a hint");
+        assert_ne!(hint.leaf, t.root());
+        let epoch = store.pool().tree_epoch();
+        // Fill the hinted leaf from inside its range until it splits.
+        let mut k = (n - 1) * 100 - 1;
+        while store.pool().tree_epoch() == epoch {
+            t.put(&k.to_be_bytes(), &value)?;
+            k -= 1;
+        }
+        let last_in_old = {
+            let leaf = store.pool().fetch_read(hint.leaf)?;
+            node::key(&leaf, node::nslots(&leaf) - 1)
+                .map_err(t.ne(hint.leaf))?
+                .to_vec()
+        };
+        assert!(
+            last_in_old < ((n - 1) * 100).to_be_bytes().to_vec(),
+            "the old leaf kept the lower half"
+        );
+        // Above the old leaf's last key and below the new half's keys.
+        let key = u64::from_be_bytes(last_in_old.try_into().expect("8 bytes")) + 1;
+        t.put(&key.to_be_bytes(), &value)?;
+        t.put(&(n * 100).to_be_bytes(), &value)?;
+        let check = t.verify()?;
+        assert_eq!(check.entries, n + ((n - 1) * 100 - 1 - k) + 2);
+        store.close()
+    }
+
+    /// A hint that fails its checks (a key below the leaf's last one) is
+    /// forgotten, so a tree written in random order does not latch its
+    /// rightmost leaf on every insert; the next append sets it again.
+    #[test]
+    fn a_hint_that_does_not_fit_is_forgotten() -> Result<()> {
+        let fs = Arc::new(SimFs::new(12));
+        let store = Store::create(fs, Path::new("/db"), test_options())?;
+        let t = Tree::create(&store)?;
+        for i in (0..600u64).map(|i| i * 2) {
+            t.put(&i.to_be_bytes(), &[1u8; 50])?;
+        }
+        assert!(store.append_hints().get(t.root()).is_some());
+        t.put(&5u64.to_be_bytes(), b"x")?;
+        assert_eq!(store.append_hints().get(t.root()), None);
+        t.put(&2_000u64.to_be_bytes(), b"y")?;
+        assert!(store.append_hints().get(t.root()).is_some());
+        assert_eq!(t.verify()?.entries, 602);
+        store.close()
     }
 }

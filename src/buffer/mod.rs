@@ -63,6 +63,12 @@
 //!   damaged bytes with a matching checksum can never reach the page-LSN
 //!   order assertions (B4, page P3). Before the log is installed, the
 //!   ceiling is the end of what recovery may scan.
+//! * B11. The tree epoch counts B+tree structure changes: every node
+//!   split and every free of a node page. Each is counted before its
+//!   mini-transaction changes the node, which it holds latched from then
+//!   to its commit, so a thread that latches the node afterwards sees the
+//!   epoch moved (latch release and acquire order the two). The pool only
+//!   keeps the count; `btree` (AH1) relies on it.
 
 mod arena;
 mod doublewrite;
@@ -238,6 +244,8 @@ pub struct BufferPool {
     counters: PoolCounters,
     poisoned: Mutex<Option<String>>,
     is_poisoned: AtomicBool,
+    /// B+tree node splits and node frees since open (B11).
+    tree_epoch: AtomicU64,
 }
 
 /// A pin on a frame, released on drop.
@@ -402,7 +410,22 @@ impl BufferPool {
             counters: PoolCounters::default(),
             poisoned: Mutex::new(None),
             is_poisoned: AtomicBool::new(false),
+            tree_epoch: AtomicU64::new(0),
         }
+    }
+
+    /// Count a B+tree structure change (B11): a node split, or a node
+    /// page freed. Called with the node latched, before it changes.
+    pub(crate) fn note_tree_change(&self) {
+        self.tree_epoch.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// B+tree structure changes since open (B11). Read twice with the
+    /// same node latched, an unchanged value means no node of any tree
+    /// split or was freed in between (B+tree append hints rely on it:
+    /// `btree` AH1).
+    pub(crate) fn tree_epoch(&self) -> u64 {
+        self.tree_epoch.load(Ordering::SeqCst)
     }
 
     /// Install the log whose durability page writes wait for (B2). Before

@@ -1091,6 +1091,13 @@ pub fn child_for(page: &[u8], key: &[u8]) -> Result<u64, NodeError> {
     child_in(page, &h, i)
 }
 
+/// [`child_for`], and whether that child is the node's last one.
+pub fn child_for_edge(page: &[u8], key: &[u8]) -> Result<(u64, bool), NodeError> {
+    let h = header(page)?;
+    let i = search_internal_in(page, &h, key)?;
+    Ok((child_in(page, &h, i)?, i + 1 == h.n))
+}
+
 /// [`child_for`], with where `key` falls in that child's key range: the
 /// fraction (of 2^32) of the way from the child's separator to the next
 /// one, for [`search_leaf_with_hint`] to start from. `None` for the first

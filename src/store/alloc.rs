@@ -86,6 +86,11 @@ pub fn free_page(mtr: &mut Mtr<'_>, h: PageHandle) -> Result<()> {
         let p = mtr.page(sb)?;
         (get_u64(p, SB_FREE_HEAD), get_u64(p, SB_FREE_COUNT))
     };
+    if page::page_type(mtr.page(h)?) == Some(PageType::BtreeNode) {
+        // Buffer B11: counted while this mtr holds the node latched,
+        // before it changes.
+        mtr.pool().note_tree_change();
+    }
     mtr.apply(h, &Op::Init(PageType::Free))?;
     write_u64(mtr, h, FREE_NEXT, head)?;
     write_u64(mtr, sb, SB_FREE_HEAD, id.0)?;

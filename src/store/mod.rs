@@ -265,6 +265,8 @@ pub(crate) struct Shared {
     bell: Mutex<u64>,
     bell_cv: Condvar,
     checkpoint_lock: Mutex<()>,
+    /// Where each tree's last append went (`btree` AH1-AH3).
+    append_hints: crate::btree::AppendHints,
 }
 
 /// An open store. All methods take `&self`; it is `Send + Sync`.
@@ -653,6 +655,7 @@ impl Store {
             bell: Mutex::new(0),
             bell_cv: Condvar::new(),
             checkpoint_lock: Mutex::new(()),
+            append_hints: Default::default(),
         });
         let cleaner = if opts.cleaner {
             let s = shared.clone();
@@ -686,6 +689,11 @@ impl Store {
     /// The buffer pool.
     pub fn pool(&self) -> &BufferPool {
         &self.shared.pool
+    }
+
+    /// The B+tree append hints of this store's trees.
+    pub(crate) fn append_hints(&self) -> &crate::btree::AppendHints {
+        &self.shared.append_hints
     }
 
     /// The redo log.

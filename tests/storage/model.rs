@@ -324,3 +324,87 @@ fn queue_appends_right_and_drains_left() {
     }
     assert_eq!(contents(&store, root), model);
 }
+
+#[derive(Clone, Debug)]
+enum QueueStep {
+    /// Append `n` keys above every key of tree `t` (the append hint).
+    Append { t: usize, n: u16, vlen: u16 },
+    /// Delete tree `t`'s `n` lowest keys (merges free its leaves, which
+    /// the other tree's splits then reuse).
+    DeleteLowest { t: usize, n: u16 },
+    /// Put a key inside tree `t`'s range (splits that leave the
+    /// rightmost leaf where the hint had it).
+    PutInside { t: usize, at: u16 },
+}
+
+fn queue_step() -> impl Strategy<Value = QueueStep> {
+    prop_oneof![
+        4 => (0usize..2, 1u16..120, 10u16..400).prop_map(|(t, n, vlen)| QueueStep::Append { t, n, vlen }),
+        2 => (0usize..2, 1u16..200).prop_map(|(t, n)| QueueStep::DeleteLowest { t, n }),
+        2 => (0usize..2, any::<u16>()).prop_map(|(t, at)| QueueStep::PutInside { t, at }),
+    ]
+}
+
+/// Two trees used as queues over one free list, with inserts inside
+/// their ranges: appends go through each tree's append hint while the
+/// other tree's splits and merges reuse freed leaves (btree AH1, AH2);
+/// each tree must match its model.
+fn run_queues(steps: &[QueueStep], seed: u64) {
+    let fs = SimFs::new(seed);
+    let store = create(&fs, opts(64));
+    let roots = [
+        Tree::create(&store).unwrap().root(),
+        Tree::create(&store).unwrap().root(),
+    ];
+    let mut models: [BTreeMap<Vec<u8>, Vec<u8>>; 2] = Default::default();
+    let mut next = [0u64; 2];
+    for (n, s) in steps.iter().enumerate() {
+        match *s {
+            QueueStep::Append { t, n: count, vlen } => {
+                let tree = Tree::open(&store, roots[t]);
+                for _ in 0..count {
+                    let k = (next[t] * 4).to_be_bytes().to_vec();
+                    let v = bytes(next[t], usize::from(vlen));
+                    tree.put(&k, &v).unwrap();
+                    models[t].insert(k, v);
+                    next[t] += 1;
+                }
+            }
+            QueueStep::DeleteLowest { t, n: count } => {
+                let tree = Tree::open(&store, roots[t]);
+                let keys: Vec<Vec<u8>> =
+                    models[t].keys().take(usize::from(count)).cloned().collect();
+                for k in keys {
+                    assert!(tree.delete(&k).unwrap().is_some(), "step {n}: delete");
+                    models[t].remove(&k);
+                }
+            }
+            QueueStep::PutInside { t, at } => {
+                if next[t] == 0 {
+                    continue;
+                }
+                let tree = Tree::open(&store, roots[t]);
+                // Between two appended keys (they are multiples of 4).
+                let k = ((u64::from(at) % next[t]) * 4 + 1).to_be_bytes().to_vec();
+                let v = bytes(u64::from(at), 150);
+                tree.put(&k, &v).unwrap();
+                models[t].insert(k, v);
+            }
+        }
+    }
+    for t in 0..2 {
+        assert_eq!(contents(&store, roots[t]), models[t], "tree {t}");
+    }
+    store.close().unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #[test]
+    fn two_queues_sharing_pages_match_their_models(
+        steps in proptest::collection::vec(queue_step(), 1..120),
+        seed in any::<u64>(),
+    ) {
+        run_queues(&steps, seed);
+    }
+}
