@@ -86,7 +86,7 @@ pub(crate) struct TxnState {
     /// Its runs of inserts with automatic keys (undo U7), oldest first:
     /// what a rollback removes besides its undo records.
     runs: Vec<RunSpan>,
-    locks: Vec<Vec<u8>>,
+    locks: Vec<crate::txn::lock::LockKey>,
     done: bool,
     /// Why a transaction that is `done` before `commit` or `rollback` was
     /// called ended (reported to later calls).
@@ -683,9 +683,10 @@ impl<'a> Ctx<'a> {
     }
 
     fn lock(&mut self, key: Vec<u8>, mode: LockMode) -> Result<()> {
+        let key = self.db.locks.key(key);
         self.db
             .locks
-            .lock_cancelable(self.id, &key, mode, self.st.cancel.as_deref())?;
+            .lock_key(self.id, &key, mode, self.st.cancel.as_deref())?;
         self.locks.push(key);
         Ok(())
     }
@@ -1482,7 +1483,7 @@ impl<'a> Ctx<'a> {
         }
         self.view = None;
         let locks = std::mem::take(&mut self.locks);
-        self.db.locks.release(self.id, &locks);
+        self.db.locks.release_keys(self.id, &locks);
     }
 
     /// Write the commit mark and release the locks; the commit LSN if the
