@@ -6,7 +6,9 @@
 //! trees that share one tablespace.
 //!
 //! A hint is only a guess; the insert that uses it checks it with the leaf
-//! latched exclusively and falls back to a descent when any check fails:
+//! latched exclusively and falls back to a descent when any check fails
+//! (and drops the hint: a tree written in random order would otherwise
+//! latch its rightmost leaf on every insert):
 //!
 //! * AH1. **The leaf is still the tree's rightmost leaf.** A hint is
 //!   recorded only by an insert that reached the leaf by the last child
@@ -23,9 +25,10 @@
 //!   split anywhere makes every hint stale: that costs one descent per
 //!   tree that appends, against the fifty or more appends a leaf takes.
 //! * AH2. **The key belongs in it.** The leaf has at least one key and
-//!   the new key is above its last key: the rightmost leaf holds every
-//!   key from its lower fence up, and its last key is at or above that
-//!   fence.
+//!   the new key is at or above its first key: the rightmost leaf holds
+//!   every key from its lower fence up, and its first key is at or above
+//!   that fence. (So keys drawn in order but put slightly out of order by
+//!   concurrent clients, and replacements of recent keys, still use it.)
 //! * AH3. **A hint is read whole.** Each slot is a sequence lock over
 //!   (root, leaf, epoch): a reader that overlapped a writer retries or
 //!   gives up, so it never pairs one tree's root with another tree's leaf.

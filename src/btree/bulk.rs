@@ -153,6 +153,8 @@ impl<'s> Tree<'s> {
         let mut mtr = self.store.mtr()?;
         let h = mtr.latch(self.root, crate::buffer::Load::Verify)?;
         // Buffer B11 (append hint AH1): the root's content is replaced.
+        // An empty root leaf never had a hint (one needs an append after
+        // a key); counted all the same, so AH1 does not depend on it.
         self.store.pool().note_tree_change();
         self.write_node(&mut mtr, h, level, cells)?;
         mtr.commit()?;

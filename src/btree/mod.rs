@@ -480,29 +480,47 @@ impl<'s> Tree<'s> {
     }
 
     /// The tree's rightmost leaf, latched exclusively, if its append hint
-    /// names it and `key` goes after its last key (AH1, AH2). A hint that
-    /// fails a check is forgotten.
+    /// names it and `key` is at or above its first key (AH1, AH2). A
+    /// hint that fails a check, or whose leaf cannot be read, is
+    /// forgotten.
     fn hinted_leaf(&self, key: &[u8]) -> Result<Option<PageWrite<'s>>> {
         let hints = self.store.append_hints();
         let Some(hint) = hints.get(self.root) else {
             return Ok(None);
         };
         let pool = self.store.pool();
-        let leaf = pool.fetch_write(hint.leaf, Load::Verify)?;
-        // AH1: the epoch is read with the leaf latched; an unchanged epoch
-        // also means it is still a node of this tree, so its bytes are
-        // checked as any node's.
-        let fits = pool.tree_epoch() == hint.epoch && {
-            self.check_node(hint.leaf, &leaf, Some(0))?;
-            let n = node::nslots(&leaf);
-            n > 0 && node::search_leaf_for_insert(&leaf, key).map_err(self.ne(hint.leaf))? == Err(n)
-        };
-        if fits {
-            return Ok(Some(leaf));
+        // A hint the epoch has passed is dropped before its page is
+        // touched (it may be any page by now); checked again below, with
+        // the leaf latched, which is the check AH1 rests on.
+        if pool.tree_epoch() != hint.epoch {
+            hints.clear(self.root, hint);
+            return Ok(None);
         }
-        drop(leaf);
-        hints.clear(self.root, hint);
-        Ok(None)
+        let checked = pool.fetch_write(hint.leaf, Load::Verify).and_then(|leaf| {
+            // AH1: the epoch read with the leaf latched. Unchanged, the
+            // page is still this tree's rightmost leaf, so its bytes are
+            // checked as any node's (damage is an error, as on a descent).
+            if pool.tree_epoch() != hint.epoch {
+                return Ok(None);
+            }
+            self.check_node(hint.leaf, &leaf, Some(0))?;
+            // AH2: the rightmost leaf holds every key from its lower fence
+            // up, and its first key is at or above that fence.
+            let fits = node::nslots(&leaf) > 0
+                && key >= node::key(&leaf, 0).map_err(self.ne(hint.leaf))?;
+            Ok(fits.then_some(leaf))
+        });
+        match checked {
+            Ok(Some(leaf)) => Ok(Some(leaf)),
+            Ok(None) => {
+                hints.clear(self.root, hint);
+                Ok(None)
+            }
+            Err(e) => {
+                hints.clear(self.root, hint);
+                Err(e)
+            }
+        }
     }
 
     /// After an append at the end of `leaf`, reached by the last child at

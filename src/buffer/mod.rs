@@ -68,7 +68,9 @@
 //!   mini-transaction changes the node, which it holds latched from then
 //!   to its commit, so a thread that latches the node afterwards sees the
 //!   epoch moved (latch release and acquire order the two). The pool only
-//!   keeps the count; `btree` (AH1) relies on it.
+//!   keeps the count; `btree` (AH1) relies on it. (A root that takes its
+//!   only child's content is rewritten before the child is freed; it is
+//!   an internal node before and after, never a leaf a hint names.)
 
 mod arena;
 mod doublewrite;
