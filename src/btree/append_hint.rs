@@ -48,6 +48,7 @@ use crate::page::PageId;
 /// Slots in the table (a power of two). Trees share a slot when their
 /// roots hash alike; they then only take turns holding it.
 const SLOTS: usize = 1024;
+const _: () = assert!(SLOTS.is_power_of_two() && SLOTS > 1);
 
 /// A tree's hint: its rightmost leaf as of `epoch`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,11 +144,11 @@ impl std::fmt::Debug for AppendHints {
 
 impl AppendHints {
     fn slot(&self, root: PageId) -> Option<&Slot> {
-        // Fibonacci hashing: the top bits of the product spread
-        // consecutive page ids over the table.
-        let i = (root.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize;
-        debug_assert!(i < SLOTS);
-        self.slots.get(i % SLOTS).map(|s| &**s)
+        // Fibonacci hashing: the top log2(SLOTS) bits of the product
+        // spread consecutive page ids over the table.
+        let i =
+            (root.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SLOTS.trailing_zeros())) as usize;
+        self.slots.get(i).map(|s| &**s)
     }
 
     /// The hint of the tree rooted at `root`, if it has one.

@@ -1352,15 +1352,30 @@ mod tests {
         page::page_type(&store.pool().fetch_read(id).expect("page"))
     }
 
+    /// A fresh store on a simulated disk seeded with `seed`, and a tree.
+    fn store_and_tree(seed: u64) -> Result<(Store, PageId)> {
+        let fs = Arc::new(SimFs::new(seed));
+        let store = Store::create(fs, Path::new("/db"), test_options())?;
+        let root = Tree::create(&store)?.root();
+        Ok((store, root))
+    }
+
+    /// The last key of leaf `id`.
+    fn last_key(t: &Tree<'_>, id: PageId) -> Result<Vec<u8>> {
+        let leaf = t.store.pool().fetch_read(id)?;
+        let n = node::nslots(&leaf);
+        assert!(n > 0, "leaf {id} is empty");
+        Ok(node::key(&leaf, n - 1).map_err(t.ne(id))?.to_vec())
+    }
+
     /// Appends find the rightmost leaf through the hint (AH2); when that
     /// leaf is freed and handed to another tree, where the stale hint
     /// would pass every check of AH2, the reuse epoch turns the next
     /// append away (AH1) and it lands in its own tree.
     #[test]
     fn an_append_never_follows_a_hint_to_a_leaf_another_tree_reused() -> Result<()> {
-        let fs = Arc::new(SimFs::new(11));
-        let store = Store::create(fs, Path::new("/db"), test_options())?;
-        let a = Tree::create(&store)?;
+        let (store, root) = store_and_tree(11)?;
+        let a = Tree::open(&store, root);
         let value = [7u8; 100];
         let n = 400u64;
         for i in 0..n {
@@ -1370,13 +1385,9 @@ mod tests {
             .append_hints()
             .get(a.root())
             .expect("appends set a hint");
-        {
-            let leaf = store.pool().fetch_read(hint.leaf)?;
-            assert!(node::is_leaf(&leaf));
-            let last = node::key(&leaf, node::nslots(&leaf) - 1).map_err(a.ne(hint.leaf))?;
-            assert_eq!(last, (n - 1).to_be_bytes());
-            assert_ne!(hint.leaf, a.root(), "the tree has grown past its root");
-        }
+        assert!(node::is_leaf(&store.pool().fetch_read(hint.leaf)?));
+        assert_eq!(last_key(&a, hint.leaf)?, (n - 1).to_be_bytes());
+        assert_ne!(hint.leaf, a.root(), "the tree has grown past its root");
         // The next append goes through the hint and keeps it.
         a.put(&n.to_be_bytes(), &value)?;
         assert_eq!(store.append_hints().get(a.root()), Some(hint));
@@ -1413,9 +1424,8 @@ mod tests {
     /// half, not after the old leaf's new last key (AH1).
     #[test]
     fn an_append_after_the_hinted_leaf_split_goes_to_the_new_rightmost_leaf() -> Result<()> {
-        let fs = Arc::new(SimFs::new(13));
-        let store = Store::create(fs, Path::new("/db"), test_options())?;
-        let t = Tree::create(&store)?;
+        let (store, root) = store_and_tree(13)?;
+        let t = Tree::open(&store, root);
         let value = [3u8; 60];
         let mut n = 0u64;
         // Past the root and a few appends into the current rightmost leaf.
@@ -1432,12 +1442,7 @@ mod tests {
             t.put(&k.to_be_bytes(), &value)?;
             k -= 1;
         }
-        let last_in_old = {
-            let leaf = store.pool().fetch_read(hint.leaf)?;
-            node::key(&leaf, node::nslots(&leaf) - 1)
-                .map_err(t.ne(hint.leaf))?
-                .to_vec()
-        };
+        let last_in_old = last_key(&t, hint.leaf)?;
         assert!(
             last_in_old < ((n - 1) * 100).to_be_bytes().to_vec(),
             "the old leaf kept the lower half"
@@ -1456,9 +1461,8 @@ mod tests {
     /// rightmost leaf on every insert; the next append sets it again.
     #[test]
     fn a_hint_that_does_not_fit_is_forgotten() -> Result<()> {
-        let fs = Arc::new(SimFs::new(12));
-        let store = Store::create(fs, Path::new("/db"), test_options())?;
-        let t = Tree::create(&store)?;
+        let (store, root) = store_and_tree(12)?;
+        let t = Tree::open(&store, root);
         for i in (0..600u64).map(|i| i * 2) {
             t.put(&i.to_be_bytes(), &[1u8; 50])?;
         }

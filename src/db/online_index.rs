@@ -315,7 +315,7 @@ fn visit_row(
     report: &mut IndexBuildReport,
     on_step: &mut dyn FnMut(Step<'_>) -> Result<()>,
 ) -> Result<u64> {
-    let lock = table::row_lock(schema.id, pk);
+    let lock = db.locks.key(table::row_lock(schema.id, pk));
     loop {
         // The build holds no other lock while it waits, so it is in no
         // cycle; a wait that times out (a long transaction holds the row)
@@ -336,7 +336,7 @@ fn visit_row(
         }
     }
     let r = add_entries(db, schema, i, pk, on_step);
-    db.locks.release(me, &[lock]);
+    db.locks.release(me, std::slice::from_ref(&lock));
     r
 }
 

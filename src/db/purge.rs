@@ -228,13 +228,13 @@ fn purge_record(
     }
     // Each partition's purger locks rows under its own identity.
     let me = PURGE_TRX - u64::from(part);
-    let lock = table::row_lock(schema.id, &rec.key);
+    let lock = db.locks.key(table::row_lock(schema.id, &rec.key));
     db.locks.lock(me, &lock, LockMode::Exclusive)?;
     // The schema again, under the row's lock: an index whose online build
     // started since may hold entries of this row (`online_index` OI3).
     let schema = t.latest();
     let r = purge_row(db, &schema, roll, rec, bound);
-    db.locks.release(me, &[lock]);
+    db.locks.release(me, std::slice::from_ref(&lock));
     r
 }
 

@@ -686,7 +686,7 @@ impl<'a> Ctx<'a> {
         let key = self.db.locks.key(key);
         self.db
             .locks
-            .lock_key(self.id, &key, mode, self.st.cancel.as_deref())?;
+            .lock_cancelable(self.id, &key, mode, self.st.cancel.as_deref())?;
         self.locks.push(key);
         Ok(())
     }
@@ -1483,7 +1483,7 @@ impl<'a> Ctx<'a> {
         }
         self.view = None;
         let locks = std::mem::take(&mut self.locks);
-        self.db.locks.release_keys(self.id, &locks);
+        self.db.locks.release(self.id, &locks);
     }
 
     /// Write the commit mark and release the locks; the commit LSN if the

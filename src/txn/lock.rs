@@ -213,7 +213,7 @@ impl LockTable {
     }
 
     /// `bytes` as a key of this table, hashed once for its lock and its
-    /// release ([`LockTable::lock_key`], [`LockTable::release_keys`]).
+    /// release.
     pub fn key(&self, bytes: Vec<u8>) -> LockKey {
         LockKey {
             hash: self.hash(&bytes),
@@ -223,21 +223,8 @@ impl LockTable {
 
     /// Lock `key` for `trx` in `mode`, waiting if needed (L2, L4). The
     /// caller remembers its keys and passes them to [`LockTable::release`].
-    pub fn lock(&self, trx: TrxId, key: &[u8], mode: LockMode) -> Result<()> {
+    pub fn lock(&self, trx: TrxId, key: &LockKey, mode: LockMode) -> Result<()> {
         self.lock_cancelable(trx, key, mode, None)
-    }
-
-    /// [`LockTable::lock_cancelable`] of a key made by
-    /// [`LockTable::key`] (of this table: its hash is this table's).
-    pub fn lock_key(
-        &self,
-        trx: TrxId,
-        key: &LockKey,
-        mode: LockMode,
-        cancel: Option<&AtomicBool>,
-    ) -> Result<()> {
-        debug_assert_eq!(key.hash, self.hash(&key.bytes), "a key of another table");
-        self.acquire(trx, key.hash, &key.bytes, mode, cancel)
     }
 
     /// [`LockTable::lock`], and a wait also ends, with
@@ -247,11 +234,12 @@ impl LockTable {
     pub fn lock_cancelable(
         &self,
         trx: TrxId,
-        key: &[u8],
+        key: &LockKey,
         mode: LockMode,
         cancel: Option<&AtomicBool>,
     ) -> Result<()> {
-        self.acquire(trx, self.hash(key), key, mode, cancel)
+        debug_assert_eq!(key.hash, self.hash(&key.bytes), "a key of another table");
+        self.acquire(trx, key.hash, &key.bytes, mode, cancel)
     }
 
     /// [`LockTable::lock_cancelable`] of `key`, whose hash is `h`.
@@ -413,27 +401,15 @@ impl LockTable {
     }
 
     /// Release `trx`'s locks on `keys` (at commit or rollback).
-    pub fn release(&self, trx: TrxId, keys: &[Vec<u8>]) {
-        for key in keys {
-            self.release_one(trx, self.hash(key), key);
-        }
-    }
-
-    /// [`LockTable::release`] of keys made by [`LockTable::key`].
-    pub fn release_keys(&self, trx: TrxId, keys: &[LockKey]) {
+    pub fn release(&self, trx: TrxId, keys: &[LockKey]) {
         for key in keys {
             debug_assert_eq!(key.hash, self.hash(&key.bytes), "a key of another table");
-            self.release_one(trx, key.hash, &key.bytes);
-        }
-    }
-
-    /// Release `trx`'s hold on `key`, whose hash is `h`.
-    fn release_one(&self, trx: TrxId, h: u64, key: &[u8]) {
-        let mut shard = self.shard(h).lock();
-        // No entry: a key listed twice was released already (L7).
-        if let Ok(mut o) = shard.find_entry(h, |(k, _)| k.as_slice() == key) {
-            o.get_mut().1.holders.retain(|&(t, _)| t != trx);
-            Self::settle(o, &self.graph);
+            let mut shard = self.shard(key.hash).lock();
+            // No entry: a key listed twice was released already (L7).
+            if let Ok(mut o) = shard.find_entry(key.hash, |(k, _)| *k == key.bytes) {
+                o.get_mut().1.holders.retain(|&(t, _)| t != trx);
+                Self::settle(o, &self.graph);
+            }
         }
     }
 
@@ -454,6 +430,10 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicI32, Ordering};
 
+    fn key_of(t: &LockTable, bytes: &[u8]) -> LockKey {
+        t.key(bytes.to_vec())
+    }
+
     fn table(ms: u64) -> Arc<LockTable> {
         Arc::new(LockTable::new(Duration::from_millis(ms)))
     }
@@ -461,18 +441,18 @@ mod tests {
     #[test]
     fn shared_is_shared_exclusive_excludes() {
         let t = table(50);
-        t.lock(1, b"a", LockMode::Shared).unwrap();
-        t.lock(2, b"a", LockMode::Shared).unwrap();
+        t.lock(1, &key_of(&t, b"a"), LockMode::Shared).unwrap();
+        t.lock(2, &key_of(&t, b"a"), LockMode::Shared).unwrap();
         assert!(matches!(
-            t.lock(3, b"a", LockMode::Exclusive),
+            t.lock(3, &key_of(&t, b"a"), LockMode::Exclusive),
             Err(Error::LockTimeout { .. })
         ));
-        t.release(1, &[b"a".to_vec()]);
-        t.release(2, &[b"a".to_vec()]);
-        t.lock(3, b"a", LockMode::Exclusive).unwrap();
-        t.lock(3, b"a", LockMode::Shared).unwrap(); // already stronger
+        t.release(1, &[key_of(&t, b"a")]);
+        t.release(2, &[key_of(&t, b"a")]);
+        t.lock(3, &key_of(&t, b"a"), LockMode::Exclusive).unwrap();
+        t.lock(3, &key_of(&t, b"a"), LockMode::Shared).unwrap(); // already stronger
         assert!(matches!(
-            t.lock(4, b"a", LockMode::Shared),
+            t.lock(4, &key_of(&t, b"a"), LockMode::Shared),
             Err(Error::LockTimeout { .. })
         ));
         assert_eq!(t.stats().timeouts, 2);
@@ -484,7 +464,9 @@ mod tests {
     #[test]
     fn many_keys_are_found_again_after_the_shards_grow() {
         let t = table(50);
-        let keys: Vec<Vec<u8>> = (0u32..20_000).map(|i| i.to_be_bytes().to_vec()).collect();
+        let keys: Vec<LockKey> = (0u32..20_000)
+            .map(|i| key_of(&t, &i.to_be_bytes()))
+            .collect();
         for k in &keys {
             t.lock(1, k, LockMode::Exclusive).unwrap();
         }
@@ -509,26 +491,27 @@ mod tests {
     #[test]
     fn a_refused_wait_leaves_the_holders_entry() {
         let t = table(50);
-        t.lock(1, b"k", LockMode::Exclusive).unwrap();
-        let (r, refused) = crate::wait::without_waiting(|| t.lock(2, b"k", LockMode::Shared));
+        t.lock(1, &key_of(&t, b"k"), LockMode::Exclusive).unwrap();
+        let (r, refused) =
+            crate::wait::without_waiting(|| t.lock(2, &key_of(&t, b"k"), LockMode::Shared));
         assert!(
             refused && matches!(r, Err(Error::WouldWait { .. })),
             "{r:?}"
         );
         assert_eq!(t.entries(), 1);
         assert_eq!(t.stats().waits, 0);
-        t.release(1, &[b"k".to_vec()]);
+        t.release(1, &[key_of(&t, b"k")]);
         assert_eq!(t.entries(), 0);
-        t.lock(2, b"k", LockMode::Shared).unwrap();
+        t.lock(2, &key_of(&t, b"k"), LockMode::Shared).unwrap();
     }
 
     #[test]
     fn upgrade_when_alone() {
         let t = table(50);
-        t.lock(1, b"k", LockMode::Shared).unwrap();
-        t.lock(1, b"k", LockMode::Exclusive).unwrap();
+        t.lock(1, &key_of(&t, b"k"), LockMode::Shared).unwrap();
+        t.lock(1, &key_of(&t, b"k"), LockMode::Exclusive).unwrap();
         assert!(matches!(
-            t.lock(2, b"k", LockMode::Shared),
+            t.lock(2, &key_of(&t, b"k"), LockMode::Shared),
             Err(Error::LockTimeout { .. })
         ));
     }
@@ -536,11 +519,11 @@ mod tests {
     #[test]
     fn waiter_is_granted_on_release() {
         let t = table(5000);
-        t.lock(1, b"k", LockMode::Exclusive).unwrap();
+        t.lock(1, &key_of(&t, b"k"), LockMode::Exclusive).unwrap();
         let t2 = t.clone();
-        let h = std::thread::spawn(move || t2.lock(2, b"k", LockMode::Exclusive));
+        let h = std::thread::spawn(move || t2.lock(2, &key_of(&t2, b"k"), LockMode::Exclusive));
         std::thread::sleep(Duration::from_millis(20));
-        t.release(1, &[b"k".to_vec()]);
+        t.release(1, &[key_of(&t, b"k")]);
         h.join().unwrap().unwrap();
         assert_eq!(t.stats().waits, 1);
     }
@@ -548,19 +531,19 @@ mod tests {
     #[test]
     fn two_way_deadlock_is_detected() {
         let t = table(10_000);
-        t.lock(1, b"a", LockMode::Exclusive).unwrap();
-        t.lock(2, b"b", LockMode::Exclusive).unwrap();
+        t.lock(1, &key_of(&t, b"a"), LockMode::Exclusive).unwrap();
+        t.lock(2, &key_of(&t, b"b"), LockMode::Exclusive).unwrap();
         let t1 = t.clone();
-        let h = std::thread::spawn(move || t1.lock(1, b"b", LockMode::Exclusive));
+        let h = std::thread::spawn(move || t1.lock(1, &key_of(&t1, b"b"), LockMode::Exclusive));
         // Wait until trx 1 is queued on b.
         while t.stats().waits == 0 {
             std::thread::yield_now();
         }
-        let r = t.lock(2, b"a", LockMode::Exclusive);
+        let r = t.lock(2, &key_of(&t, b"a"), LockMode::Exclusive);
         assert!(matches!(r, Err(Error::Deadlock { trx: 2 })), "{r:?}");
         assert!(r.unwrap_err().is_retryable());
         // The victim rolls back: its locks go, trx 1 proceeds.
-        t.release(2, &[b"b".to_vec()]);
+        t.release(2, &[key_of(&t, b"b")]);
         h.join().unwrap().unwrap();
         assert_eq!(t.stats().deadlocks, 1);
     }
@@ -570,12 +553,12 @@ mod tests {
     #[test]
     fn a_canceled_wait_leaves_the_queue() {
         let t = table(10_000);
-        t.lock(1, b"a", LockMode::Exclusive).unwrap();
+        t.lock(1, &key_of(&t, b"a"), LockMode::Exclusive).unwrap();
         let flag = Arc::new(AtomicBool::new(false));
         let (t1, f1) = (t.clone(), flag.clone());
         let h = std::thread::spawn(move || {
             let started = Instant::now();
-            let r = t1.lock_cancelable(2, b"a", LockMode::Exclusive, Some(&f1));
+            let r = t1.lock_cancelable(2, &key_of(&t1, b"a"), LockMode::Exclusive, Some(&f1));
             (r, started.elapsed())
         });
         while t.stats().waits == 0 {
@@ -586,8 +569,8 @@ mod tests {
         assert!(matches!(r, Err(Error::Canceled { trx: 2 })), "{r:?}");
         assert!(waited < Duration::from_secs(5), "{waited:?}");
         assert_eq!(t.stats().timeouts, 0);
-        t.release(1, &[b"a".to_vec()]);
-        t.lock(3, b"a", LockMode::Exclusive).unwrap();
+        t.release(1, &[key_of(&t, b"a")]);
+        t.lock(3, &key_of(&t, b"a"), LockMode::Exclusive).unwrap();
     }
 
     /// Many threads lock random keys exclusively in random order: every
@@ -606,16 +589,16 @@ mod tests {
                     let mut outcomes = (0, 0, 0);
                     for round in 0..300u64 {
                         let trx = 1 + w + 6 * round;
-                        let mut held: Vec<Vec<u8>> = Vec::new();
+                        let mut held: Vec<u8> = Vec::new();
                         let mut failed = false;
                         for _ in 0..3 {
                             let k = rng.random_range(0..8u8);
-                            match t.lock(trx, &[k], LockMode::Exclusive) {
+                            match t.lock(trx, &key_of(&t, &[k]), LockMode::Exclusive) {
                                 Ok(()) => {
-                                    if !held.contains(&vec![k]) {
+                                    if !held.contains(&k) {
                                         let c = holders[k as usize].fetch_add(1, Ordering::SeqCst);
                                         assert_eq!(c, 0, "two exclusive holders of {k}");
-                                        held.push(vec![k]);
+                                        held.push(k);
                                         std::thread::yield_now();
                                     }
                                 }
@@ -635,10 +618,11 @@ mod tests {
                         if !failed {
                             outcomes.0 += 1;
                         }
-                        for k in &held {
-                            holders[k[0] as usize].fetch_sub(1, Ordering::SeqCst);
+                        for &k in &held {
+                            holders[k as usize].fetch_sub(1, Ordering::SeqCst);
                         }
-                        t.release(trx, &held);
+                        let keys: Vec<LockKey> = held.iter().map(|&k| key_of(&t, &[k])).collect();
+                        t.release(trx, &keys);
                     }
                     outcomes
                 })
