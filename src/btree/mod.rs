@@ -95,7 +95,10 @@ use node::{LeafValue, NodeError, SLOT_SIZE};
 /// nothing latched before it waits holding the parent (BT5).
 pub const BUSY_CHILD_RETRIES: u32 = 4;
 
-/// How the pessimistic descent ended.
+/// How the pessimistic descent ended. Returned once per descent and
+/// never stored, so the large variant (an mtr keeps its first pages
+/// inline) is not boxed: that would put back the allocation it saves.
+#[allow(clippy::large_enum_variant)]
 enum Descent<'s> {
     /// The superblock and the path are latched.
     Latched(Mtr<'s>, Vec<(PageHandle, usize)>),

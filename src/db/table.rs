@@ -50,6 +50,7 @@ use crate::catalog::{ColumnType, Value, decode_key, decode_row, keycode};
 use crate::catalog::{RowRef, ValueRef};
 use crate::page::PageId;
 use crate::store::Store;
+use crate::txn::lock::{INLINE_KEY, KeyBytes};
 use crate::txn::{ReadView, RecHeader, RollPtr, TrxId, UndoKind, UndoRecord};
 use crate::{Error, Result};
 
@@ -302,7 +303,7 @@ pub(crate) fn sec_key_of(schema: &TableSchema, i: usize, values: &[Value]) -> Ve
         schema.def.columns.len(),
         "a row has one value per column"
     );
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(32);
     let key = sec_key_with(schema, i, &mut out, |k| {
         Ok::<_, std::convert::Infallible>(column_ref(values, k))
     });
@@ -397,22 +398,37 @@ pub(crate) fn decode(schema: &TableSchema, row: &[u8]) -> Result<Vec<Value>> {
     Ok(decode_row(&schema.def.columns, row)?)
 }
 
-/// The lock name of a row: `table id | 0 | pk`.
-pub(crate) fn row_lock(table: u64, pk: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(9 + pk.len());
-    k.extend_from_slice(&table.to_be_bytes());
-    k.push(0);
-    k.extend_from_slice(pk);
-    k
+/// The lock name of a row: `table id | 0 | pk` (inline, no allocation,
+/// for keys up to `lock::INLINE_KEY` bytes).
+pub(crate) fn row_lock(table: u64, pk: &[u8]) -> KeyBytes {
+    lock_name(table, 0, pk)
 }
 
 /// The lock name of a unique secondary key: `table id | 1 + index | key`.
-pub(crate) fn unique_lock(table: u64, i: usize, sec: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(9 + sec.len());
-    k.extend_from_slice(&table.to_be_bytes());
-    k.push(u8::try_from(i + 1).unwrap_or(u8::MAX));
-    k.extend_from_slice(sec);
-    k
+pub(crate) fn unique_lock(table: u64, i: usize, sec: &[u8]) -> KeyBytes {
+    lock_name(table, u8::try_from(i + 1).unwrap_or(u8::MAX), sec)
+}
+
+fn lock_name(table: u64, kind: u8, key: &[u8]) -> KeyBytes {
+    let n = 9 + key.len();
+    if n > INLINE_KEY {
+        let mut k = Vec::with_capacity(n);
+        k.extend_from_slice(&table.to_be_bytes());
+        k.push(kind);
+        k.extend_from_slice(key);
+        return KeyBytes::from_vec(k);
+    }
+    // Built in place: SmallVec's element-wise extend costs several times
+    // a copy.
+    let mut buf = [0u8; INLINE_KEY];
+    // In bounds: `n <= INLINE_KEY`, checked above.
+    #[allow(clippy::indexing_slicing)]
+    {
+        buf[..8].copy_from_slice(&table.to_be_bytes());
+        buf[8] = kind;
+        buf[9..n].copy_from_slice(key);
+    }
+    KeyBytes::from_buf_and_len(buf, n)
 }
 
 /// A clustered record: header and row bytes.
@@ -632,6 +648,25 @@ mod tests {
             store: crate::store::test_options(),
             purge: false,
             ..Options::default()
+        }
+    }
+
+    /// Lock names are `table id (big-endian) | kind | key`, built inline
+    /// or on the heap by length, with the same bytes either way.
+    #[test]
+    fn lock_names_are_table_kind_and_key() {
+        for len in [0, INLINE_KEY - 9, INLINE_KEY - 8, 200] {
+            let key: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            for (name, kind) in [
+                (row_lock(0x0102, &key), 0u8),
+                (unique_lock(0x0102, 4, &key), 5),
+            ] {
+                let mut want = 0x0102u64.to_be_bytes().to_vec();
+                want.push(kind);
+                want.extend_from_slice(&key);
+                assert_eq!(&name[..], &want[..], "{len}-byte key");
+                assert_eq!(name.spilled(), want.len() > INLINE_KEY);
+            }
         }
     }
 

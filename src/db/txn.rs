@@ -29,6 +29,7 @@ use crate::catalog::row::RowLayout;
 use crate::catalog::schema::TableSchema;
 use crate::catalog::{RowRef, Value, encode_key, encode_row, keycode};
 use crate::log::Durability;
+use crate::txn::lock::KeyBytes;
 use crate::txn::undo::REC_HEADER;
 use crate::txn::undo_seg::{Segment, UndoSegments};
 use crate::txn::{
@@ -386,25 +387,34 @@ pub type KeyBound<'a> = Bound<&'a [Value]>;
 /// The keys a version of `values` needs in the live indexes whose key
 /// differs from the replaced version's `old` (every live index when there
 /// is none), and the replaced keys of those indexes, in index order
-/// (undo U9).
+/// (undo U9). The old version is read in place: only its index columns
+/// are decoded.
 type ChangedKeys = (Vec<(usize, Vec<u8>)>, Vec<Vec<u8>>);
-fn changed_keys(schema: &TableSchema, old: Option<&[Value]>, values: &[Value]) -> ChangedKeys {
+fn changed_keys(
+    schema: &TableSchema,
+    old: Option<&RowRef<'_>>,
+    values: &[Value],
+) -> Result<ChangedKeys> {
     let mut new_keys = Vec::new();
     let mut old_keys = Vec::new();
+    let mut was = Vec::new();
     for i in schema.live_indexes() {
         let k = table::sec_key_of(schema, i, values);
-        match old.map(|old| table::sec_key_of(schema, i, old)) {
-            Some(was) if was == k => continue,
-            Some(was) => old_keys.push(was),
-            None => {}
+        if let Some(old) = old {
+            table::sec_key_of_ref(schema, i, old, &mut was)?;
+            if was == k {
+                continue;
+            }
+            old_keys.push(std::mem::take(&mut was));
         }
         new_keys.push((i, k));
     }
-    (new_keys, old_keys)
+    Ok((new_keys, old_keys))
 }
 
 fn encode(vals: &[Value]) -> Vec<u8> {
-    let mut out = Vec::new();
+    // One allocation for the common keys (a BIGINT is 9 bytes).
+    let mut out = Vec::with_capacity(16 * vals.len());
     encode_key(vals, &mut out);
     out
 }
@@ -682,7 +692,7 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn lock(&mut self, key: Vec<u8>, mode: LockMode) -> Result<()> {
+    fn lock(&mut self, key: KeyBytes, mode: LockMode) -> Result<()> {
         let key = self.db.locks.key(key);
         self.db
             .locks
@@ -981,7 +991,8 @@ impl<'a> Ctx<'a> {
         t.state.check_live(&guard)?;
         let schema: &TableSchema = &guard;
         let store = &self.db.store;
-        let mut values = values.to_vec();
+        // Copied only to fill in an automatic key.
+        let mut values = Cow::Borrowed(values);
         if values.len() != schema.def.columns.len() {
             return Err(Error::InvalidArgument {
                 what: "row",
@@ -1003,7 +1014,7 @@ impl<'a> Ctx<'a> {
                 let drawn = match values.get(col) {
                     Some(Value::Null) => {
                         let id = t.state.next_auto(store, schema)?;
-                        if let Some(slot) = values.get_mut(col) {
+                        if let Some(slot) = values.to_mut().get_mut(col) {
                             *slot = Value::Int64(id);
                         }
                         true
@@ -1048,7 +1059,7 @@ impl<'a> Ctx<'a> {
                 ),
             });
         }
-        let old_values = match &cur {
+        let old_row = match &cur {
             Some((h, _)) if !h.deleted => {
                 return Err(Error::DuplicateKey {
                     table: schema.def.name.clone(),
@@ -1058,14 +1069,14 @@ impl<'a> Ctx<'a> {
             // Over a delete-marked record: an update of it.
             Some(rec) => {
                 self.builds_on(rec)?;
-                Some(table::decode(schema, &rec.1)?)
+                Some(RowRef::new(&schema.def.columns, &rec.1)?)
             }
             None => None,
         };
         // The entries the new version needs: every index's, except where
         // the delete-marked version's entry has the same key (still there).
         let n = schema.def.indexes.len();
-        let (new_keys, old_keys) = changed_keys(schema, old_values.as_deref(), &values);
+        let (new_keys, old_keys) = changed_keys(schema, old_row.as_ref(), &values)?;
         let old_len = cur.as_ref().map(|(_, r)| REC_HEADER + r.len());
         self.check_fits(schema, &pk, &new_keys, Some(row.len()), old_len)?;
         // An index being built checks uniqueness when it is finished
@@ -1075,7 +1086,7 @@ impl<'a> Ctx<'a> {
                 self.check_unique(schema, i, &values, &pk)?;
             }
         }
-        let (kind, changed) = match &old_values {
+        let (kind, changed) = match &old_row {
             None => (UndoKind::Insert, UndoRecord::changed_mask(n, [])),
             Some(_) => (
                 UndoKind::Update,
@@ -1100,21 +1111,43 @@ impl<'a> Ctx<'a> {
     }
 
     fn key_of(&self, schema: &TableSchema, key: &[Value]) -> Result<Vec<u8>> {
-        let types = schema.def.key_types();
-        if key.len() != types.len() {
+        let def = &schema.def;
+        let columns = def.primary_key.len().max(1);
+        if key.len() != columns {
             return Err(Error::InvalidArgument {
                 what: "primary key",
                 reason: format!(
-                    "{} values for a key of {} columns in table {}",
+                    "{} values for a key of {columns} columns in table {}",
                     key.len(),
-                    types.len(),
-                    schema.def.name
+                    def.name
                 ),
             });
         }
-        for (v, ty) in key.iter().zip(&types) {
-            let col = crate::catalog::Column::new("key", *ty, false);
-            crate::catalog::check_value(&col, v)?;
+        if def.primary_key.is_empty() {
+            // The hidden automatic key: one BIGINT (the rare path; the
+            // column is built only here).
+            for v in key {
+                let col =
+                    crate::catalog::Column::new("key", crate::catalog::ColumnType::Int64, false);
+                crate::catalog::check_value(&col, v)?;
+            }
+        } else {
+            for (v, &k) in key.iter().zip(&def.primary_key) {
+                let Some(col) = def.columns.get(k) else {
+                    return Err(Error::InvalidArgument {
+                        what: "primary key",
+                        reason: format!("table {}: key column {k} does not exist", def.name),
+                    });
+                };
+                // A key value is never NULL, whatever the column says.
+                if matches!(v, Value::Null) {
+                    return Err(crate::catalog::CatalogError::NullNotAllowed {
+                        column: col.name.clone(),
+                    }
+                    .into());
+                }
+                crate::catalog::check_value(col, v)?;
+            }
         }
         Ok(encode(key))
     }
@@ -1159,8 +1192,9 @@ impl<'a> Ctx<'a> {
             return Ok(false);
         }
         self.builds_on(&cur)?;
-        let old_values = table::decode(schema, &cur.1)?;
-        let mut values = old_values.clone();
+        // The old version is decoded once, into the new one; its index
+        // keys are read from its bytes in place.
+        let mut values = table::decode(schema, &cur.1)?;
         for (c, v) in changes {
             if let Some(slot) = values.get_mut(*c) {
                 *slot = v.clone();
@@ -1168,7 +1202,8 @@ impl<'a> Ctx<'a> {
         }
         // `encode_row` checks the values first (`check_row`).
         let row = encode_row(&schema.def.columns, &values)?;
-        let (changed, old_keys) = changed_keys(schema, Some(&old_values), &values);
+        let old_row = RowRef::new(&schema.def.columns, &cur.1)?;
+        let (changed, old_keys) = changed_keys(schema, Some(&old_row), &values)?;
         let old_len = Some(REC_HEADER + cur.1.len());
         self.check_fits(schema, &pk, &changed, Some(row.len()), old_len)?;
         for (i, _) in &changed {

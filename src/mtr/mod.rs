@@ -45,7 +45,10 @@
 
 pub mod redo;
 
+use std::cell::Cell;
 use std::collections::HashMap;
+
+use smallvec::SmallVec;
 
 use crate::buffer::{BufferPool, Load, PageWrite};
 use crate::log::{Log, Lsn};
@@ -56,6 +59,23 @@ pub use redo::Op;
 
 /// Log record type of a mini-transaction (the log's caller tag).
 pub const RTYPE_MTR: u8 = 1;
+
+/// Pages an mtr holds without allocating: a row write latches a leaf,
+/// and an undo append a page or two; a split holds a few more.
+const INLINE_HELD: usize = 4;
+
+/// The largest redo buffer a thread keeps for its next mtr; a bigger one
+/// (a bulk build's page images) is freed.
+const SPARE_REDO_MAX: usize = 64 << 10;
+
+thread_local! {
+    /// This thread's redo buffer between mtrs: an mtr takes it when it
+    /// starts and gives it back, empty, when it ends, so most mtrs do not
+    /// allocate (and grow) a redo buffer of their own. An mtr that starts
+    /// while another of its thread is open finds the slot empty and
+    /// allocates as it would without it.
+    static SPARE_REDO: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
 
 /// Handle of a page latched by an [`Mtr`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,7 +95,8 @@ pub struct Mtr<'a> {
     pool: &'a BufferPool,
     log: &'a Log,
     space_id: u64,
-    held: Vec<Held<'a>>,
+    held: SmallVec<[Held<'a>; INLINE_HELD]>,
+    /// Taken from [`SPARE_REDO`] (empty) and given back by `Drop`.
     redo: Vec<u8>,
     /// From the first change to commit: this thread may wait (wait W2).
     may_wait: Option<crate::wait::MayWait>,
@@ -88,8 +109,8 @@ impl<'a> Mtr<'a> {
             pool,
             log,
             space_id: pool.file().space_id(),
-            held: Vec::new(),
-            redo: Vec::new(),
+            held: SmallVec::new(),
+            redo: SPARE_REDO.try_with(Cell::take).unwrap_or_default(),
             may_wait: None,
         }
     }
@@ -218,6 +239,12 @@ impl Drop for Mtr<'_> {
             self.pool
                 .poison("a mini-transaction was abandoned after changing pages");
         }
+        let mut redo = std::mem::take(&mut self.redo);
+        if redo.capacity() > 0 && redo.capacity() <= SPARE_REDO_MAX {
+            redo.clear();
+            // At thread exit the slot may be gone: the buffer is freed.
+            let _ = SPARE_REDO.try_with(|spare| spare.set(redo));
+        }
     }
 }
 
@@ -307,4 +334,72 @@ pub fn replay(pool: &BufferPool, start: Lsn, end: Lsn, payload: &[u8]) -> Result
         }
     }
     Ok(changed)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::io::SimFs;
+    use crate::page::{PAGE_HEADER, PageType};
+    use crate::store::{Store, alloc_page, test_options};
+
+    /// A fresh page of type `Undo` (free-form bytes after its header).
+    fn fresh_page(store: &Store) -> Result<PageId> {
+        let mut mtr = store.mtr()?;
+        let h = alloc_page(&mut mtr)?;
+        mtr.apply(h, &Op::Init(PageType::Undo))?;
+        let id = mtr.id(h)?;
+        mtr.commit()?;
+        Ok(id)
+    }
+
+    /// The redo bytes of `op` on `id` alone.
+    fn redo_of(id: PageId, op: &Op<'_>) -> usize {
+        let mut v = Vec::new();
+        redo::encode(&mut v, id, op);
+        v.len()
+    }
+
+    /// An mtr logs only its own changes: the thread's spare redo buffer
+    /// comes back empty after a commit, and an mtr opened while another is
+    /// open on the same thread gets a buffer of its own.
+    #[test]
+    fn an_mtr_logs_only_its_own_changes() -> Result<()> {
+        let fs = Arc::new(SimFs::new(5));
+        let store = Store::create(fs, Path::new("/db"), test_options())?;
+        let (p, q) = (fresh_page(&store)?, fresh_page(&store)?);
+        let first = Op::Write {
+            offset: PAGE_HEADER as u32 + 8,
+            bytes: b"the outer mtr's bytes",
+        };
+        let second = Op::Write {
+            offset: PAGE_HEADER as u32 + 64,
+            bytes: b"inner",
+        };
+        let mut outer = store.mtr()?;
+        assert!(outer.is_empty(), "a committed mtr's redo was left behind");
+        let h = outer.latch(p, Load::Verify)?;
+        outer.apply(h, &first)?;
+        let mut inner = store.mtr()?;
+        assert!(inner.is_empty(), "a nested mtr shares its parent's redo");
+        let g = inner.latch(q, Load::Verify)?;
+        inner.apply(g, &second)?;
+        assert_eq!(inner.redo_len(), redo_of(q, &second));
+        inner.commit()?;
+        assert_eq!(outer.redo_len(), redo_of(p, &first));
+        outer.commit()?;
+        let next = store.mtr()?;
+        assert!(next.is_empty(), "the spare buffer came back with bytes");
+        drop(next);
+        // Both changes are on their pages.
+        let page = store.pool().fetch_read(p)?;
+        assert_eq!(&page[PAGE_HEADER + 8..][..21], b"the outer mtr's bytes");
+        drop(page);
+        let page = store.pool().fetch_read(q)?;
+        assert_eq!(&page[PAGE_HEADER + 64..][..5], b"inner");
+        Ok(())
+    }
 }

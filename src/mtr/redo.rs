@@ -239,25 +239,23 @@ pub fn cell_patch(old: &[u8], new: &[u8]) -> Option<Vec<u8>> {
     if old.len() != new.len() {
         return None;
     }
-    let mut out = Vec::new();
+    // A patch is used only while shorter than the cell: no regrowth.
+    let mut out = Vec::with_capacity(new.len());
+    let n = new.len();
     let mut prev_end = 0usize;
     let mut i = 0usize;
-    let n = new.len();
-    while i < n {
-        // The next differing byte, then the end of its range (a run of
-        // differences that may swallow short equal gaps).
-        let Some(start) = (i..n).find(|&j| old.get(j) != new.get(j)) else {
-            break;
-        };
+    // The next differing byte, then the end of its range: a run of
+    // differences that swallows gaps of fewer than `MERGE_GAP` + 1 equal
+    // bytes.
+    while let Some(start) = first_difference(old, new, i) {
         let mut end = start + 1;
-        let mut j = end;
-        while j < n {
-            if old.get(j) != new.get(j) {
+        let (o, w) = (old.get(end..)?, new.get(end..)?);
+        for (j, (a, b)) in (end..).zip(o.iter().zip(w)) {
+            if a != b {
                 end = j + 1;
             } else if j - end >= MERGE_GAP {
                 break;
             }
-            j += 1;
         }
         crate::varint::put(&mut out, (start - prev_end) as u64);
         crate::varint::put(&mut out, (end - start) as u64);
@@ -269,6 +267,29 @@ pub fn cell_patch(old: &[u8], new: &[u8]) -> Option<Vec<u8>> {
         i = end;
     }
     Some(out)
+}
+
+/// The first `j >= from` where `a` and `b` (of equal length) differ,
+/// compared eight bytes at a time: an update's cell is mostly unchanged,
+/// and a byte-by-byte search cost about ten instructions a byte.
+fn first_difference(a: &[u8], b: &[u8], from: usize) -> Option<usize> {
+    debug_assert_eq!(a.len(), b.len(), "first_difference of unequal lengths");
+    let (a, b) = (a.get(from..)?, b.get(from..)?);
+    let (wa, ra) = a.as_chunks::<8>();
+    let (wb, rb) = b.as_chunks::<8>();
+    for (k, (x, y)) in wa.iter().zip(wb).enumerate() {
+        let d = u64::from_le_bytes(*x) ^ u64::from_le_bytes(*y);
+        if d != 0 {
+            // Little-endian: the lowest set bit is in the first
+            // differing byte.
+            return Some(from + 8 * k + (d.trailing_zeros() / 8) as usize);
+        }
+    }
+    let tail = from + 8 * wa.len();
+    ra.iter()
+        .zip(rb)
+        .position(|(x, y)| x != y)
+        .map(|p| tail + p)
 }
 
 /// Apply `NodePatch` ranges to `cell` (a copy). Ranges must lie in the
@@ -586,7 +607,55 @@ mod tests {
         }
     }
 
+    /// The byte-at-a-time `cell_patch` the word-wise one replaced: both
+    /// must write the same patch.
+    fn reference_patch(old: &[u8], new: &[u8]) -> Option<Vec<u8>> {
+        if old.len() != new.len() {
+            return None;
+        }
+        let mut out = Vec::new();
+        let (mut prev_end, mut i, n) = (0usize, 0usize, new.len());
+        while i < n {
+            let Some(start) = (i..n).find(|&j| old[j] != new[j]) else {
+                break;
+            };
+            let (mut end, mut j) = (start + 1, start + 1);
+            while j < n {
+                if old[j] != new[j] {
+                    end = j + 1;
+                } else if j - end >= MERGE_GAP {
+                    break;
+                }
+                j += 1;
+            }
+            crate::varint::put(&mut out, (start - prev_end) as u64);
+            crate::varint::put(&mut out, (end - start) as u64);
+            out.extend_from_slice(&new[start..end]);
+            if out.len() >= n {
+                return None;
+            }
+            prev_end = end;
+            i = end;
+        }
+        Some(out)
+    }
+
     proptest::proptest! {
+        /// The word-wise search writes the patch the byte-wise one did.
+        #[test]
+        fn a_patch_is_the_byte_wise_patch(
+            old in proptest::collection::vec(0u8..3, 0..120),
+            changes in proptest::collection::vec((0usize..120, 0u8..3), 0..30),
+        ) {
+            let mut new = old.clone();
+            for (at, b) in changes {
+                if let Some(n) = std::num::NonZeroUsize::new(new.len()) {
+                    new[at % n.get()] = b;
+                }
+            }
+            proptest::prop_assert_eq!(cell_patch(&old, &new), reference_patch(&old, &new));
+        }
+
         /// Patching a cell gives the page a replacement gives.
         #[test]
         fn a_patch_equals_a_replacement(

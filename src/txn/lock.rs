@@ -50,6 +50,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use hashbrown::HashTable;
 use parking_lot::{Condvar, Mutex};
+use smallvec::SmallVec;
 
 use super::registry::TrxId;
 use crate::{Error, Result};
@@ -71,9 +72,12 @@ struct Waiter {
     cv: Condvar,
 }
 
+/// A key's holders and waiters. Most keys have one holder and no
+/// waiter, so the holder is kept inline: an uncontended lock allocates
+/// nothing (the queue allocates only when someone waits).
 #[derive(Debug, Default)]
 struct Entry {
-    holders: Vec<(TrxId, LockMode)>,
+    holders: SmallVec<[(TrxId, LockMode); 1]>,
     queue: VecDeque<Arc<Waiter>>,
 }
 
@@ -118,13 +122,22 @@ impl Entry {
     }
 }
 
+/// Bytes kept inline in a [`KeyBytes`]: a row lock's name is a table
+/// id, a separator and the primary key (18 bytes for one `BIGINT`
+/// column), so common keys are built, kept by their transaction and
+/// stored in the table without allocating.
+pub const INLINE_KEY: usize = 32;
+
+/// A lock key's bytes (inline up to [`INLINE_KEY`] bytes).
+pub type KeyBytes = SmallVec<[u8; INLINE_KEY]>;
+
 /// A key with its hash under one lock table ([`LockTable::key`]): a
 /// transaction keeps its locked keys so, and its lock and its release
 /// of a key hash it once between them.
 #[derive(Clone, Debug)]
 pub struct LockKey {
     hash: u64,
-    bytes: Vec<u8>,
+    bytes: KeyBytes,
 }
 
 /// One shard of the lock table: (key, its holders and queue), found by the
@@ -134,7 +147,7 @@ pub struct LockKey {
 /// only minimally resistant). It is not cheap: about 240 instructions for
 /// a 20-byte key, 2.5% of a bulk load's per row, so a transaction hashes
 /// each key once for its lock and its release ([`LockKey`]).
-type Shard = Mutex<HashTable<(Vec<u8>, Entry)>>;
+type Shard = Mutex<HashTable<(KeyBytes, Entry)>>;
 
 /// Counters for `quill status`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -191,7 +204,7 @@ impl LockTable {
     }
 
     /// The rehash of a stored key (when a shard grows).
-    fn rehasher(&self) -> impl Fn(&(Vec<u8>, Entry)) -> u64 + '_ {
+    fn rehasher(&self) -> impl Fn(&(KeyBytes, Entry)) -> u64 + '_ {
         |(k, _)| self.hash(k)
     }
 
@@ -214,7 +227,7 @@ impl LockTable {
 
     /// `bytes` as a key of this table, hashed once for its lock and its
     /// release.
-    pub fn key(&self, bytes: Vec<u8>) -> LockKey {
+    pub fn key(&self, bytes: KeyBytes) -> LockKey {
         LockKey {
             hash: self.hash(&bytes),
             bytes,
@@ -257,7 +270,7 @@ impl LockTable {
                 hashbrown::hash_table::Entry::Occupied(o) => &mut o.into_mut().1,
                 hashbrown::hash_table::Entry::Vacant(v) => {
                     // L7: nobody holds or waits for it: granted at once.
-                    v.insert((key.to_vec(), Entry::default()))
+                    v.insert((KeyBytes::from_slice(key), Entry::default()))
                         .into_mut()
                         .1
                         .grant(trx, mode);
@@ -358,7 +371,7 @@ impl LockTable {
     /// After a key lost a holder or a waiter: [`Self::wake`] its queue,
     /// then drop its entry if nobody holds or waits for it any more (L7).
     fn settle(
-        mut o: hashbrown::hash_table::OccupiedEntry<'_, (Vec<u8>, Entry)>,
+        mut o: hashbrown::hash_table::OccupiedEntry<'_, (KeyBytes, Entry)>,
         graph: &Mutex<HashMap<TrxId, Vec<TrxId>>>,
     ) {
         let e = &mut o.get_mut().1;
@@ -406,8 +419,8 @@ impl LockTable {
             debug_assert_eq!(key.hash, self.hash(&key.bytes), "a key of another table");
             let mut shard = self.shard(key.hash).lock();
             // No entry: a key listed twice was released already (L7).
-            if let Ok(mut o) = shard.find_entry(key.hash, |(k, _)| *k == key.bytes) {
-                o.get_mut().1.holders.retain(|&(t, _)| t != trx);
+            if let Ok(mut o) = shard.find_entry(key.hash, |(k, _)| k[..] == key.bytes[..]) {
+                o.get_mut().1.holders.retain(|h| h.0 != trx);
                 Self::settle(o, &self.graph);
             }
         }
@@ -431,7 +444,7 @@ mod tests {
     use std::sync::atomic::{AtomicI32, Ordering};
 
     fn key_of(t: &LockTable, bytes: &[u8]) -> LockKey {
-        t.key(bytes.to_vec())
+        t.key(KeyBytes::from_slice(bytes))
     }
 
     fn table(ms: u64) -> Arc<LockTable> {
@@ -456,6 +469,43 @@ mod tests {
             Err(Error::LockTimeout { .. })
         ));
         assert_eq!(t.stats().timeouts, 2);
+    }
+
+    /// Keys kept inline and keys too long for it (on the heap) lock
+    /// alike: keys differing only in their last byte, inline or not, are
+    /// different keys, and each conflicts with itself; nothing is left
+    /// after release (L7).
+    #[test]
+    fn inline_and_heap_keys_lock_alike() {
+        let t = table(50);
+        for len in [
+            1,
+            INLINE_KEY - 1,
+            INLINE_KEY,
+            INLINE_KEY + 1,
+            3 * INLINE_KEY,
+        ] {
+            let a = vec![7u8; len];
+            let mut b = a.clone();
+            if let Some(last) = b.last_mut() {
+                *last = 8;
+            }
+            let (ka, kb) = (key_of(&t, &a), key_of(&t, &b));
+            assert_eq!(ka.bytes.spilled(), len > INLINE_KEY, "{len} bytes");
+            t.lock(1, &ka, LockMode::Exclusive).unwrap();
+            t.lock(2, &kb, LockMode::Exclusive).unwrap();
+            assert!(
+                matches!(
+                    t.lock(2, &key_of(&t, &a), LockMode::Shared),
+                    Err(Error::LockTimeout { .. })
+                ),
+                "{len} bytes"
+            );
+            t.release(1, std::slice::from_ref(&ka));
+            t.lock(2, &ka, LockMode::Exclusive).unwrap();
+            t.release(2, &[ka, kb]);
+            assert_eq!(t.entries(), 0, "lock L7: {len}-byte keys left entries");
+        }
     }
 
     /// Enough keys to make every shard's table grow and rehash: each is
