@@ -1066,10 +1066,17 @@ impl<'a> Ctx<'a> {
                     index: "PRIMARY".into(),
                 });
             }
-            // Over a delete-marked record: an update of it.
+            // Over a delete-marked record: an update of it. Its row is
+            // checked whole (every column read, text as UTF-8, as a
+            // decode would) without copying it: damage is an error here,
+            // not bytes carried into the undo record.
             Some(rec) => {
                 self.builds_on(rec)?;
-                Some(RowRef::new(&schema.def.columns, &rec.1)?)
+                let old = RowRef::new(&schema.def.columns, &rec.1)?;
+                for v in old.iter() {
+                    v?;
+                }
+                Some(old)
             }
             None => None,
         };
@@ -1192,9 +1199,10 @@ impl<'a> Ctx<'a> {
             return Ok(false);
         }
         self.builds_on(&cur)?;
-        // The old version is decoded once, into the new one; its index
-        // keys are read from its bytes in place.
-        let mut values = table::decode(schema, &cur.1)?;
+        // The old version's layout is checked once: its values become
+        // the new version's, and its index keys are read in place.
+        let old_row = RowRef::new(&schema.def.columns, &cur.1)?;
+        let mut values = old_row.to_values()?;
         for (c, v) in changes {
             if let Some(slot) = values.get_mut(*c) {
                 *slot = v.clone();
@@ -1202,7 +1210,6 @@ impl<'a> Ctx<'a> {
         }
         // `encode_row` checks the values first (`check_row`).
         let row = encode_row(&schema.def.columns, &values)?;
-        let old_row = RowRef::new(&schema.def.columns, &cur.1)?;
         let (changed, old_keys) = changed_keys(schema, Some(&old_row), &values)?;
         let old_len = Some(REC_HEADER + cur.1.len());
         self.check_fits(schema, &pk, &changed, Some(row.len()), old_len)?;

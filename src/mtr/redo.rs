@@ -239,7 +239,8 @@ pub fn cell_patch(old: &[u8], new: &[u8]) -> Option<Vec<u8>> {
     if old.len() != new.len() {
         return None;
     }
-    // A patch is used only while shorter than the cell: no regrowth.
+    // A patch is used only while shorter than the cell: it outgrows this
+    // only on its last range, the one that makes it not worth using.
     let mut out = Vec::with_capacity(new.len());
     let n = new.len();
     let mut prev_end = 0usize;
