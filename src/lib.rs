@@ -82,6 +82,7 @@
 
 pub mod btree;
 pub mod buffer;
+mod bytes;
 pub mod catalog;
 pub mod db;
 mod error;

@@ -1146,13 +1146,13 @@ impl<'a> Ctx<'a> {
                         reason: format!("table {}: key column {k} does not exist", def.name),
                     });
                 };
-                // A key value is never NULL, whatever the column says.
-                if matches!(v, Value::Null) {
-                    return Err(crate::catalog::CatalogError::NullNotAllowed {
-                        column: col.name.clone(),
-                    }
-                    .into());
-                }
+                // `TableDef::validate` makes key columns NOT NULL, so
+                // `check_value` refuses a NULL key.
+                debug_assert!(
+                    !col.nullable,
+                    "catalog: key column {} is nullable",
+                    col.name
+                );
                 crate::catalog::check_value(col, v)?;
             }
         }

@@ -47,6 +47,7 @@
 //!   that existed when fixed headers were written (1 to 8), so a record
 //!   decodes only as bytes some build's encoder made.
 
+use crate::bytes::common_prefix;
 use crate::page::node;
 use crate::page::{self, PAGE_HEADER, PageId, PageType};
 use crate::{Error, Result};
@@ -270,27 +271,14 @@ pub fn cell_patch(old: &[u8], new: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// The first `j >= from` where `a` and `b` (of equal length) differ,
-/// compared eight bytes at a time: an update's cell is mostly unchanged,
-/// and a byte-by-byte search cost about ten instructions a byte.
+/// The first `j >= from` where `a` and `b` (of equal length) differ
+/// ([`common_prefix`], eight bytes at a time: an update's cell is mostly
+/// unchanged, and a byte-by-byte search cost about ten instructions a
+/// byte).
 fn first_difference(a: &[u8], b: &[u8], from: usize) -> Option<usize> {
-    debug_assert_eq!(a.len(), b.len(), "first_difference of unequal lengths");
     let (a, b) = (a.get(from..)?, b.get(from..)?);
-    let (wa, ra) = a.as_chunks::<8>();
-    let (wb, rb) = b.as_chunks::<8>();
-    for (k, (x, y)) in wa.iter().zip(wb).enumerate() {
-        let d = u64::from_le_bytes(*x) ^ u64::from_le_bytes(*y);
-        if d != 0 {
-            // Little-endian: the lowest set bit is in the first
-            // differing byte.
-            return Some(from + 8 * k + (d.trailing_zeros() / 8) as usize);
-        }
-    }
-    let tail = from + 8 * wa.len();
-    ra.iter()
-        .zip(rb)
-        .position(|(x, y)| x != y)
-        .map(|p| tail + p)
+    let same = common_prefix(a, b);
+    (same < a.len()).then_some(from + same)
 }
 
 /// Apply `NodePatch` ranges to `cell` (a copy). Ranges must lie in the

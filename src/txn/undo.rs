@@ -105,6 +105,7 @@
 //!   value, so `max_encoded_len` bounds both. A format 7 build refuses a format 8 database at open.
 
 use crate::Result;
+use crate::bytes::{common_prefix, common_suffix};
 use crate::catalog::CatalogError;
 use crate::varint::{len as varint_len, put as put_varint};
 
@@ -379,44 +380,6 @@ impl RowDelta {
                 .map(|k| varint_len(k.len() as u64) + k.len())
                 .sum::<usize>()
     }
-}
-
-/// Bytes at the start of `a` and `b` that are equal, compared eight at a
-/// time (a delta is computed on every update).
-fn common_prefix(a: &[u8], b: &[u8]) -> usize {
-    let words = a
-        .chunks_exact(8)
-        .zip(b.chunks_exact(8))
-        .take_while(|(x, y)| word(x) == word(y))
-        .count();
-    let at = words * 8;
-    let rest = a.get(at..).unwrap_or_default();
-    let other = b.get(at..).unwrap_or_default();
-    at + rest.iter().zip(other).take_while(|(x, y)| x == y).count()
-}
-
-/// Bytes at the end of `a` and `b` that are equal, compared eight at a
-/// time.
-fn common_suffix(a: &[u8], b: &[u8]) -> usize {
-    let words = a
-        .rchunks_exact(8)
-        .zip(b.rchunks_exact(8))
-        .take_while(|(x, y)| word(x) == word(y))
-        .count();
-    let at = words * 8;
-    let rest = a.get(..a.len() - at).unwrap_or_default();
-    let other = b.get(..b.len() - at).unwrap_or_default();
-    at + rest
-        .iter()
-        .rev()
-        .zip(other.iter().rev())
-        .take_while(|(x, y)| x == y)
-        .count()
-}
-
-/// An eight-byte chunk as a word (`chunks_exact(8)` gives only those).
-fn word(c: &[u8]) -> u64 {
-    <[u8; 8]>::try_from(c).map_or(0, u64::from_ne_bytes)
 }
 
 impl OldVersion {
