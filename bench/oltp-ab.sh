@@ -7,21 +7,21 @@
 #   update-non-index,update-index,write-only 1,16 before=/tmp/a after=/tmp/b
 # (binaries built with `cargo build --release -p quill-cli --features peers`
 # and copied out). ROUNDS (default 3), DIR (default /tmp/oltp-ab) scratch,
-# TABLES (8), TABLE_SIZE (100000), SECS (10).
+# TABLES (8), TABLE_SIZE (100000), SECS (10), WARMUP (1).
 set -euo pipefail
 OUT=${1:?OUT}; SHAPES=${2:?SHAPES}; THREADS=${3:?THREADS}; shift 3
 ROUNDS=${ROUNDS:-3}; DIR=${DIR:-/tmp/oltp-ab}
-TABLES=${TABLES:-8}; TABLE_SIZE=${TABLE_SIZE:-100000}; SECS=${SECS:-10}
+TABLES=${TABLES:-8}; TABLE_SIZE=${TABLE_SIZE:-100000}; SECS=${SECS:-10}; WARMUP=${WARMUP:-1}
 mkdir -p "$OUT"
 stat() { grep '^cpu ' /proc/stat; }
 { echo "date: $(date -u +%FT%TZ)"; echo "nproc: $(nproc)"; echo "kernel: $(uname -r)";
   echo "disk: $(df -h "$(dirname "$DIR")" | tail -1)"; echo "cpu before: $(stat)";
-  echo "builds: $*"; echo "shapes: $SHAPES; threads: $THREADS; $TABLES x $TABLE_SIZE rows; $SECS s"; } > "$OUT/host.txt"
+  echo "builds: $*"; echo "shapes: $SHAPES; threads: $THREADS; $TABLES x $TABLE_SIZE rows; $SECS s after $WARMUP s"; } > "$OUT/host.txt"
 for round in $(seq "$ROUNDS"); do
   for nb in "$@"; do
     name=${nb%%=*}; bin=${nb#*=}
     "$bin" bench oltp --dir "$DIR" --tables "$TABLES" --table-size "$TABLE_SIZE" \
-      --threads "$THREADS" --shapes "$SHAPES" --seconds "$SECS" --warmup 1 \
+      --threads "$THREADS" --shapes "$SHAPES" --seconds "$SECS" --warmup "$WARMUP" \
       --json "$OUT/$name-$round.json" > "$OUT/$name-$round.txt" 2>&1
     grep '^quill  ' "$OUT/$name-$round.txt" | sed "s/^/round $round $name: /"
   done
