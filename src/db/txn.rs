@@ -1146,13 +1146,16 @@ impl<'a> Ctx<'a> {
                         reason: format!("table {}: key column {k} does not exist", def.name),
                     });
                 };
-                // `TableDef::validate` makes key columns NOT NULL, so
-                // `check_value` refuses a NULL key.
-                debug_assert!(
-                    !col.nullable,
-                    "catalog: key column {} is nullable",
-                    col.name
-                );
+                // A key value is never NULL. `TableDef::validate` makes key
+                // columns NOT NULL, but a table read from a damaged catalog
+                // may not have been through it (the catalog fuzz target
+                // finds such entries), so this does not rely on the flag.
+                if matches!(v, Value::Null) {
+                    return Err(crate::catalog::CatalogError::NullNotAllowed {
+                        column: col.name.clone(),
+                    }
+                    .into());
+                }
                 crate::catalog::check_value(col, v)?;
             }
         }
