@@ -10,12 +10,16 @@ import re
 import statistics
 import sys
 
-# "round R NAME: quill SHAPE THREADS tps qps fsync/c p50 p95 p99 cpu csw
-#  wbytes log redo data dblw" (the columns of `quill bench oltp`).
-LINE = re.compile(
-    r"round (\d+) (\S+): quill\s+(\S+)\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+\S+\s+\S+\s+\S+"
-    r"\s+(\S+)\s+\S+\s+\S+\s+\S+\s+(\S+)"
-)
+# "round R NAME: quill SHAPE THREADS tps qps fsync/c [logw/c] p50 p95 p99
+#  cpu csw wbytes log redo data dblw" (the columns of `quill bench oltp`;
+# logw/c since 2026-11-28). Counted from the end, so both layouts parse.
+LINE = re.compile(r"round (\d+) (\S+): quill\s+(.*)$")
+
+
+def fields(rest):
+    """(shape, threads, tps, cpu us/tx, redo B/tx) of one table line."""
+    f = rest.split()
+    return f[0], int(f[1]), int(f[2]), float(f[-7]), float(f[-3])
 
 
 def main(path):
@@ -24,8 +28,8 @@ def main(path):
         for line in f:
             m = LINE.match(line)
             if m:
-                key = (m[3], int(m[4]), m[2])
-                runs[key].append((int(m[5]), float(m[6]), float(m[7])))
+                shape, threads, tps, cpu, redo = fields(m[3])
+                runs[(shape, threads, m[2])].append((tps, cpu, redo))
     builds = sorted({k[2] for k in runs})
     for shape, threads in sorted({(s, t) for s, t, _ in runs}):
         row = [f"{shape:17} {threads:3}"]

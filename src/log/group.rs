@@ -2,17 +2,31 @@
 //!
 //! **Leader mode** (default, no dedicated thread). A committer whose LSN is
 //! not durable takes the *sync role* if nobody holds it: it writes
-//! everything published so far and syncs it (it is the leader). The first
-//! committer to arrive during that sync becomes the *heir*: it writes its
-//! group's bytes at once (so the next group's write overlaps the current
-//! sync), then waits like the others. Later arrivals park in a min-heap by
-//! LSN. When the sync completes, the leader removes exactly the waiters it
-//! covered, hands the sync role on (to the heir, else to one parked waiter;
-//! no broadcast, no timer: the next sync starts the instant this one ends),
-//! and wakes the covered ones. If the heir is still awake (pre-writing)
-//! when the sync ends, the role is left to it and no thread is woken for it. A sync therefore happens only
-//! when someone waits for it and covers everything written before it, so
-//! syncs per commit never exceed one and fall as concurrency rises.
+//! everything published so far and syncs it (it is the leader); when
+//! everything before is durable already, the write and the sync are one
+//! `RWF_DSYNC` write (writer I3). Arrivals during that sync park in a
+//! min-heap by LSN. When the sync completes, the leader removes exactly
+//! the waiters it covered, hands the sync role on (to the heir, below,
+//! else to one parked waiter; no broadcast, no timer: the next sync starts
+//! the instant this one ends), and wakes the covered ones. A sync
+//! therefore happens only when someone waits for it and covers everything
+//! written before it, so syncs per commit never exceed one and fall as
+//! concurrency rises.
+//!
+//! **On a slow device the first arrival pre-writes** (the *heir*): when a
+//! typical sync takes [`PREWRITE_MIN_SYNC`] or more, the first committer
+//! to arrive during a sync writes its group's bytes at once, so that the
+//! next group's write overlaps the current sync, then waits like the
+//! others; if it is still awake (pre-writing) when the sync ends, the role
+//! is left to it and no thread is woken for it. One heir per sync: later
+//! arrivals park. On a fast device nobody pre-writes: a pre-write is a
+//! write call and a device submission of its own, and the sync after it a
+//! second call, where the leader's one durable write does both. Measured
+//! on 2 vCPUs (`bench/results/oltp-20261128-prewrite-ab/`): with every
+//! arrival pre-writing (one heir after another, 2 to 5 log writes per
+//! sync), sysbench write-only at 16 threads spent 84 us of CPU per
+//! transaction and ran 15.5k/s; with no pre-write 58 us and 21.6k/s. With
+//! a 2 ms sync the heir is worth up to 28% at 4 clients (log benchmark).
 //!
 //! **A leader yields once before it writes** (`sched_yield`): committers
 //! that are runnable but not running (more threads than cores) append
@@ -87,6 +101,14 @@ use atomic_waker::AtomicWaker;
 use super::core::Core;
 use super::{CommitMode, Durability};
 use crate::{Error, Result};
+
+/// Shortest typical sync during which an arriving committer pre-writes
+/// its group (the heir); see `Core::prewrite_pays`. Not a tuning knob: a
+/// pre-write costs a write system call and a device submission of its own
+/// plus a separate sync after it (instead of one `RWF_DSYNC` write), which
+/// on the 2-vCPU virtual machines measured cost more CPU than the overlap
+/// saved at 100-200 us syncs, and paid off at 2 ms ones.
+pub(crate) const PREWRITE_MIN_SYNC: Duration = Duration::from_millis(1);
 
 /// Longest typical sync an async committer leads on its own (executor)
 /// thread; see `Core::inline_sync_is_cheaper`. Not a tuning knob: it is the
@@ -181,6 +203,9 @@ pub(crate) struct GroupState {
     /// A committer that arrived during the current sync is pre-writing its
     /// group and will take the sync role the moment it is free.
     heir: bool,
+    /// An heir has pre-written during the current sync: later arrivals
+    /// park instead (cleared when the sync completes).
+    prewrote: bool,
     /// The role is the flush thread's: it acts on a ring only then (group I4).
     flusher_owns: bool,
     waiters: BinaryHeap<Entry>,
@@ -421,9 +446,11 @@ impl Core {
                 drop(st);
                 return self.lead(lsn, Role::Thread).map(|_| ());
             }
-            if !st.heir && !tried_heir {
-                // First to arrive during this sync: write our group now (the
-                // write overlaps the sync) and take the role when it ends.
+            if !st.heir && !tried_heir && !st.prewrote && self.prewrite_pays() {
+                // First to arrive during this (long) sync: write our group
+                // now (the write overlaps the sync) and take the role when
+                // it ends.
+                st.prewrote = true;
                 st.heir = true;
                 tried_heir = true;
                 drop(st);
@@ -463,6 +490,15 @@ impl Core {
             self.write_up_to(lsn)?;
         }
         Ok(())
+    }
+
+    /// Whether a committer arriving during a sync should pre-write its
+    /// group: only when a typical sync (the outlier-resistant average) is
+    /// long, [`PREWRITE_MIN_SYNC`] or more. On a fast device the leader
+    /// instead writes the whole group with one durable write when the sync
+    /// role is free again (writer I3).
+    fn prewrite_pays(&self) -> bool {
+        self.metrics.sync_ewma.get() >= PREWRITE_MIN_SYNC
     }
 
     /// Set or clear the sync role (group I1). Clearing it also takes it from
@@ -546,6 +582,7 @@ impl Core {
                     done.push(e.waiter);
                 }
             }
+            st.prewrote = false;
             let own = u64::from(role == Role::Thread);
             self.metrics.group_size.record(done.len() as u64 + own);
             self.metrics

@@ -49,6 +49,9 @@
 //!   reaches it.
 
 use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crossbeam_utils::CachePadded;
 
 use crate::btree::{Direction, Tree};
 use crate::log::Lsn;
@@ -136,10 +139,26 @@ fn partition_key(part: u8, from: TrxId) -> [u8; 10] {
     k
 }
 
-/// The undo log of a store (stateless apart from its root page).
-#[derive(Clone, Copy, Debug)]
+/// The undo log of a store: its root page, and what purge knows of each
+/// partition's emptiness.
+///
+/// Invariant UL5 (what lets purge skip a partition without reading it):
+/// `written[p]` counts the writes to partition `p` (undo records and
+/// commit marks) that have returned, each counted after its tree write
+/// and whether or not it succeeded; `empty_at[p]` is a value `written[p]`
+/// had when a scan that found the partition holding no key at all started
+/// (`u64::MAX`, never a count, until then). While the two are equal, no
+/// write has returned since that scan started, so the partition holds at
+/// most keys of writes still in progress: records and marks of
+/// transactions that have not committed yet (a write returns before its
+/// transaction commits), which purge must not touch anyway. Purge
+/// therefore finds nothing to do there without a descent. Deletes only
+/// empty a partition and are not counted.
+#[derive(Debug)]
 pub struct UndoLog {
     root: PageId,
+    written: Box<[CachePadded<AtomicU64>]>,
+    empty_at: Box<[CachePadded<AtomicU64>]>,
 }
 
 impl UndoLog {
@@ -164,7 +183,16 @@ impl UndoLog {
             }
             r => r,
         };
-        let log = UndoLog { root };
+        let per_partition = |v: u64| {
+            (0..UNDO_PARTITIONS)
+                .map(|_| CachePadded::new(AtomicU64::new(v)))
+                .collect()
+        };
+        let log = UndoLog {
+            root,
+            written: per_partition(0),
+            empty_at: per_partition(u64::MAX),
+        };
         let reserved = match log.tree(store).get(META_KEY)? {
             None => 0,
             Some(v) => match v.as_slice() {
@@ -223,6 +251,14 @@ impl UndoLog {
         Tree::open(store, self.root)
     }
 
+    /// Count a write to `trx`'s partition that has returned (UL5).
+    fn wrote<T>(&self, trx: TrxId, r: Result<T>) -> Result<T> {
+        if let Some(w) = self.written.get(usize::from(partition(trx))) {
+            w.fetch_add(1, Ordering::AcqRel);
+        }
+        r
+    }
+
     /// Record that ids below `upto` may be used (UL4).
     pub fn reserve(&self, store: &Store, upto: TrxId) -> Result<Lsn> {
         let mut v = vec![UNDO_LOG_VERSION];
@@ -232,7 +268,10 @@ impl UndoLog {
 
     /// Store undo record `seq` of `trx` (UL1).
     pub fn put(&self, store: &Store, trx: TrxId, seq: u64, rec: &UndoRecord) -> Result<Lsn> {
-        self.tree(store).put(&undo_key(trx, seq), &rec.encode())
+        self.wrote(
+            trx,
+            self.tree(store).put(&undo_key(trx, seq), &rec.encode()),
+        )
     }
 
     /// Store `bytes` as undo record `seq` of `trx` as they are: for the
@@ -240,7 +279,7 @@ impl UndoLog {
     /// recovery rolls them back.
     #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn put_raw(&self, store: &Store, trx: TrxId, seq: u64, bytes: &[u8]) -> Result<Lsn> {
-        self.tree(store).put(&undo_key(trx, seq), bytes)
+        self.wrote(trx, self.tree(store).put(&undo_key(trx, seq), bytes))
     }
 
     /// Undo record `seq` of `trx`, if it still exists.
@@ -259,7 +298,10 @@ impl UndoLog {
 
     /// Write `trx`'s commit mark (UL2); its LSN is the commit LSN.
     pub fn mark_committed(&self, store: &Store, trx: TrxId) -> Result<Lsn> {
-        self.tree(store).put(&commit_key(trx), &[UNDO_LOG_VERSION])
+        self.wrote(
+            trx,
+            self.tree(store).put(&commit_key(trx), &[UNDO_LOG_VERSION]),
+        )
     }
 
     /// Whether `trx` has a commit mark.
@@ -305,7 +347,9 @@ impl UndoLog {
     /// The oldest transactions of partition `part` below `bound` that
     /// have undo records or a commit mark, at most `max` of them, each
     /// with its records in sequence order and whether it is marked
-    /// committed: one scan for what purge works on next.
+    /// committed: one scan for what purge works on next. A partition that
+    /// no write has reached since a scan found it empty is not read at all
+    /// (UL5).
     pub fn oldest(
         &self,
         store: &Store,
@@ -313,9 +357,27 @@ impl UndoLog {
         bound: TrxId,
         max: usize,
     ) -> Result<Vec<PurgeItem>> {
+        let (Some(written), Some(empty_at)) = (
+            self.written.get(usize::from(part)),
+            self.empty_at.get(usize::from(part)),
+        ) else {
+            return Err(Error::InvalidArgument {
+                what: "undo partition",
+                reason: format!("{part} is not below {UNDO_PARTITIONS}"),
+            });
+        };
+        // Read before the scan starts (UL5): a write that returns later
+        // moves it on, and the next call scans again.
+        let seen = written.load(Ordering::Acquire);
+        if empty_at.load(Ordering::Acquire) == seen {
+            return Ok(Vec::new());
+        }
         let lo = partition_key(part, 0);
-        let hi = partition_key(part, bound);
+        // The whole partition, so that an empty one is known to be empty;
+        // the walk stops at the first transaction at or above `bound`.
+        let hi = [b'U', part.wrapping_add(1)];
         let mut out: Vec<PurgeItem> = Vec::new();
+        let mut any = false;
         let cursor = self
             .tree(store)
             .range(
@@ -326,9 +388,13 @@ impl UndoLog {
             .batch_limit(4 * max);
         for item in cursor {
             let (k, v) = item?;
+            any = true;
             let (Some(trx), Some(seq)) = (trx_of(&k), seq_of(&k)) else {
                 return Err(self.malformed(store, "undo key"));
             };
+            if trx >= bound {
+                break;
+            }
             // Purge deletes the keys it rebuilds from (trx, seq): a key that
             // is not exactly that (filed under another partition, extra
             // bytes) would never be deleted and come back in every batch.
@@ -352,6 +418,9 @@ impl UndoLog {
                     last.records.push((seq, UndoRecord::decode(&v)?));
                 }
             }
+        }
+        if !any {
+            empty_at.store(seen, Ordering::Release);
         }
         Ok(out)
     }
@@ -528,6 +597,51 @@ mod tests {
             .map(|i| (i.trx, i.records.len(), i.committed))
             .collect();
         assert_eq!(got, [(132, 3, false), (148, 0, true)]);
+    }
+
+    /// UL5: once a scan finds a partition empty, purge skips it until a
+    /// write to it returns; a partition holding only transactions at or
+    /// above the bound is scanned every time (not known empty) and
+    /// returns nothing.
+    #[test]
+    fn an_empty_partition_is_skipped_until_written() {
+        let fs = SimFs::new(1);
+        let store = Store::create(Arc::new(fs.clone()), Path::new("/db"), opts()).unwrap();
+        let (log, _) = UndoLog::open(&store).unwrap();
+        let part = partition(100);
+        let p = usize::from(part);
+        let known_empty = |log: &UndoLog| {
+            log.empty_at[p].load(Ordering::Acquire) == log.written[p].load(Ordering::Acquire)
+        };
+        assert!(!known_empty(&log), "nothing is known before a scan");
+        assert!(log.oldest(&store, part, 1000, 8).unwrap().is_empty());
+        assert!(known_empty(&log));
+        // Another partition's write does not make this one scanned again.
+        log.put(&store, 101, 1, &rec(101, 1)).unwrap();
+        assert!(known_empty(&log));
+        log.put(&store, 100, 1, &rec(100, 1)).unwrap();
+        log.mark_committed(&store, 100).unwrap();
+        assert!(!known_empty(&log));
+        let items = log.oldest(&store, part, 1000, 8).unwrap();
+        assert_eq!(items.len(), 1);
+        assert!(items[0].committed);
+        log.delete_purged(&store, &items).unwrap();
+        // A transaction above the bound: not returned, not empty.
+        log.put(&store, 2004, 1, &rec(2004, 1)).unwrap();
+        assert!(log.oldest(&store, part, 1000, 8).unwrap().is_empty());
+        assert!(!known_empty(&log));
+        let items = log.oldest(&store, part, 3000, 8).unwrap();
+        assert_eq!(items.len(), 1);
+        assert!(!items[0].committed);
+        log.delete(&store, 2004, 1).unwrap();
+        assert!(log.oldest(&store, part, 3000, 8).unwrap().is_empty());
+        assert!(known_empty(&log));
+        // A commit mark alone counts as a write.
+        log.mark_committed(&store, 116).unwrap();
+        let items = log.oldest(&store, part, 3000, 8).unwrap();
+        assert_eq!(items.len(), 1);
+        assert_eq!((items[0].trx, items[0].committed), (116, true));
+        assert!(log.oldest(&store, UNDO_PARTITIONS, 3000, 8).is_err());
     }
 
     /// A format 1 undo log (marks under 'C') is migrated at open, across

@@ -57,6 +57,9 @@ impl Snapshot {
         let split = start.split.zip(self.split);
         Costs {
             fsyncs_per_commit: start.syncs.zip(self.syncs).map(|(a, b)| per_commit(a, b)),
+            log_writes_per_commit: split
+                .and_then(|(a, b)| a.log_writes.zip(b.log_writes))
+                .map(|(a, b)| per_commit(a, b)),
             cpu_us_per_op: (self.usage.cpu_us - start.usage.cpu_us) / ops,
             switches_per_op: (self.usage.switches - start.usage.switches) / ops,
             write_bytes_per_op: start
@@ -76,6 +79,10 @@ impl Snapshot {
 pub struct Costs {
     /// Log syncs per commit, if the engine counts them.
     pub fsyncs_per_commit: Option<f64>,
+    /// Write calls to the log's files per commit, if the engine counts
+    /// them. Absent from results recorded before it was measured.
+    #[serde(default)]
+    pub log_writes_per_commit: Option<f64>,
     /// Process CPU microseconds per operation.
     pub cpu_us_per_op: f64,
     /// Context switches per operation.

@@ -169,6 +169,9 @@ pub struct WriteSplit {
     pub data: u64,
     /// Quill's doublewrite buffer (0 for engines without one).
     pub doublewrite: u64,
+    /// Write calls to the log's files (`None` when the engine does not
+    /// count them: RocksDB's statistics count WAL bytes and syncs only).
+    pub log_writes: Option<u64>,
 }
 
 /// One client's connection to an engine.
@@ -315,6 +318,7 @@ impl Engine for QuillEngine {
             log_payload: s.log.append_payload_bytes,
             data: s.pool.data_io.write_bytes,
             doublewrite: s.pool.doublewrite_io.map_or(0, |d| d.write_bytes),
+            log_writes: Some(s.log.writes),
         })
     }
 

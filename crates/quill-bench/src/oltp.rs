@@ -374,13 +374,14 @@ fn run_one(
 /// Column headings for [`table_line`].
 pub fn table_header() -> String {
     format!(
-        "{:<7} {:<17} {:>7} {:>10} {:>10} {:>9} {:>8} {:>8} {:>8} {:>9} {:>7} {:>9} {:>8} {:>9} {:>8} {:>8}",
+        "{:<7} {:<17} {:>7} {:>10} {:>10} {:>9} {:>7} {:>8} {:>8} {:>8} {:>9} {:>7} {:>9} {:>8} {:>9} {:>8} {:>8}",
         "engine",
         "shape",
         "threads",
         "tps",
         "qps",
         "fsync/c",
+        "logw/c",
         "p50 us",
         "p95 us",
         "p99 us",
@@ -397,13 +398,14 @@ pub fn table_header() -> String {
 /// One result as a table line.
 pub fn table_line(r: &OltpRow) -> String {
     format!(
-        "{:<7} {:<17} {:>7} {:>10.0} {:>10.0} {:>9} {:>8.0} {:>8.0} {:>8.0} {:>9.1} {:>7.2} {:>9} {:>8} {:>9} {:>8} {:>8}",
+        "{:<7} {:<17} {:>7} {:>10.0} {:>10.0} {:>9} {:>7} {:>8.0} {:>8.0} {:>8.0} {:>9.1} {:>7.2} {:>9} {:>8} {:>9} {:>8} {:>8}",
         r.engine,
         r.shape,
         r.threads,
         r.tps,
         r.qps,
         or_na(r.costs.fsyncs_per_commit, 4),
+        or_na(r.costs.log_writes_per_commit, 2),
         r.p50_us,
         r.p95_us,
         r.p99_us,

@@ -398,6 +398,7 @@ impl Engine for RocksEngine {
             data: self.ticker("rocksdb.flush.write.bytes")?
                 + self.ticker("rocksdb.compact.write.bytes")?,
             doublewrite: 0,
+            log_writes: None,
         })
     }
 }
