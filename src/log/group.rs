@@ -446,10 +446,16 @@ impl Core {
                 drop(st);
                 return self.lead(lsn, Role::Thread).map(|_| ());
             }
-            if !st.heir && !tried_heir && !st.prewrote && self.prewrite_pays() {
-                // First to arrive during this (long) sync: write our group
-                // now (the write overlaps the sync) and take the role when
-                // it ends.
+            if !st.heir
+                && !tried_heir
+                && !st.prewrote
+                && self.prewrite_pays()
+                && self.written.load(Ordering::Acquire) < lsn
+            {
+                // First to arrive during this (long) sync with bytes to
+                // write: write our group now (the write overlaps the sync)
+                // and take the role when it ends. (One already written
+                // leaves the one pre-write of this sync to a later arrival.)
                 st.prewrote = true;
                 st.heir = true;
                 tried_heir = true;
