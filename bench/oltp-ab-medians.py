@@ -10,9 +10,10 @@ import re
 import statistics
 import sys
 
-# "round R NAME: quill SHAPE THREADS tps qps fsync/c [logw/c] p50 p95 p99
+# "round R NAME: quill SHAPE THREADS tps qps fsync/c [logw/c [hist]] p50 p95 p99
 #  cpu csw wbytes log redo data dblw" (the columns of `quill bench oltp`;
-# logw/c since 2026-11-28). Counted from the end, so both layouts parse.
+# logw/c since 2026-11-28, then hist). Counted from the end, so every layout
+# parses.
 LINE = re.compile(r"round (\d+) (\S+): quill\s+(.*)$")
 
 

@@ -12,6 +12,9 @@
 //!   doublewrite, where the engine counts them; and the log's payload
 //!   (redo records without framing and block padding) apart from the
 //!   bytes its writes carried.
+//! * The engine's backlog at the window's end ([`Engine::backlog`]):
+//!   deferred work (Quill's undo history) the window's figures do not
+//!   include.
 
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +28,7 @@ pub struct Snapshot {
     syncs: Option<u64>,
     write_bytes: Option<u64>,
     split: Option<WriteSplit>,
+    backlog: Option<i64>,
 }
 
 /// Bytes this process caused to be written to storage, if the kernel
@@ -44,6 +48,7 @@ impl Snapshot {
             syncs: engine.log_syncs(),
             write_bytes: write_bytes(),
             split: engine.write_split(),
+            backlog: engine.backlog(),
         }
     }
 
@@ -70,6 +75,7 @@ impl Snapshot {
             redo_bytes_per_op: split.map(|(a, b)| per_op(a.log_payload, b.log_payload)),
             data_bytes_per_op: split.map(|(a, b)| per_op(a.data, b.data)),
             doublewrite_bytes_per_op: split.map(|(a, b)| per_op(a.doublewrite, b.doublewrite)),
+            backlog_at_end: self.backlog,
         }
     }
 }
@@ -100,6 +106,11 @@ pub struct Costs {
     pub data_bytes_per_op: Option<f64>,
     /// Doublewrite bytes per operation.
     pub doublewrite_bytes_per_op: Option<f64>,
+    /// The engine's backlog when the window ended ([`Engine::backlog`]),
+    /// if it keeps one. Absent from results recorded before it was
+    /// measured.
+    #[serde(default)]
+    pub backlog_at_end: Option<i64>,
 }
 
 /// `x` with no decimals, or "n/a".

@@ -55,6 +55,14 @@ pub trait Engine: Send + Sync {
     fn write_split(&self) -> Option<WriteSplit> {
         None
     }
+    /// Work the engine has deferred and not yet done, if it keeps such a
+    /// backlog: Quill's history length (committed transactions whose undo
+    /// purge has not yet removed). A report shows it at the end of each
+    /// measured window, so that a throughput bought by letting the
+    /// backlog grow is seen.
+    fn backlog(&self) -> Option<i64> {
+        None
+    }
     /// What a peer was given that a report should say (cache, the
     /// settings its documentation recommends for this workload); empty
     /// for Quill, whose setup the reports state.
@@ -320,6 +328,10 @@ impl Engine for QuillEngine {
             doublewrite: s.pool.doublewrite_io.map_or(0, |d| d.write_bytes),
             log_writes: Some(s.log.writes),
         })
+    }
+
+    fn backlog(&self) -> Option<i64> {
+        Some(self.db.stats().history_length)
     }
 
     fn fsync_delay(&self) -> std::result::Result<f64, &'static str> {

@@ -374,7 +374,7 @@ fn run_one(
 /// Column headings for [`table_line`].
 pub fn table_header() -> String {
     format!(
-        "{:<7} {:<17} {:>7} {:>10} {:>10} {:>9} {:>7} {:>8} {:>8} {:>8} {:>9} {:>7} {:>9} {:>8} {:>9} {:>8} {:>8}",
+        "{:<7} {:<17} {:>7} {:>10} {:>10} {:>9} {:>7} {:>6} {:>8} {:>8} {:>8} {:>9} {:>7} {:>9} {:>8} {:>9} {:>8} {:>8}",
         "engine",
         "shape",
         "threads",
@@ -382,6 +382,7 @@ pub fn table_header() -> String {
         "qps",
         "fsync/c",
         "logw/c",
+        "hist",
         "p50 us",
         "p95 us",
         "p99 us",
@@ -398,7 +399,7 @@ pub fn table_header() -> String {
 /// One result as a table line.
 pub fn table_line(r: &OltpRow) -> String {
     format!(
-        "{:<7} {:<17} {:>7} {:>10.0} {:>10.0} {:>9} {:>7} {:>8.0} {:>8.0} {:>8.0} {:>9.1} {:>7.2} {:>9} {:>8} {:>9} {:>8} {:>8}",
+        "{:<7} {:<17} {:>7} {:>10.0} {:>10.0} {:>9} {:>7} {:>6} {:>8.0} {:>8.0} {:>8.0} {:>9.1} {:>7.2} {:>9} {:>8} {:>9} {:>8} {:>8}",
         r.engine,
         r.shape,
         r.threads,
@@ -406,6 +407,9 @@ pub fn table_line(r: &OltpRow) -> String {
         r.qps,
         or_na(r.costs.fsyncs_per_commit, 4),
         or_na(r.costs.log_writes_per_commit, 2),
+        r.costs
+            .backlog_at_end
+            .map_or("n/a".to_string(), |h| h.to_string()),
         r.p50_us,
         r.p95_us,
         r.p99_us,
@@ -479,6 +483,13 @@ mod tests {
         let e = QuillEngine::open(tmp.path(), opts).unwrap();
         for r in &run_every_shape(&e) {
             let f = r.costs.fsyncs_per_commit.unwrap();
+            let hist = r.costs.backlog_at_end.expect("Quill reports its history");
+            assert!(hist >= 0, "{} x{}: history {hist}", r.shape, r.threads);
+            assert!(
+                table_line(r).split_whitespace().nth(7) == Some(hist.to_string().as_str()),
+                "the hist column: {}",
+                table_line(r)
+            );
             if r.shape == "point-select" || r.shape == "read-only" {
                 assert_eq!(f, 0.0, "{}: reads do not sync", r.shape);
             } else {

@@ -782,6 +782,7 @@ mod tests {
         let e = open(tmp.path());
         for r in &run_every_shape(&e) {
             let f = r.costs.fsyncs_per_commit.expect("RocksDB counts WAL syncs");
+            assert_eq!(r.costs.backlog_at_end, None, "RocksDB reports no backlog");
             if r.shape == "point-select" || r.shape == "read-only" {
                 assert_eq!(f, 0.0, "{}: reads do not sync", r.shape);
             } else {
