@@ -30,10 +30,10 @@
 //! committing writers help while the history is long (`help`).
 //!
 //! **The purge thread runs at the lowest CPU priority** (nice
-//! [`PURGE_NICE`]): it takes the cores when clients leave them idle (while
+//! `PURGE_NICE` = 19): it takes the cores when clients leave them idle (while
 //! their commits wait for a sync) instead of preempting a committer or a
 //! commit leader that has work ready. Its work is not lost when cores are
-//! scarce: past [`HELP_ABOVE`] transactions of history the committers
+//! scarce: past `HELP_ABOVE` (2048) transactions of history the committers
 //! purge in their own time, at their own priority. Measured on 2 vCPUs at
 //! 16 sysbench write-only threads (`bench/results/oltp-20261128-nice-ab/`):
 //! the purge thread took a fifth of the CPU samples while a fifth of the
