@@ -37,8 +37,18 @@
 //! purge in their own time, at their own priority. Measured on 2 vCPUs at
 //! 16 sysbench write-only threads (`bench/results/oltp-20261128-nice-ab/`):
 //! the purge thread took a fifth of the CPU samples while a fifth of the
-//! CPU sat idle; at the lowest priority throughput rose by a tenth to a
-//! fifth (medians of two A/Bs) and the history stayed short.
+//! CPU sat idle; at the lowest priority throughput rose by 5% to 22%
+//! (medians of three A/Bs) and the history stayed short.
+//!
+//! What the low priority can cost: while descheduled, the purge thread
+//! may hold a row lock, leaf latches, a log reservation it has not filled
+//! yet (log writers wait at that hole), or, when it must write back a
+//! dirty page for a free frame, the sync role. Whoever needs one of those
+//! waits until it runs again. Where clients are the load they then park
+//! and free the cores, so the wait is short; a load that keeps the cores
+//! busy with other work (readers, other processes) can stretch it. This
+//! was measured on write shapes only; tail latency of mixed loads with
+//! more threads than cores is still to be measured.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -74,7 +84,9 @@ pub(crate) fn start(db: Arc<DbInner>) -> Result<std::thread::JoinHandle<()>> {
 
 /// Give the calling thread (only it: on Linux a thread id names one
 /// thread to `setpriority`) the nice value [`PURGE_NICE`]. A failure costs
-/// only throughput, so it is reported and purge runs on.
+/// only throughput, so it is reported and purge runs on. The value is
+/// one-way (raising it back needs a privilege) and is inherited: a thread
+/// spawned from the purge thread would start at nice 19 too, so none is.
 fn lower_priority() {
     let tid = rustix::thread::gettid();
     if let Err(e) = rustix::process::setpriority_process(Some(tid), PURGE_NICE) {

@@ -12,7 +12,7 @@
 //!   doublewrite, where the engine counts them; and the log's payload
 //!   (redo records without framing and block padding) apart from the
 //!   bytes its writes carried.
-//! * The engine's backlog at the window's end ([`Engine::backlog`]):
+//! * The engine's backlog after the window ([`Engine::backlog`]):
 //!   deferred work (Quill's undo history) the window's figures do not
 //!   include.
 
@@ -106,7 +106,8 @@ pub struct Costs {
     pub data_bytes_per_op: Option<f64>,
     /// Doublewrite bytes per operation.
     pub doublewrite_bytes_per_op: Option<f64>,
-    /// The engine's backlog when the window ended ([`Engine::backlog`]),
+    /// The engine's backlog after the window, once its clients stopped
+    /// ([`Engine::backlog`]),
     /// if it keeps one. Absent from results recorded before it was
     /// measured.
     #[serde(default)]

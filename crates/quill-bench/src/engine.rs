@@ -56,10 +56,11 @@ pub trait Engine: Send + Sync {
         None
     }
     /// Work the engine has deferred and not yet done, if it keeps such a
-    /// backlog: Quill's history length (committed transactions whose undo
-    /// purge has not yet removed). A report shows it at the end of each
-    /// measured window, so that a throughput bought by letting the
-    /// backlog grow is seen.
+    /// backlog: Quill's history length (`DbStats::history_length`: the
+    /// committed transactions' undo that purge has not yet removed). A
+    /// report shows it after each measured window, read once its clients
+    /// have stopped (so it can understate the backlog while they ran), so
+    /// that a throughput bought by letting the backlog grow is seen.
     fn backlog(&self) -> Option<i64> {
         None
     }

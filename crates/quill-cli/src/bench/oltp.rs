@@ -131,7 +131,7 @@ pub fn run(a: OltpArgs) -> Result<()> {
     }
     pb.finish_and_clear();
     outln!(
-        "tps/qps: transactions/statements per second; fsync/c: the engine's log syncs per transaction (n/a: the engine cannot count them; SQLite syncs through its VFS); logw/c: write calls to the log's files per transaction (n/a: the engine does not count them); hist: the engine's backlog when the window ended (Quill: committed transactions whose undo purge has not yet removed; n/a: the engine keeps none); p50/p95/p99: whole transaction; cpu us/tx and csw/tx: getrusage deltas of the process; wbytes/tx: bytes the process wrote to storage (/proc/self/io); log/data/dblw B/tx: the engine's own counts of bytes written to its log, data and doublewrite files; redo B/tx: the log records' payload, before framing and the padding of whole 4 KiB log blocks (RocksDB: its WAL bytes; SQLite: n/a)"
+        "tps/qps: transactions/statements per second; fsync/c: the engine's log syncs per transaction (n/a: the engine cannot count them; SQLite syncs through its VFS); logw/c: write calls to the log's files per transaction (n/a: the engine does not count them); hist: the engine's backlog after the window, once its clients stopped (Quill: its history length, undo of committed transactions that purge has not yet removed; n/a: the engine keeps none); p50/p95/p99: whole transaction; cpu us/tx and csw/tx: getrusage deltas of the process; wbytes/tx: bytes the process wrote to storage (/proc/self/io); log/data/dblw B/tx: the engine's own counts of bytes written to its log, data and doublewrite files; redo B/tx: the log records' payload, before framing and the padding of whole 4 KiB log blocks (RocksDB: its WAL bytes; SQLite: n/a)"
     );
     save_json(
         a.json.as_deref(),
