@@ -53,7 +53,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 
-use crate::btree::{Direction, Tree};
+use crate::btree::{Cursor, Direction, Tree};
 use crate::log::Lsn;
 use crate::page::PageId;
 use crate::store::Store;
@@ -254,6 +254,17 @@ impl UndoLog {
         Tree::open(store, self.root)
     }
 
+    /// The keys in `[from, to)`, in order, read `limit` at a time.
+    fn scan<'s>(&self, store: &'s Store, from: &[u8], to: &[u8], limit: usize) -> Cursor<'s> {
+        self.tree(store)
+            .range(
+                Bound::Included(from),
+                Bound::Excluded(to),
+                Direction::Forward,
+            )
+            .batch_limit(limit)
+    }
+
     /// Count a write to `trx`'s partition that has returned (UL5).
     fn wrote<T>(&self, trx: TrxId, r: Result<T>) -> Result<T> {
         if let Some(w) = self.written.get(usize::from(partition(trx))) {
@@ -378,15 +389,7 @@ impl UndoLog {
         let lo = partition_key(part, 0);
         let hi = partition_key(part, bound);
         let mut out: Vec<PurgeItem> = Vec::new();
-        let cursor = self
-            .tree(store)
-            .range(
-                Bound::Included(&lo),
-                Bound::Excluded(&hi),
-                Direction::Forward,
-            )
-            .batch_limit(4 * max);
-        for item in cursor {
+        for item in self.scan(store, &lo, &hi, 4 * max) {
             let (k, v) = item?;
             let (Some(trx), Some(seq)) = (trx_of(&k), seq_of(&k)) else {
                 return Err(self.malformed(store, "undo key"));
@@ -420,16 +423,7 @@ impl UndoLog {
         // as before, until the bound passes it).
         if out.is_empty() {
             let end = [b'U', part.wrapping_add(1)];
-            let above = self
-                .tree(store)
-                .range(
-                    Bound::Included(&hi),
-                    Bound::Excluded(&end),
-                    Direction::Forward,
-                )
-                .batch_limit(1)
-                .next()
-                .transpose()?;
+            let above = self.scan(store, &hi, &end, 1).next().transpose()?;
             if above.is_none() {
                 empty_at.store(seen, Ordering::Release);
             }
@@ -486,15 +480,7 @@ impl UndoLog {
     ) -> Result<Option<TrxId>> {
         let lo = partition_key(part, from);
         let hi = [b'U', part.saturating_add(1)];
-        let mut c = self
-            .tree(store)
-            .range(
-                Bound::Included(&lo),
-                Bound::Excluded(&hi),
-                Direction::Forward,
-            )
-            .batch_limit(1);
-        match c.next() {
+        match self.scan(store, &lo, &hi, 1).next() {
             None => Ok(None),
             Some(item) => Ok(trx_of(&item?.0)),
         }
