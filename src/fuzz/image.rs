@@ -97,7 +97,10 @@ pub(crate) fn materialize(files: &Files) -> Result<Arc<dyn Vfs>> {
     let fs = SimFs::new(0x5eed);
     let mut parents = std::collections::BTreeSet::new();
     for (path, bytes) in files {
-        let parent = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+        let parent = path
+            .parent()
+            .unwrap_or_else(|| Path::new("/"))
+            .to_path_buf();
         fs.create_dir_all(&parent)?;
         let f = fs.open(
             path,

@@ -322,11 +322,14 @@ impl Log {
         if let Some(damage) = &outcome.damage {
             return Err(damage_error(&files, &outcome, damage));
         }
-        let epoch = slot.epoch.checked_add(1).ok_or(Error::LimitExceeded {
-            what: "log epoch (opens of one log)",
-            actual: u64::from(slot.epoch) + 1,
-            max: u64::from(u32::MAX),
-        })?;
+        let epoch = slot
+            .epoch
+            .checked_add(1)
+            .ok_or_else(|| Error::LimitExceeded {
+                what: "log epoch (opens of one log)",
+                actual: u64::from(slot.epoch) + 1,
+                max: u64::from(u32::MAX),
+            })?;
         let new_slot = CheckpointSlot {
             seq: slot.seq + 1,
             epoch,

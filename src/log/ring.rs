@@ -13,8 +13,9 @@
 //!    first word (the LSN field) is the *marker*: the appender writes every
 //!    other byte of the fragment first, then stores `p` into the marker
 //!    (SeqCst). A marker slot is otherwise zero: the ring starts zeroed and
-//!    the writer re-zeroes every block it has consumed, with atomic stores,
-//!    before the slot can be reserved again. Because LSNs start above zero,
+//!    the writer re-zeroes every block it has consumed (plain stores under
+//!    the writer lock: no thread loads those markers meanwhile, I3) before
+//!    the slot can be reserved again. Because LSNs start above zero,
 //!    "marker == p" means "fragment at p is complete", never a stale value.
 //! 3. **Readers.** Only the holder of the writer lock scans markers (from its
 //!    `filled` position, always a fragment start) and copies out bytes below
@@ -118,14 +119,29 @@ impl Ring {
         }
     }
 
-    /// Zero `[from, to)` (8-aligned ends) with atomic word stores, so that a
-    /// concurrent marker load never races a plain write (I2).
-    pub(crate) fn zero(&self, from: u64, to: u64) {
+    /// Zero `[from, to)` (8-aligned ends, at most one lap), wrapping at the
+    /// end, with plain stores (a `memset`), so that its marker words read
+    /// "unpublished" in the next lap (I2).
+    ///
+    /// # Safety
+    /// The caller holds the writer lock and the range is below `filled`
+    /// and not yet handed to appenders (`ring_limit` does not cover its
+    /// next lap). Then no other thread touches these bytes: appenders of
+    /// the next lap wait for the `ring_limit` store (Release) that follows
+    /// this call, and only the lock holder loads markers (I3), so plain
+    /// stores race no atomic access.
+    pub(crate) unsafe fn zero(&self, from: u64, to: u64) {
         debug_assert!(from.is_multiple_of(8) && to.is_multiple_of(8) && to - from <= self.size());
-        let mut at = from;
-        while at < to {
-            self.marker(at).store(0, Ordering::Relaxed);
-            at += 8;
+        let off = self.offset(from);
+        let len = (to - from) as usize;
+        let size = self.size() as usize;
+        let first = len.min(size - off);
+        // SAFETY: [off, off + first) and [0, len - first) lie inside the
+        // buffer (len <= size); no other thread accesses them (caller
+        // contract).
+        unsafe {
+            std::ptr::write_bytes(self.mem.as_raw().add(off), 0, first);
+            std::ptr::write_bytes(self.mem.as_raw(), 0, len - first);
         }
     }
 }
@@ -156,7 +172,27 @@ mod tests {
             !r.is_published(4096 + 16384),
             "a later lap must not see this marker"
         );
-        r.zero(4096, 8192);
+        // SAFETY: single-threaded test owns the whole ring.
+        unsafe { r.zero(4096, 8192) };
         assert!(!r.is_published(4096));
+    }
+
+    #[test]
+    fn zero_wraps_at_the_end_of_the_ring() {
+        let r = Ring::new(16384);
+        let ones = vec![0xffu8; 16384];
+        // SAFETY: single-threaded test owns the whole ring.
+        unsafe { r.write(0, &ones) };
+        // SAFETY: as above.
+        unsafe { r.zero(16384 * 2 - 4096, 16384 * 2 + 4096) };
+        let mut back = vec![0u8; 16384];
+        // SAFETY: as above.
+        unsafe { r.read(0, &mut back) };
+        assert!(back[..4096].iter().all(|&b| b == 0), "the wrapped part");
+        assert!(back[4096..12288].iter().all(|&b| b == 0xff), "untouched");
+        assert!(
+            back[12288..].iter().all(|&b| b == 0),
+            "the part before the end"
+        );
     }
 }

@@ -159,7 +159,10 @@ impl Writer {
             // slots to appenders (ring I1/I2, core I2).
             let done = format::block_floor(to);
             if done > from {
-                core.ring.zero(from, done);
+                // SAFETY: we hold the writer lock, and [from, done) is
+                // below `filled` with its next lap not yet handed out
+                // (`ring_limit` is stored just below).
+                unsafe { core.ring.zero(from, done) };
                 core.ring_limit
                     .store(done + core.ring.size(), Ordering::Release);
             }

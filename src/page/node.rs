@@ -1050,7 +1050,7 @@ fn fraction_between(first: &[u8], last: &[u8], key: &[u8]) -> Option<u32> {
         .iter()
         .zip(last)
         .position(|(a, b)| a != b)
-        .unwrap_or(first.len().min(last.len()));
+        .unwrap_or_else(|| first.len().min(last.len()));
     let word = |k: &[u8]| {
         let mut b = [0u8; 8];
         let tail = k.get(shared..).unwrap_or_default();
