@@ -58,7 +58,6 @@ use crate::txn::undo_log::UNDO_PARTITIONS;
 use crate::txn::{LockMode, OldVersion, RollPtr, TrxId, UndoKind, UndoRecord};
 use crate::{Error, Result};
 
-use super::table::TableState;
 use super::{DbInner, table};
 
 /// The lock-table identity of partition 0's purger; partition `p` uses
@@ -191,12 +190,7 @@ fn purge_segments(db: &DbInner, part: u8, max: usize, bound: TrxId) -> Result<u6
     let mut records = 0;
     let mut ending = false;
     let r = batch.iter().try_for_each(|f| {
-        // Only the records purge acts on are decoded whole.
-        let (recs, all) = db
-            .segs
-            .chain_records_where(&db.store, f.first, f.trx, &mut |h| {
-                table_to_purge(db, h.kind, h.table, |i| h.may_have_changed(i)).is_some()
-            })?;
+        let recs = db.segs.chain_records(&db.store, f.first, f.trx)?;
         for r in &recs {
             purge_record(db, r.roll, &r.rec, bound, part)?;
         }
@@ -204,7 +198,7 @@ fn purge_segments(db: &DbInner, part: u8, max: usize, bound: TrxId) -> Result<u6
         db.segs.end_purged(&db.store, f)?;
         ending = false;
         n += 1;
-        records += all;
+        records += recs.len() as u64;
         Ok::<(), Error>(())
     });
     if r.is_err() {
@@ -247,33 +241,6 @@ fn purge_tree(db: &DbInner, part: u8, max: usize, bound: TrxId) -> Result<u64> {
     Ok(batch.len() as u64)
 }
 
-/// The table whose rows a record of `kind` for table `table` may leave
-/// purge work in, or `None` if it leaves none: an insert (or a run of
-/// them); a record of a dropped table, whose trees are freed whole
-/// (drop_table DROP2: no view below the bound needs what purge would
-/// remove); an update that changed no live secondary index's key
-/// (`may_have_changed`), since the old and new versions share their
-/// entries and only the purge of the update that changed a key away from
-/// `k` can find `k` unneeded.
-fn table_to_purge(
-    db: &DbInner,
-    kind: UndoKind,
-    table: u64,
-    may_have_changed: impl Fn(usize) -> bool,
-) -> Option<Arc<TableState>> {
-    if !kind.has_old_value() {
-        return None;
-    }
-    let t = db.table_by_id(table)?;
-    if t.dropped.load(Ordering::SeqCst) {
-        return None;
-    }
-    if kind == UndoKind::Update && !t.schema.read().live_indexes().any(may_have_changed) {
-        return None;
-    }
-    Some(t)
-}
-
 fn purge_record(
     db: &DbInner,
     roll: RollPtr,
@@ -281,10 +248,24 @@ fn purge_record(
     bound: TrxId,
     part: u8,
 ) -> Result<()> {
-    let Some(t) = table_to_purge(db, rec.kind, rec.table, |i| rec.may_have_changed(i)) else {
+    if !rec.kind.has_old_value() {
+        return Ok(()); // an insert or a run of them
+    }
+    let Some(t) = db.table_by_id(rec.table) else {
         return Ok(());
     };
+    if t.dropped.load(Ordering::SeqCst) {
+        // Its trees are freed whole (drop_table DROP2); no view below the
+        // bound needs what purge would remove.
+        return Ok(());
+    }
     let schema = t.schema.read().clone();
+    // An update that changed no secondary key leaves nothing to purge (the
+    // old and new versions share their entries); only the purge of the
+    // update that changed a key away from `k` can find `k` unneeded.
+    if rec.kind == UndoKind::Update && !schema.live_indexes().any(|i| rec.may_have_changed(i)) {
+        return Ok(());
+    }
     // Each partition's purger locks rows under its own identity.
     let me = PURGE_TRX - u64::from(part);
     let lock = db.locks.key(table::row_lock(schema.id, &rec.key));

@@ -773,8 +773,7 @@ pub fn undo_record(data: &[u8]) {
     let mut found = Vec::new();
     let trx = u64::from(flags);
     let page = crate::txn::undo_seg::raw_page_image(4096, trx, bytes);
-    let all = crate::txn::undo_seg::parse_records(&page, trx, &mut found);
-    if all.is_ok() {
+    if crate::txn::undo_seg::parse_records(&page, trx, &mut found).is_ok() {
         for (at, r) in &found {
             let len = usize::from(crate::page::get_u16(&page, *at));
             let again = page.get(at + 2..at + 2 + len).map(UndoRecord::decode);
@@ -784,41 +783,9 @@ pub fn undo_record(data: &[u8]) {
             );
         }
     }
-    // Read as purge reads it, keeping the records that hold an old value:
-    // those of the whole read, the same count, and an error only where the
-    // whole read fails too.
-    let mut kept = Vec::new();
-    let keep = &mut |h: &crate::txn::undo::UndoHead| h.kind.has_old_value();
-    match crate::txn::undo_seg::parse_records_where(&page, trx, keep, &mut kept) {
-        Ok(n) => {
-            if all.is_ok() {
-                assert_eq!(n as usize, found.len(), "purge's read counts every record");
-                found.retain(|(_, r)| r.kind.has_old_value());
-                assert_eq!(kept, found, "purge's read keeps what the whole read holds");
-            }
-        }
-        Err(_) => assert!(
-            all.is_err(),
-            "purge's read fails only where the whole read does"
-        ),
-    }
-    let head = UndoRecord::decode_head(bytes);
     let Ok(rec) = UndoRecord::decode(bytes) else {
         return;
     };
-    assert_eq!(
-        head.ok(),
-        Some(crate::txn::undo::UndoHead {
-            kind: rec.kind,
-            undo_no: rec.undo_no,
-            table: rec.table,
-            trx: rec.trx,
-            prev_trx: rec.prev_trx,
-            prev_roll: rec.prev_roll,
-            changed: rec.changed,
-        }),
-        "the head decoder reads the fields the whole decoder does"
-    );
     // This build writes version 3 only; an older record decodes to what
     // its version 3 bytes decode to.
     if bytes.first() == Some(&crate::txn::undo::UNDO_RECORD_VERSION) {

@@ -67,8 +67,11 @@ impl Ring {
         // SAFETY: off + 8 <= size (off is 8-aligned and size a multiple of 8,
         // I4); the buffer is 4096-aligned so the word is 8-aligned; the memory
         // lives as long as `self`. Every concurrent access to a marker word is
-        // atomic (I2, I3); non-atomic writes to it (I1) happen-before any
-        // atomic access through the ring_limit Release/Acquire pair.
+        // atomic (I2, I3). The non-atomic writes to it are an appender's (I1)
+        // and `zero`'s: the writer lock holder zeroes a word only after its
+        // SeqCst load saw the word's fragment published, and the next lap's
+        // appender writes it only after the ring_limit Release/Acquire pair
+        // that follows the zeroing, so neither races an atomic access.
         unsafe { AtomicU64::from_ptr(self.mem.as_raw().add(off).cast::<u64>()) }
     }
 
@@ -131,7 +134,12 @@ impl Ring {
     /// this call, and only the lock holder loads markers (I3), so plain
     /// stores race no atomic access.
     pub(crate) unsafe fn zero(&self, from: u64, to: u64) {
-        debug_assert!(from.is_multiple_of(8) && to.is_multiple_of(8) && to - from <= self.size());
+        debug_assert!(from.is_multiple_of(8) && to.is_multiple_of(8));
+        // A hard check: the bounds of the plain stores below rest on it.
+        assert!(
+            from <= to && to - from <= self.size(),
+            "ring: zeroing [{from}, {to}) is more than one lap"
+        );
         let off = self.offset(from);
         let len = (to - from) as usize;
         let size = self.size() as usize;

@@ -433,43 +433,6 @@ pub struct UndoRecord {
     pub changed: u64,
 }
 
-/// The fixed fields of an undo record, without its key and old version:
-/// what [`UndoRecord::decode_head`] reads, so a reader that acts on few
-/// records (purge skips inserts and updates that changed no index key)
-/// need not copy the rest of the ones it skips. The fields mean what the
-/// same fields of [`UndoRecord`] mean.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct UndoHead {
-    /// Kind.
-    pub kind: UndoKind,
-    /// Sequence number within the transaction.
-    pub undo_no: u64,
-    /// Table (clustered index) the record belongs to.
-    pub table: u64,
-    /// Transaction that made the change.
-    pub trx: TrxId,
-    /// Writer of the version this change replaced (0 for an insert).
-    pub prev_trx: TrxId,
-    /// That version's own undo (its roll pointer).
-    pub prev_roll: RollPtr,
-    /// Changed-index bits and index count ([`UndoRecord::changed`]).
-    pub changed: u64,
-}
-
-impl UndoHead {
-    /// As [`UndoRecord::may_have_changed`].
-    pub fn may_have_changed(&self, i: usize) -> bool {
-        may_have_changed(self.changed, i)
-    }
-}
-
-/// Whether a change with `changed` bits ([`UndoRecord::changed`]) may
-/// have given secondary index `i` a different key.
-fn may_have_changed(changed: u64, i: usize) -> bool {
-    let known = (changed >> 56) as usize;
-    i >= known || i >= 56 || changed & (1 << i) != 0
-}
-
 struct Reader<'a> {
     b: &'a [u8],
     at: usize,
@@ -551,7 +514,8 @@ impl UndoRecord {
     /// Whether the change may have given secondary index `i` a different
     /// key (true for indexes created after the change).
     pub fn may_have_changed(&self, i: usize) -> bool {
-        may_have_changed(self.changed, i)
+        let known = (self.changed >> 56) as usize;
+        i >= known || i >= 56 || self.changed & (1 << i) != 0
     }
 
     /// Whether the record can tell purge secondary index `i`'s key in the
@@ -699,49 +663,6 @@ impl UndoRecord {
     /// Decode one record of any version (U3, U5).
     pub fn decode(bytes: &[u8]) -> Result<UndoRecord> {
         let mut r = Reader { b: bytes, at: 0 };
-        let (version, h) = Self::read_head(&mut r)?;
-        let (key, old) = if version == UNDO_RECORD_V1 {
-            Self::decode_v1_body(&mut r, h.kind)?
-        } else {
-            let klen = r.len("key length")?;
-            let key = r.take(klen, "key")?.to_vec();
-            let old = if !h.kind.has_old_value() {
-                None
-            } else if version == UNDO_RECORD_V2 {
-                let n = r.len("old value length")?;
-                Some(OldVersion::Whole(r.take(n, "old value")?.to_vec()))
-            } else {
-                Some(Self::decode_old(&mut r, h.changed & CHANGED_BITS)?)
-            };
-            (key, old)
-        };
-        if r.at != bytes.len() {
-            return Err(malformed(r.at, "trailing bytes after the undo record"));
-        }
-        Ok(UndoRecord {
-            kind: h.kind,
-            undo_no: h.undo_no,
-            table: h.table,
-            trx: h.trx,
-            prev_trx: h.prev_trx,
-            prev_roll: h.prev_roll,
-            key,
-            old,
-            changed: h.changed,
-        })
-    }
-
-    /// Decode the fixed fields of a record of any version, the part of
-    /// [`UndoRecord::decode`] before the key: an error where `decode`
-    /// fails within them, and the same fields where it succeeds. The rest
-    /// of the bytes is not looked at.
-    pub fn decode_head(bytes: &[u8]) -> Result<UndoHead> {
-        Self::read_head(&mut Reader { b: bytes, at: 0 }).map(|(_, h)| h)
-    }
-
-    /// The version byte and the fixed fields (U3, U5), leaving `r` at the
-    /// key.
-    fn read_head(r: &mut Reader<'_>) -> Result<(u8, UndoHead)> {
         let version = r.u8("version")?;
         if !matches!(
             version,
@@ -757,16 +678,8 @@ impl UndoRecord {
             4 if version != UNDO_RECORD_V1 => UndoKind::InsertRun,
             _ => return Err(malformed(1, "unknown undo record kind")),
         };
-        let head = if version == UNDO_RECORD_V1 {
-            UndoHead {
-                kind,
-                undo_no: r.u64("undo number")?,
-                table: r.u64("table")?,
-                trx: r.u64("trx")?,
-                prev_trx: r.u64("previous trx")?,
-                prev_roll: RollPtr(r.u64("previous roll pointer")?),
-                changed: r.u64("changed indexes")?,
-            }
+        let rec = if version == UNDO_RECORD_V1 {
+            Self::decode_v1(&mut r, kind)?
         } else {
             let undo_no = r.varint("undo number")?;
             let table = r.varint("table")?;
@@ -779,17 +692,32 @@ impl UndoRecord {
             if bits & !CHANGED_BITS != 0 {
                 return Err(malformed(at, "changed-index bits past bit 55"));
             }
-            UndoHead {
+            let klen = r.len("key length")?;
+            let key = r.take(klen, "key")?.to_vec();
+            let old = if !kind.has_old_value() {
+                None
+            } else if version == UNDO_RECORD_V2 {
+                let n = r.len("old value length")?;
+                Some(OldVersion::Whole(r.take(n, "old value")?.to_vec()))
+            } else {
+                Some(Self::decode_old(&mut r, bits)?)
+            };
+            UndoRecord {
                 kind,
                 undo_no,
                 table,
                 trx,
                 prev_trx,
                 prev_roll,
+                key,
+                old,
                 changed: (u64::from(indexes) << 56) | bits,
             }
         };
-        Ok((version, head))
+        if r.at != bytes.len() {
+            return Err(malformed(r.at, "trailing bytes after the undo record"));
+        }
+        Ok(rec)
     }
 
     /// A version 3 record's old version: its tag, then a whole value or a
@@ -862,8 +790,14 @@ impl UndoRecord {
         v
     }
 
-    /// A version 1 record's key and old value, after its fixed fields.
-    fn decode_v1_body(r: &mut Reader<'_>, kind: UndoKind) -> Result<(Vec<u8>, Option<OldVersion>)> {
+    /// The rest of a version 1 record, after its version and kind.
+    fn decode_v1(r: &mut Reader<'_>, kind: UndoKind) -> Result<UndoRecord> {
+        let undo_no = r.u64("undo number")?;
+        let table = r.u64("table")?;
+        let trx = r.u64("trx")?;
+        let prev_trx = r.u64("previous trx")?;
+        let prev_roll = RollPtr(r.u64("previous roll pointer")?);
+        let changed = r.u64("changed indexes")?;
         let klen = r.u32("key length")? as usize;
         let key = r.take(klen, "key")?.to_vec();
         let old = match r.u8("old value flag")? {
@@ -880,7 +814,17 @@ impl UndoRecord {
                 "insert undo carries an old value, or another kind lacks one",
             ));
         }
-        Ok((key, old))
+        Ok(UndoRecord {
+            kind,
+            undo_no,
+            table,
+            trx,
+            prev_trx,
+            prev_roll,
+            key,
+            old,
+            changed,
+        })
     }
 }
 

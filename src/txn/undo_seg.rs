@@ -117,7 +117,7 @@ use crate::store::{Store, alloc_page, free_page};
 use crate::{Error, Result};
 
 use super::registry::TrxId;
-use super::undo::{RollPtr, UndoHead, UndoRecord};
+use super::undo::{RollPtr, UndoRecord};
 
 /// Root slot of the insert undo directory.
 pub const UNDO_DIR_ROOT_SLOT: usize = 2;
@@ -700,7 +700,7 @@ impl UndoSegments {
         let mut out = Vec::new();
         for &(id, _) in seg.pages.get(start..).unwrap_or(&[]) {
             let p = store.pool().fetch_read(id)?;
-            page_records(store, id, &p, trx, &mut |_| true, &mut out)?;
+            page_records(store, id, &p, trx, &mut out)?;
         }
         out.retain(|r| r.seq > after);
         Ok(out)
@@ -742,35 +742,18 @@ impl UndoSegments {
         first: PageId,
         trx: TrxId,
     ) -> Result<Vec<SegRecord>> {
-        self.chain_records_where(store, first, trx, &mut |_| true)
-            .map(|(out, _)| out)
-    }
-
-    /// The records of the chain starting at `first` (of `trx`) whose
-    /// fixed fields `keep` accepts, oldest first, and how many records
-    /// the chain holds in all. Each record's fixed fields are checked as
-    /// [`Self::chain_records`] checks them; only the kept ones are
-    /// decoded whole (purge, which acts on few of them).
-    pub fn chain_records_where(
-        &self,
-        store: &Store,
-        first: PageId,
-        trx: TrxId,
-        keep: &mut dyn FnMut(&UndoHead) -> bool,
-    ) -> Result<(Vec<SegRecord>, u64)> {
         let mut out = Vec::new();
         let mut seen = HashSet::new();
-        let mut all = 0;
         let mut at = first;
         while at.0 != 0 {
             if !seen.insert(at.0) {
                 return Err(corrupt(store, at.0, "undo segment comes back to this page"));
             }
             let p = store.pool().fetch_read(at)?;
-            all += page_records(store, at, &p, trx, keep, &mut out)?;
+            page_records(store, at, &p, trx, &mut out)?;
             at = PageId(get_u64(&p, SEG_NEXT));
         }
-        Ok((out, all))
+        Ok(out)
     }
 
     /// End the segment `seg` of `trx` as its transaction ends: cache its
@@ -1133,19 +1116,17 @@ fn seg_page_owner(store: &Store, id: PageId, p: &[u8]) -> Result<TrxId> {
     Ok(get_u64(p, SEG_TRX))
 }
 
-/// Append the records of segment page `p` that `keep` accepts to `out`,
-/// checking them all (US5); returns how many the page holds.
+/// Append the records of segment page `p` to `out`, checking them (US5).
 fn page_records(
     store: &Store,
     id: PageId,
     p: &[u8],
     trx: TrxId,
-    keep: &mut dyn FnMut(&UndoHead) -> bool,
     out: &mut Vec<SegRecord>,
-) -> Result<u64> {
+) -> Result<()> {
     seg_page_trx(store, id, p, trx)?;
     let mut found = Vec::new();
-    let all = parse_records_where(p, trx, keep, &mut found).map_err(|(at, reason)| {
+    parse_records(p, trx, &mut found).map_err(|(at, reason)| {
         corrupt(
             store,
             id.0,
@@ -1165,35 +1146,18 @@ fn page_records(
             roll,
         });
     }
-    Ok(all)
+    Ok(())
 }
 
 /// The records of segment page `p` of `trx` (US5), each with the offset
-/// of its length prefix: [`parse_records_where`] keeping every record, as
-/// recovery and rollback read a page (for the tests and the fuzz target).
-#[cfg(any(test, feature = "fuzzing"))]
+/// of its length prefix: the decoder recovery, rollback and purge use,
+/// and the fuzz target's.
 pub(crate) fn parse_records(
     p: &[u8],
     trx: TrxId,
     out: &mut Vec<(usize, UndoRecord)>,
 ) -> std::result::Result<(), (usize, String)> {
-    parse_records_where(p, trx, &mut |_| true, out).map(|_| ())
-}
-
-/// The records of segment page `p` of `trx` (US5) whose fixed fields
-/// `keep` accepts, each with the offset of its length prefix: the decoder
-/// recovery, rollback and purge use, and the fuzz target's. Every
-/// record's length and fixed fields are checked (its sequence number in
-/// range, its transaction `trx`); only the kept ones are decoded whole.
-/// Returns how many records the page holds.
-pub(crate) fn parse_records_where(
-    p: &[u8],
-    trx: TrxId,
-    keep: &mut dyn FnMut(&UndoHead) -> bool,
-    out: &mut Vec<(usize, UndoRecord)>,
-) -> std::result::Result<u64, (usize, String)> {
     let mut at = SEG_RECORDS;
-    let mut all = 0;
     while let Some(&[lo, hi]) = p.get(at..at + 2) {
         let len = usize::from(u16::from_le_bytes([lo, hi]));
         if len == 0 {
@@ -1202,27 +1166,23 @@ pub(crate) fn parse_records_where(
         let bytes = p
             .get(at + 2..at + 2 + len)
             .ok_or_else(|| (at, format!("length {len} runs past the page")))?;
-        let head = UndoRecord::decode_head(bytes).map_err(|e| (at, e.to_string()))?;
-        if head.undo_no == 0 || head.undo_no >= RollPtr::SEGMENT_BIT {
-            return Err((at, format!("sequence number {} out of range", head.undo_no)));
+        let rec = UndoRecord::decode(bytes).map_err(|e| (at, e.to_string()))?;
+        if rec.undo_no == 0 || rec.undo_no >= RollPtr::SEGMENT_BIT {
+            return Err((at, format!("sequence number {} out of range", rec.undo_no)));
         }
-        if head.trx != trx {
+        if rec.trx != trx {
             return Err((
                 at,
                 format!(
                     "a {:?} record of transaction {} in a segment of {trx}",
-                    head.kind, head.trx
+                    rec.kind, rec.trx
                 ),
             ));
         }
-        if keep(&head) {
-            let rec = UndoRecord::decode(bytes).map_err(|e| (at, e.to_string()))?;
-            out.push((at, rec));
-        }
-        all += 1;
+        out.push((at, rec));
         at += 2 + len;
     }
-    Ok(all)
+    Ok(())
 }
 
 /// A page image for tests and the fuzz target: a segment page of `trx`
@@ -1326,23 +1286,6 @@ mod tests {
         assert_eq!((found[0].entry, found[0].trx), (entry, 42));
         assert_eq!(found[0].first, seg.head().1);
         assert_eq!(segs.chain_records(&store, found[0].first, 42).unwrap(), all);
-        // Purge's read: every record counted and checked, the kept ones
-        // (here each seventh) decoded whole, the others skipped.
-        let (some, count) = segs
-            .chain_records_where(&store, found[0].first, 42, &mut |h| h.undo_no % 7 == 0)
-            .unwrap();
-        assert_eq!(count, n);
-        assert_eq!(
-            some,
-            all.iter()
-                .filter(|r| r.seq % 7 == 0)
-                .cloned()
-                .collect::<Vec<_>>()
-        );
-        assert!(matches!(
-            segs.chain_records_where(&store, found[0].first, 43, &mut |_| false),
-            Err(Error::CorruptPage { .. })
-        ));
         // Another transaction's records are refused (US5).
         assert!(matches!(
             segs.chain_records(&store, found[0].first, 43),
