@@ -29,9 +29,11 @@ use node::SLOT_SIZE;
 impl<'s> Tree<'s> {
     /// Build a new tree holding `entries`, which must come in strictly
     /// ascending key order (an error otherwise).
-    pub fn bulk_build<I>(store: &'s Store, entries: I) -> Result<Tree<'s>>
+    pub fn bulk_build<I, K, V>(store: &'s Store, entries: I) -> Result<Tree<'s>>
     where
-        I: IntoIterator<Item = (Vec<u8>, Vec<u8>)>,
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
     {
         let tree = Tree::create(store)?;
         let fill = tree.capacity() / 16 * 15;
@@ -42,20 +44,21 @@ impl<'s> Tree<'s> {
         let mut prev: Option<Vec<u8>> = None;
         let mut prev_leaf_last: Option<Vec<u8>> = None;
         for (k, v) in entries {
-            tree.check_sizes(&k, Some(&v))?;
-            if prev.as_ref().is_some_and(|p| p.as_slice() >= k.as_slice()) {
+            let (k, v) = (k.as_ref(), v.as_ref());
+            tree.check_sizes(k, Some(v))?;
+            if prev.as_ref().is_some_and(|p| p.as_slice() >= k) {
                 return Err(Error::InvalidArgument {
                     what: "bulk build input",
                     reason: "keys must be strictly ascending".into(),
                 });
             }
             let cell = if v.len() <= tree.max_inline_value() {
-                node::encode_leaf_inline(&k, &v).map_err(tree.ne(tree.root))?
+                node::encode_leaf_inline(k, v).map_err(tree.ne(tree.root))?
             } else {
                 let mut mtr = store.mtr()?;
-                let first = overflow::write(&mut mtr, &v)?;
+                let first = overflow::write(&mut mtr, v)?;
                 mtr.commit()?;
-                node::encode_leaf_overflow(&k, v.len() as u32, first.0)
+                node::encode_leaf_overflow(k, v.len() as u32, first.0)
                     .map_err(tree.ne(tree.root))?
             };
             tree.assert_cell_size(&cell);
@@ -71,7 +74,8 @@ impl<'s> Tree<'s> {
                 used = 0;
             }
             if cells.is_empty() {
-                first_key = k.clone();
+                first_key.clear();
+                first_key.extend_from_slice(k);
             }
             used += cell.len() + SLOT_SIZE;
             assert!(
@@ -79,7 +83,15 @@ impl<'s> Tree<'s> {
                 "btree BK1: a leaf of {used} bytes passes the fill {fill}"
             );
             cells.push(cell);
-            prev = Some(k);
+            // The previous key's buffer is reused (the input may be
+            // borrowed keys, as `SortKeys` gives).
+            match &mut prev {
+                Some(p) => {
+                    p.clear();
+                    p.extend_from_slice(k);
+                }
+                None => prev = Some(k.to_vec()),
+            }
         }
         if level.is_empty() {
             // Everything fits the root leaf.

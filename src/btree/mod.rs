@@ -4,6 +4,7 @@
 //! * `node`: the slotted node layout (pure functions on a page).
 //! * `overflow`: chains of pages for values over a quarter page.
 //! * `cursor`: forward and backward range scans.
+//! * `key_sort`: keys gathered in one arena and sorted for a bulk build.
 //!
 //! **Concurrency: latch coupling with an optimistic first try**, as in
 //! InnoDB. Readers descend holding a shared latch on a node until the
@@ -74,6 +75,7 @@
 mod append_hint;
 mod bulk;
 mod cursor;
+mod key_sort;
 use crate::page::node;
 mod overflow;
 
@@ -81,6 +83,7 @@ use std::ops::Bound;
 
 pub(crate) use append_hint::AppendHints;
 pub use cursor::{Cursor, Direction};
+pub(crate) use key_sort::SortKeys;
 
 use crate::buffer::{Load, PageRead, PageWrite};
 use crate::log::Lsn;

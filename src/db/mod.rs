@@ -51,7 +51,8 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
-use crate::btree::{Direction, Tree};
+use crate::btree::{Direction, SortKeys, Tree};
+use crate::catalog::RowRef;
 use crate::catalog::schema::{Catalog, IndexDef, TableDef, TableSchema};
 use crate::io::{RealFs, Vfs};
 use crate::log::Durability;
@@ -61,7 +62,9 @@ use crate::store::{Store, StoreOptions, StoreStats};
 pub use crate::txn::LockStats;
 use crate::txn::undo_log::{TRX_ID_BATCH, UndoLog};
 use crate::txn::undo_seg::UndoSegments;
-use crate::txn::{LockTable, RollPtr, SlotToken, TrxId, TrxRegistry, UndoKind, UndoRecord};
+use crate::txn::{
+    LockTable, RecHeader, RollPtr, SlotToken, TrxId, TrxRegistry, UndoKind, UndoRecord,
+};
 use crate::{Error, Result};
 
 pub use check::CheckReport;
@@ -964,38 +967,42 @@ impl Db {
         if db.purge_bound() < limit {
             return Ok(false);
         }
-        let mut entries: Vec<Vec<u8>> = Vec::new();
-        let mut live: Vec<Vec<u8>> = Vec::new();
+        // Every key in one arena, sorted there (`btree::key_sort`).
+        let mut entries = SortKeys::new();
+        let mut live = SortKeys::new();
+        let mut sec = Vec::new();
         let tree = table::clustered(&db.store, &trial);
         let mut rows = tree.range(
             std::ops::Bound::Unbounded,
             std::ops::Bound::Unbounded,
             Direction::Forward,
         );
-        // Read in place: the batch is not copied entry by entry.
+        // Read in place: neither the batch nor a row is copied, and only
+        // the index's columns are decoded.
         while let Some(item) = rows.next_entry() {
             let (pk, v) = item?;
-            let (h, row) = table::split_rec(v)?;
-            let values = table::decode(&trial, &row)?;
-            let k = table::sec_key_of(&trial, i, &values);
-            if !h.deleted && !table::sec_key_has_null(&trial, i, &values) {
-                live.push(k.clone());
+            let (h, row) = RecHeader::decode(v)?;
+            let row = RowRef::new(&trial.def.columns, row)?;
+            table::sec_key_of_ref(&trial, i, &row, &mut sec)?;
+            if index.unique && !h.deleted && !table::sec_key_has_null_ref(&trial, i, &row)? {
+                live.push(&[&sec]);
             }
             // A delete-marked row keeps its entry until purge removes both.
-            entries.push(table::entry_key(&k, pk));
+            entries.push(&[&sec, pk]);
         }
         if index.unique {
-            live.sort_unstable();
-            if live.windows(2).any(|w| w.first() == w.get(1)) {
+            live.sort();
+            if live.has_duplicate() {
                 return Err(Error::DuplicateKey {
                     table: table.to_string(),
                     index: index.name.clone(),
                 });
             }
         }
-        entries.sort_unstable();
+        drop(live);
+        entries.sort();
         entries.dedup();
-        let built = Tree::bulk_build(&db.store, entries.into_iter().map(|k| (k, Vec::new())))?;
+        let built = Tree::bulk_build(&db.store, entries.iter().map(|k| (k, [0u8; 0])))?;
         let lsn = db.store.log().end_lsn();
         db.store.commit(lsn, Durability::Sync)?;
         let new = db

@@ -364,6 +364,24 @@ pub(crate) fn sec_key_has_null(schema: &TableSchema, i: usize, values: &[Value])
     })
 }
 
+/// [`sec_key_has_null`] for a row read in place: only the index's
+/// columns are read.
+pub(crate) fn sec_key_has_null_ref(
+    schema: &TableSchema,
+    i: usize,
+    row: &RowRef<'_>,
+) -> Result<bool> {
+    let Some(ix) = schema.def.indexes.get(i) else {
+        return Ok(false);
+    };
+    for &k in &ix.columns {
+        if matches!(row.get(k)?, ValueRef::Null) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// `sec key | pk`.
 pub(crate) fn entry_key(sec: &[u8], pk: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(sec.len() + pk.len());

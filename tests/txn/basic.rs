@@ -458,6 +458,69 @@ fn create_index_on_a_populated_table() {
     assert!(report.is_ok(), "{:?}", report.problems);
 }
 
+/// A unique build counts neither NULL keys nor a deleted row as
+/// duplicates, and its entries come out in key order even where most
+/// keys share their first bytes (the build sorts them in one arena by
+/// their first eight bytes, then by all of them: `btree::key_sort`).
+#[test]
+fn create_unique_index_skips_nulls_and_deleted_rows_and_sorts_shared_prefixes() {
+    let fs = SimFs::new(6);
+    let db = open(&fs, opts(300));
+    let mut def = accounts();
+    def.indexes.clear();
+    let t = db.create_table(def).unwrap();
+    // Owners "0000000000001234"-style: eleven shared leading zeros; every
+    // seventh owner NULL. 7919 is prime to 2000, so the rest are distinct.
+    let owner = |i: i64| format!("{:0>16}", (i * 7919) % 2000);
+    let mut tx = db.begin().unwrap();
+    for i in 0..2000 {
+        let o = if i % 7 == 0 {
+            Value::Null
+        } else {
+            Value::Text(owner(i))
+        };
+        tx.insert(&t, &[Value::Int64(i), o, Value::Int64(i)])
+            .unwrap();
+    }
+    // A row holding owner(1) again, deleted before the build.
+    tx.insert(&t, &acct(5000, &owner(1), 0)).unwrap();
+    tx.commit().unwrap();
+    let mut tx = db.begin().unwrap();
+    tx.delete(&t, &[Value::Int64(5000)]).unwrap();
+    tx.commit().unwrap();
+
+    db.create_index(
+        "accounts",
+        IndexDef {
+            name: "by_owner".into(),
+            columns: vec![1],
+            unique: true,
+        },
+    )
+    .unwrap();
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    let mut tx = db.begin().unwrap();
+    let by_owner: Rows = tx
+        .index_scan(&t, "by_owner", Unbounded, Unbounded, Direction::Forward)
+        .unwrap()
+        .collect::<quill::Result<_>>()
+        .unwrap();
+    assert_eq!(by_owner.len(), 2000);
+    let owners: Vec<&str> = by_owner
+        .iter()
+        .filter_map(|r| match &r[1] {
+            Value::Text(s) => Some(s.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(owners.len(), 2000 - 2000_usize.div_ceil(7));
+    assert!(owners.windows(2).all(|w| w[0] < w[1]), "in key order");
+    let err = tx.insert(&t, &acct(6000, &owner(2), 0)).unwrap_err();
+    assert!(matches!(err, Error::DuplicateKey { .. }), "{err}");
+    tx.rollback().unwrap();
+}
+
 #[test]
 fn purge_removes_deleted_rows_and_stale_entries() {
     let fs = SimFs::new(6);
