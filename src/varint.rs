@@ -48,7 +48,20 @@ pub const fn len(v: u64) -> usize {
 }
 
 /// The varint at the start of `b`, and how many bytes it took (V1).
+#[inline]
 pub fn read(b: &[u8]) -> Result<(u64, usize), VarintError> {
+    // Most fields (kinds, counts, short lengths) take one byte; a byte
+    // without its top bit is a whole, minimal varint on its own.
+    if let Some(&byte) = b.first()
+        && byte < 0x80
+    {
+        return Ok((u64::from(byte), 1));
+    }
+    read_long(b)
+}
+
+/// [`read`] for a varint of more than one byte (or none).
+fn read_long(b: &[u8]) -> Result<(u64, usize), VarintError> {
     let mut v: u64 = 0;
     for i in 0..MAX_LEN {
         let byte = *b.get(i).ok_or(VarintError::Truncated)?;

@@ -254,12 +254,19 @@ fn purge_record(
     let Some(t) = db.table_by_id(rec.table) else {
         return Ok(());
     };
-    if t.dropped.load(Ordering::SeqCst) {
-        // Its trees are freed whole (drop_table DROP2); no view below the
-        // bound needs what purge would remove.
-        return Ok(());
-    }
-    let schema = t.schema.read().clone();
+    let schema = {
+        let guard = t.schema.read();
+        // Read under the schema lock: a DROP TABLE sets the mark, and sets
+        // it back if it fails before its commit point, both under the write
+        // lock, so a failed drop's passing mark is never seen here (a
+        // record skipped on it would never be purged).
+        if t.dropped.load(Ordering::SeqCst) {
+            // Its trees are freed whole (drop_table DROP2); no view below
+            // the bound needs what purge would remove.
+            return Ok(());
+        }
+        guard.clone()
+    };
     // An update that changed no secondary key leaves nothing to purge (the
     // old and new versions share their entries); only the purge of the
     // update that changed a key away from `k` can find `k` unneeded.

@@ -61,6 +61,17 @@ impl Ring {
         (lsn & self.mask) as usize
     }
 
+    /// Where `len` bytes (at most one lap) from `lsn` lie in the buffer:
+    /// `(off, first)`, the first `first` bytes at `off..off + first` and the
+    /// rest, if the range wraps, at `0..len - first`. Both pieces are inside
+    /// the buffer.
+    fn split(&self, lsn: u64, len: usize) -> (usize, usize) {
+        let off = self.offset(lsn);
+        let size = self.size() as usize;
+        debug_assert!(len <= size, "ring: a range is at most one lap");
+        (off, len.min(size - off))
+    }
+
     fn marker(&self, lsn: u64) -> &AtomicU64 {
         debug_assert_eq!(lsn % 8, 0, "ring I2: fragments are 8-aligned");
         let off = self.offset(lsn) & !7;
@@ -91,9 +102,7 @@ impl Ring {
     /// The caller owns `[lsn, lsn + src.len())` under I1 and does not cover
     /// a marker word it has published (or that another appender owns).
     pub(crate) unsafe fn write(&self, lsn: u64, src: &[u8]) {
-        let off = self.offset(lsn);
-        let size = self.size() as usize;
-        let first = src.len().min(size - off);
+        let (off, first) = self.split(lsn, src.len());
         let (a, b) = src.split_at(first);
         // SAFETY: [off, off + first) and [0, b.len()) lie inside the buffer
         // (b.len() <= size because fragments are smaller than the ring); the
@@ -110,9 +119,7 @@ impl Ring {
     /// The range is complete and immutable (below `filled`, I3) or owned by
     /// the caller, and no marker inside it is concurrently stored.
     pub(crate) unsafe fn read(&self, lsn: u64, dst: &mut [u8]) {
-        let off = self.offset(lsn);
-        let size = self.size() as usize;
-        let first = dst.len().min(size - off);
+        let (off, first) = self.split(lsn, dst.len());
         let (a, b) = dst.split_at_mut(first);
         // SAFETY: bounds as in `write`; the bytes are not written concurrently
         // (caller contract), and reads may overlap atomic loads of markers.
@@ -140,10 +147,8 @@ impl Ring {
             from <= to && to - from <= self.size(),
             "ring: zeroing [{from}, {to}) is more than one lap"
         );
-        let off = self.offset(from);
         let len = (to - from) as usize;
-        let size = self.size() as usize;
-        let first = len.min(size - off);
+        let (off, first) = self.split(from, len);
         // SAFETY: [off, off + first) and [0, len - first) lie inside the
         // buffer (len <= size); no other thread accesses them (caller
         // contract).
