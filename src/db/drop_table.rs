@@ -103,30 +103,41 @@ pub(crate) fn drop_table(db: &DbInner, name: &str) -> Result<()> {
         }
     }
     st.install(&mut guard, Arc::new((*schema).clone()));
-    let n = {
-        let slot = db.begin_slot()?;
-        let id = slot.id();
-        db.registry.release(slot);
-        id
-    };
-    let pending: Vec<PendingDrop> = trees
-        .iter()
-        .map(|&root| PendingDrop {
-            root: crate::page::PageId(root),
-            table: schema.id,
-            trx: n,
+    // Steps 2 and 3; a failure in either leaves the table as it was.
+    let listed = db
+        .begin_slot()
+        .map(|slot| {
+            let id = slot.id();
+            db.registry.release(slot);
+            id
         })
-        .collect();
-    if let Err(e) = drops::add(&db.store, &pending) {
-        // Nothing reached the catalog: the table stays (DROP3 discards any
-        // entry that did reach the disk at the next open).
-        st.dropped.store(false, Ordering::SeqCst);
-        let mut held = db.dropped.lock();
-        for root in &trees {
-            held.remove(root);
+        .and_then(|n| {
+            let pending: Vec<PendingDrop> = trees
+                .iter()
+                .map(|&root| PendingDrop {
+                    root: crate::page::PageId(root),
+                    table: schema.id,
+                    trx: n,
+                })
+                .collect();
+            drops::add(&db.store, &pending).map(|()| pending)
+        });
+    let pending = match listed {
+        Ok(pending) => pending,
+        Err(e) => {
+            // Nothing reached the catalog: the table stays (DROP3 discards
+            // any entry that did reach the disk at the next open). The mark
+            // goes under the schema's write lock, which purge reads it under
+            // (a record purge skipped on a passing mark would never be
+            // purged).
+            st.dropped.store(false, Ordering::SeqCst);
+            let mut held = db.dropped.lock();
+            for root in &trees {
+                held.remove(root);
+            }
+            return Err(e);
         }
-        return Err(e);
-    }
+    };
     db.pending_drops.fetch_add(pending.len(), Ordering::Relaxed);
     // An error here leaves the table marked dropped and its entries
     // listed; whether the catalog entry is gone is decided at the next

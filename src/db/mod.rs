@@ -978,7 +978,9 @@ impl Db {
             Direction::Forward,
         );
         // Read in place: neither the batch nor a row is copied, and only
-        // the index's columns are decoded.
+        // the index's columns are decoded (so, unlike `decode_row`, text in
+        // other columns is not checked to be UTF-8 here; a read of such a
+        // row still finds it).
         while let Some(item) = rows.next_entry() {
             let (pk, v) = item?;
             let (h, row) = RecHeader::decode(v)?;

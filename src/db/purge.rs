@@ -257,9 +257,9 @@ fn purge_record(
     let schema = {
         let guard = t.schema.read();
         // Read under the schema lock: a DROP TABLE sets the mark, and sets
-        // it back if it fails before its commit point, both under the write
-        // lock, so a failed drop's passing mark is never seen here (a
-        // record skipped on it would never be purged).
+        // it back if it fails before its commit point (`drop_table`), both
+        // under the write lock, so a failed drop's passing mark is never
+        // seen here (a record skipped on it would never be purged).
         if t.dropped.load(Ordering::SeqCst) {
             // Its trees are freed whole (drop_table DROP2); no view below
             // the bound needs what purge would remove.

@@ -294,6 +294,53 @@ fn a_drop_cut_short_before_its_commit_point_leaves_the_table() -> Result<()> {
     db.close()
 }
 
+/// A DROP TABLE that cannot take its transaction id (every slot busy)
+/// fails before its commit point and leaves the table as it was: not
+/// marked dropped, so statements and purge go on using it (a mark left
+/// behind would fail every statement and make purge skip the table's
+/// records for good).
+#[test]
+fn a_drop_without_a_free_transaction_slot_leaves_the_table() -> Result<()> {
+    let fs = SimFs::new(62);
+    let db = Db::open_with(
+        Arc::new(fs.clone()),
+        Path::new("/db"),
+        Options {
+            max_transactions: 3,
+            ..opts()
+        },
+    )?;
+    let t = create_plain_notes(&db);
+    let mut tx = db.begin()?;
+    tx.insert(&t, &[Value::Int64(1), Value::Text("a".into())])?;
+    tx.commit()?;
+    // Transactions take their slot at their first write: hold them all.
+    let mut held = Vec::new();
+    let err = loop {
+        let id = 100 + held.len() as i64;
+        let mut tx = db.begin()?;
+        match tx.insert(&t, &[Value::Int64(id), Value::Text("held".into())]) {
+            Ok(_) => held.push(tx),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(held.len(), 3);
+    assert!(matches!(err, Error::LimitExceeded { .. }), "{err}");
+    let err = db.drop_table("notes").unwrap_err();
+    assert!(matches!(err, Error::LimitExceeded { .. }), "{err}");
+    assert!(!t.is_dropped(), "a failed drop leaves no mark");
+    for tx in held {
+        tx.commit()?;
+    }
+    let mut tx = db.begin()?;
+    tx.insert(&t, &[Value::Int64(2), Value::Text("b".into())])?;
+    tx.commit()?;
+    assert_eq!(db.check()?.tables, 1);
+    db.drop_table("notes")?;
+    assert!(t.is_dropped());
+    db.close()
+}
+
 #[test]
 fn a_table_held_by_ddl_is_refused_without_waiting() {
     let fs = SimFs::new(31);

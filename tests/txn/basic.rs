@@ -459,18 +459,28 @@ fn create_index_on_a_populated_table() {
 }
 
 /// A unique build counts neither NULL keys nor a deleted row as
-/// duplicates, and its entries come out in key order even where most
-/// keys share their first bytes (the build sorts them in one arena by
-/// their first eight bytes, then by all of them: `btree::key_sort`).
+/// duplicates, finds a duplicate among keys whose first seventeen bytes
+/// tie, and its entries come out in key order where keys share long
+/// beginnings (the build sorts them in one arena, by the sixteen bytes
+/// after the prefix all keys share, then by whole keys:
+/// `btree::key_sort`).
 #[test]
 fn create_unique_index_skips_nulls_and_deleted_rows_and_sorts_shared_prefixes() {
     let fs = SimFs::new(6);
-    let db = open(&fs, opts(300));
+    // No purge: the deleted row stays delete-marked through the build.
+    let db = open(
+        &fs,
+        quill::db::Options {
+            purge: false,
+            ..opts(300)
+        },
+    );
     let mut def = accounts();
     def.indexes.clear();
     let t = db.create_table(def).unwrap();
-    // Owners "0000000000001234"-style: eleven shared leading zeros; every
-    // seventh owner NULL. 7919 is prime to 2000, so the rest are distinct.
+    // Owners zero-padded to 16 digits (at least twelve leading zeros in
+    // common); every seventh NULL. 7919 is prime to 2000, so the rest are
+    // distinct.
     let owner = |i: i64| format!("{:0>16}", (i * 7919) % 2000);
     let mut tx = db.begin().unwrap();
     for i in 0..2000 {
@@ -488,16 +498,13 @@ fn create_unique_index_skips_nulls_and_deleted_rows_and_sorts_shared_prefixes() 
     let mut tx = db.begin().unwrap();
     tx.delete(&t, &[Value::Int64(5000)]).unwrap();
     tx.commit().unwrap();
-
-    db.create_index(
-        "accounts",
-        IndexDef {
-            name: "by_owner".into(),
-            columns: vec![1],
-            unique: true,
-        },
-    )
-    .unwrap();
+    let unique = |name: &str, unique: bool| IndexDef {
+        name: name.into(),
+        columns: vec![1],
+        unique,
+    };
+    db.create_index("accounts", unique("by_owner", true))
+        .unwrap();
     let report = db.check().unwrap();
     assert!(report.is_ok(), "{:?}", report.problems);
     let mut tx = db.begin().unwrap();
@@ -519,6 +526,44 @@ fn create_unique_index_skips_nulls_and_deleted_rows_and_sorts_shared_prefixes() 
     let err = tx.insert(&t, &acct(6000, &owner(2), 0)).unwrap_err();
     assert!(matches!(err, Error::DuplicateKey { .. }), "{err}");
     tx.rollback().unwrap();
+
+    // No NULLs: the keys share only their tag byte, and the sixteen bytes
+    // after it (a first digit 0 or 1, then a 24-digit number's leading
+    // zeros) tie for half of them each, so the sort compares whole keys.
+    // Row 9001 repeats row 1's owner.
+    let mut def = accounts();
+    def.name = "ledger".into();
+    def.indexes.clear();
+    let l = db.create_table(def).unwrap();
+    let long = |i: i64| format!("{}{:0>24}", i % 2, (i * 7919) % 2000);
+    let mut tx = db.begin().unwrap();
+    for i in 0..2000 {
+        tx.insert(&l, &acct(i, &long(i), i)).unwrap();
+    }
+    tx.insert(&l, &acct(9001, &long(1), 0)).unwrap();
+    tx.commit().unwrap();
+    let err = db
+        .create_index("ledger", unique("by_owner", true))
+        .unwrap_err();
+    assert!(matches!(err, Error::DuplicateKey { .. }), "{err}");
+    db.create_index("ledger", unique("by_owner_all", false))
+        .unwrap();
+    let mut tx = db.begin().unwrap();
+    let got: Vec<(String, i64)> = tx
+        .index_scan(&l, "by_owner_all", Unbounded, Unbounded, Direction::Forward)
+        .unwrap()
+        .map(|r| match r.unwrap().as_slice() {
+            [Value::Int64(id), Value::Text(o), _] => (o.clone(), *id),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let mut want: Vec<(String, i64)> = (0..2000).map(|i| (long(i), i)).collect();
+    want.push((long(1), 9001));
+    want.sort();
+    assert_eq!(got, want, "(key, primary key) order");
+    tx.commit().unwrap();
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
 }
 
 #[test]
