@@ -252,7 +252,7 @@ fn read_value<'a: 'v, 'b: 'v, 'v>(
         ColumnType::Text { .. } => {
             let start = r.pos();
             let raw = read_escaped(r, buf)?;
-            let text = std::str::from_utf8(raw).map_err(|e| CatalogError::Malformed {
+            let text = super::row::utf8(raw).map_err(|e| CatalogError::Malformed {
                 offset: start,
                 reason: format!("text is not UTF-8: {e}"),
             })?;
