@@ -12,6 +12,8 @@
 //! and every other insert, update and delete runs prepared.
 //! Failures print proptest's seed and the statement, so a run replays.
 
+mod common;
+
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -389,12 +391,11 @@ fn check(ops: Vec<Op>) {
 }
 
 fn check_in(s: &mut Session, ops: Vec<Op>) {
-    for r in s.execute(
+    common::setup(
+        s,
         "DROP TABLE IF EXISTS m; CREATE TABLE m (k int PRIMARY KEY, a int, b varchar(40), c bigint); \
          CREATE INDEX m_a ON m (a); CREATE INDEX m_bc ON m (b, c)",
-    ) {
-        r.unwrap();
-    }
+    );
     let mut model: BTreeMap<i64, Row> = BTreeMap::new();
     // Writes alternate between literal SQL and prepared statements.
     let mut prepared_write = false;

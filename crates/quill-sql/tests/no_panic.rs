@@ -3,6 +3,8 @@
 //! rows end in a result or an error, and the session still answers a
 //! query afterwards. (Failures print proptest's seed, so a run replays.)
 
+mod common;
+
 use std::cell::RefCell;
 use std::sync::Arc;
 
@@ -30,14 +32,12 @@ fn with_session(f: impl FnOnce(&mut Session)) {
 }
 
 fn with_table(s: &mut Session, f: impl FnOnce(&mut Session)) {
-    let _ = s.execute("ROLLBACK");
-    for r in s.execute(
+    common::setup(
+        s,
         "DROP TABLE IF EXISTS t, u;
          CREATE TABLE t (k int PRIMARY KEY, v varchar(8), n bigint, b boolean, ts timestamp);
          INSERT INTO t VALUES (1, 'a', 10, true, '2020-01-01'), (2, NULL, NULL, NULL, NULL)",
-    ) {
-        r.unwrap();
-    }
+    );
     f(s);
 }
 
