@@ -9,7 +9,13 @@
 # kill -9 of the server while clients commit (tests/e2e/crash.py).
 # tokio-postgres and psql run in `cargo test` (crates/quill-server/tests).
 #
-#   tests/e2e/run.sh [SECONDS_PER_SYSBENCH_RUN]   (default 10)
+#   tests/e2e/run.sh [SECONDS_PER_SYSBENCH_RUN [CARGO_PROFILE]]
+#
+# SECONDS_PER_SYSBENCH_RUN defaults to 10. CARGO_PROFILE (default release)
+# is the profile the server is built with: these tests check behaviour, not
+# speed, so CI passes `dev` and reuses the binary `cargo test` just built,
+# with its debug assertions and overflow checks on, instead of paying for a
+# whole-program-optimized release build.
 #
 # Installs what it needs: Debian's sysbench, postgresql-client and
 # libpostgresql-jdbc-java (with a Java runtime), and psycopg2-binary and
@@ -17,6 +23,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs="${1:-10}"
+profile="${2:-release}"
 
 need_apt=()
 command -v sysbench >/dev/null 2>&1 || need_apt+=(sysbench)
@@ -35,8 +42,12 @@ if ! python3 -c "import psycopg2, psycopg" >/dev/null 2>&1; then
   python3 -m pip install -q "psycopg2-binary==2.9.13" "psycopg[binary]==3.3.9"
 fi
 
-cargo build --release -p quill-cli
-quill=target/release/quill
+cargo build --profile "$profile" -p quill-cli
+case "$profile" in
+  dev | test) quill=target/debug/quill ;;
+  bench) quill=target/release/quill ;;
+  *) quill="target/$profile/quill" ;;
+esac
 # 1,024 connections need as many descriptors in the server and the client.
 ulimit -n 8192 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
