@@ -65,9 +65,16 @@
 //!   lowered after [`step`] frees one. While it is 0 the purge thread's
 //!   [`step`] returns at once, reading nothing; otherwise it reads the
 //!   list itself, under the purge locks, and acts on that.
+//! * DROP6. A drop never fails only because the purge thread is behind:
+//!   when the superblock's list has no room for its trees, the drop
+//!   frees trees itself ([`make_room`], the purge thread's own [`step`],
+//!   taken with no lock held) for up to the lock wait timeout, and fails
+//!   with `LimitExceeded` only when no tree can be freed that long (a
+//!   transaction or statement older than the earlier drops still runs).
 
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
+use std::time::{Duration, Instant};
 
 use crate::store::drops::{self, PendingDrop};
 use crate::{Error, Result};
@@ -78,6 +85,16 @@ use super::table::TableState;
 /// Drop table `name` (steps 1-5 above); durable when this returns.
 pub(crate) fn drop_table(db: &DbInner, name: &str) -> Result<()> {
     db.check_writable("dropping a table")?;
+    // The trees the drop will list, counted before any lock is taken
+    // (DROP6): a CREATE INDEX in between only makes `drops::add` refuse.
+    let Some(st) = db.tables.read().get(name).cloned() else {
+        return Err(Error::NoSuchTable {
+            name: name.to_string(),
+        });
+    };
+    let trees = 1 + st.schema.read().live_indexes().count();
+    drop(st);
+    make_room(db, trees)?;
     let _ddl = db.ddl.lock();
     let Some(st) = db.tables.read().get(name).cloned() else {
         return Err(Error::NoSuchTable {
@@ -162,6 +179,7 @@ pub(crate) fn drop_table(db: &DbInner, name: &str) -> Result<()> {
 /// table's are (DROP5); durable when this returns.
 pub(crate) fn drop_index(db: &DbInner, table: &str, index: &str) -> Result<()> {
     db.check_writable("dropping an index")?;
+    make_room(db, 1)?;
     let _ddl = db.ddl.lock();
     let Some(st) = db.tables.read().get(table).cloned() else {
         return Err(Error::NoSuchTable {
@@ -246,6 +264,35 @@ pub(crate) fn drop_position(
     let (m, cv) = &db.purge_wake;
     *m.lock() = true;
     cv.notify_all();
+    Ok(())
+}
+
+/// Wait until the superblock's list of pending drops has room for
+/// `trees` more, freeing dropped trees in this thread meanwhile (DROP6),
+/// for up to the lock wait timeout. Takes no lock of its own: [`step`]
+/// takes the purge locks, as the purge thread does. Returns `Ok` also
+/// when the time runs out; `drops::add` then refuses the drop, changing
+/// nothing.
+fn make_room(db: &DbInner, trees: usize) -> Result<()> {
+    let deadline = Instant::now() + db.opts.lock_wait_timeout;
+    let mut nap = Duration::from_millis(1);
+    while drops::pending(&db.store)?.len() + trees > crate::page::space::DROP_SLOTS {
+        if step(db, 1024)? > 0 {
+            continue;
+        }
+        // Nothing can be freed now: an older transaction or statement
+        // still holds every listed tree. Wait for it to end.
+        let now = Instant::now();
+        if now >= deadline {
+            tracing::warn!(
+                trees,
+                "a drop waited for room among the trees waiting to be freed and found none"
+            );
+            return Ok(());
+        }
+        std::thread::sleep(nap.min(deadline - now));
+        nap = (nap * 2).min(Duration::from_millis(50));
+    }
     Ok(())
 }
 

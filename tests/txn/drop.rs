@@ -266,3 +266,79 @@ fn a_crash_while_freeing_resumes_at_the_next_open() -> Result<()> {
     }
     Ok(())
 }
+
+/// DROP6: a drop that finds the superblock's list of trees to free full
+/// (128 trees) frees earlier drops' trees itself instead of failing, here
+/// with the purge thread off. While a transaction older than every listed
+/// drop still reads, no tree can be freed: the drop waits the lock wait
+/// timeout, then fails with `LimitExceeded`, changing nothing, and goes
+/// through once that transaction ends.
+#[test]
+fn a_drop_past_the_lists_room_frees_earlier_trees_or_waits_for_them() -> Result<()> {
+    use std::time::{Duration, Instant};
+    let fs = SimFs::new(38);
+    let timeout = Duration::from_millis(300);
+    let db = open(
+        &fs,
+        quill::db::Options {
+            purge: false,
+            lock_wait_timeout: timeout,
+            ..opts(256)
+        },
+    );
+    // Three trees a table: 60 drops list 180, more than there is room for.
+    for round in 0..60 {
+        let t = db.create_table(accounts())?;
+        fill(&db, &t, round * 10, 10)?;
+        db.drop_table("accounts")?;
+        assert!(db.stats().pending_drops <= 128, "round {round}");
+    }
+    assert!(db.stats().pending_drops > 100);
+    db.purge_now()?;
+    assert_eq!(db.stats().pending_drops, 0);
+
+    // A reader begun before the next drops holds every tree they list.
+    let reader_table = db.create_table(quill::catalog::schema::TableDef {
+        name: "other".into(),
+        ..accounts()
+    })?;
+    fill(&db, &reader_table, 0, 5)?;
+    let mut reader = db.begin()?;
+    assert!(reader.get(&reader_table, &[Value::Int64(1)])?.is_some());
+    for round in 0..42 {
+        let t = db.create_table(accounts())?;
+        fill(&db, &t, round * 10, 10)?;
+        db.drop_table("accounts")?;
+    }
+    assert_eq!(db.stats().pending_drops, 126);
+    let t = db.create_table(accounts())?;
+    fill(&db, &t, 0, 10)?;
+    let started = Instant::now();
+    let refused = db.drop_table("accounts");
+    assert!(
+        matches!(refused, Err(Error::LimitExceeded { .. })),
+        "{refused:?}"
+    );
+    assert!(started.elapsed() >= timeout);
+    // Nothing changed: the table is there with its rows.
+    assert_eq!(db.stats().pending_drops, 126);
+    let mut tx = db.begin()?;
+    assert!(
+        tx.get(&db.table("accounts")?, &[Value::Int64(3)])?
+            .is_some()
+    );
+    tx.commit()?;
+
+    // Once the reader ends, the drop frees the earlier trees and goes on.
+    reader.commit()?;
+    db.drop_table("accounts")?;
+    assert!(db.stats().pending_drops <= 128);
+    assert!(matches!(
+        db.table("accounts"),
+        Err(Error::NoSuchTable { .. })
+    ));
+    db.purge_now()?;
+    assert_eq!(db.stats().pending_drops, 0);
+    assert!(db.check()?.is_ok());
+    db.close()
+}
