@@ -15,6 +15,9 @@
 //! * The engine's backlog after the window ([`Engine::backlog`]):
 //!   deferred work (Quill's undo history) the window's figures do not
 //!   include.
+//! * Undo segments started on newly allocated pages per commit
+//!   ([`Engine::undo_segments`]): 0 when every transaction reuses a
+//!   cached undo page, as it should in steady state.
 
 use serde::{Deserialize, Serialize};
 
@@ -29,6 +32,7 @@ pub struct Snapshot {
     write_bytes: Option<u64>,
     split: Option<WriteSplit>,
     backlog: Option<i64>,
+    undo_segments: Option<(u64, u64)>,
 }
 
 /// Bytes this process caused to be written to storage, if the kernel
@@ -49,6 +53,7 @@ impl Snapshot {
             write_bytes: write_bytes(),
             split: engine.write_split(),
             backlog: engine.backlog(),
+            undo_segments: engine.undo_segments(),
         }
     }
 
@@ -76,6 +81,14 @@ impl Snapshot {
             data_bytes_per_op: split.map(|(a, b)| per_op(a.data, b.data)),
             doublewrite_bytes_per_op: split.map(|(a, b)| per_op(a.doublewrite, b.doublewrite)),
             backlog_at_end: self.backlog,
+            undo_new_pages_per_commit: start
+                .undo_segments
+                .zip(self.undo_segments)
+                .map(|((_, a), (_, b))| per_commit(a, b)),
+            undo_cached_pages_per_commit: start
+                .undo_segments
+                .zip(self.undo_segments)
+                .map(|((a, _), (b, _))| per_commit(a, b)),
         }
     }
 }
@@ -112,6 +125,14 @@ pub struct Costs {
     /// measured.
     #[serde(default)]
     pub backlog_at_end: Option<i64>,
+    /// Undo segments started on newly allocated pages per commit
+    /// ([`Engine::undo_segments`]), if the engine keeps undo that way.
+    /// Absent from results recorded before it was measured.
+    #[serde(default)]
+    pub undo_new_pages_per_commit: Option<f64>,
+    /// Undo segments started on cached pages per commit.
+    #[serde(default)]
+    pub undo_cached_pages_per_commit: Option<f64>,
 }
 
 /// `x` with no decimals, or "n/a".

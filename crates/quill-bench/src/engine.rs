@@ -64,6 +64,14 @@ pub trait Engine: Send + Sync {
     fn backlog(&self) -> Option<i64> {
         None
     }
+    /// Undo segments started since open, if the engine keeps undo that
+    /// way: `(on cached pages, on newly allocated pages)` (Quill's
+    /// `DbStats::undo_segments_on_cached_pages` and `_on_new_pages`). A
+    /// segment on a new page costs a page allocation and a directory
+    /// write that a cached one does not (`txn::undo_seg` US6).
+    fn undo_segments(&self) -> Option<(u64, u64)> {
+        None
+    }
     /// What a peer was given that a report should say (cache, the
     /// settings its documentation recommends for this workload); empty
     /// for Quill, whose setup the reports state.
@@ -333,6 +341,14 @@ impl Engine for QuillEngine {
 
     fn backlog(&self) -> Option<i64> {
         Some(self.db.stats().history_length)
+    }
+
+    fn undo_segments(&self) -> Option<(u64, u64)> {
+        let s = self.db.stats();
+        Some((
+            s.undo_segments_on_cached_pages,
+            s.undo_segments_on_new_pages,
+        ))
     }
 
     fn fsync_delay(&self) -> std::result::Result<f64, &'static str> {

@@ -374,7 +374,7 @@ fn run_one(
 /// Column headings for [`table_line`].
 pub fn table_header() -> String {
     format!(
-        "{:<7} {:<17} {:>7} {:>10} {:>10} {:>9} {:>7} {:>6} {:>8} {:>8} {:>8} {:>9} {:>7} {:>9} {:>8} {:>9} {:>8} {:>8}",
+        "{:<7} {:<17} {:>7} {:>10} {:>10} {:>9} {:>7} {:>6} {:>8} {:>8} {:>8} {:>9} {:>7} {:>9} {:>8} {:>9} {:>8} {:>8} {:>9}",
         "engine",
         "shape",
         "threads",
@@ -392,14 +392,15 @@ pub fn table_header() -> String {
         "log B/tx",
         "redo B/tx",
         "data B/tx",
-        "dblw B/tx"
+        "dblw B/tx",
+        "undo pg/c"
     )
 }
 
 /// One result as a table line.
 pub fn table_line(r: &OltpRow) -> String {
     format!(
-        "{:<7} {:<17} {:>7} {:>10.0} {:>10.0} {:>9} {:>7} {:>6} {:>8.0} {:>8.0} {:>8.0} {:>9.1} {:>7.2} {:>9} {:>8} {:>9} {:>8} {:>8}",
+        "{:<7} {:<17} {:>7} {:>10.0} {:>10.0} {:>9} {:>7} {:>6} {:>8.0} {:>8.0} {:>8.0} {:>9.1} {:>7.2} {:>9} {:>8} {:>9} {:>8} {:>8} {:>9}",
         r.engine,
         r.shape,
         r.threads,
@@ -420,6 +421,7 @@ pub fn table_line(r: &OltpRow) -> String {
         or_na(r.costs.redo_bytes_per_op, 0),
         or_na(r.costs.data_bytes_per_op, 0),
         or_na(r.costs.doublewrite_bytes_per_op, 0),
+        or_na(r.costs.undo_new_pages_per_commit, 3),
     )
 }
 
@@ -490,8 +492,30 @@ mod tests {
                 "the hist column: {}",
                 table_line(r)
             );
+            let new = r.costs.undo_new_pages_per_commit;
+            let cached = r.costs.undo_cached_pages_per_commit;
+            let (Some(new), Some(cached)) = (new, cached) else {
+                panic!("Quill reports its undo segments: {:?}", r.costs);
+            };
+            assert_eq!(
+                table_line(r).split_whitespace().last(),
+                Some(format!("{new:.3}").as_str()),
+                "the undo column: {}",
+                table_line(r)
+            );
+            if r.shape == "insert" {
+                // Every insert transaction starts an insert undo segment
+                // (about one per commit; the window's edges blur it).
+                assert!(
+                    new + cached > 0.5,
+                    "{} x{}: {new} + {cached}",
+                    r.shape,
+                    r.threads
+                );
+            }
             if r.shape == "point-select" || r.shape == "read-only" {
                 assert_eq!(f, 0.0, "{}: reads do not sync", r.shape);
+                assert_eq!(new + cached, 0.0, "{}: reads start no undo", r.shape);
             } else {
                 // The tiny test pool and log make evictions and urgent
                 // flushes sync too: no bound of 1 here (that is a benchmark

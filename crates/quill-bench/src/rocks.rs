@@ -783,6 +783,7 @@ mod tests {
         for r in &run_every_shape(&e) {
             let f = r.costs.fsyncs_per_commit.expect("RocksDB counts WAL syncs");
             assert_eq!(r.costs.backlog_at_end, None, "RocksDB reports no backlog");
+            assert_eq!(r.costs.undo_new_pages_per_commit, None, "nor undo segments");
             if r.shape == "point-select" || r.shape == "read-only" {
                 assert_eq!(f, 0.0, "{}: reads do not sync", r.shape);
             } else {
