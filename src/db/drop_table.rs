@@ -65,17 +65,24 @@
 //!   lowered after [`step`] frees one. While it is 0 the purge thread's
 //!   [`step`] returns at once, reading nothing; otherwise it reads the
 //!   list itself, under the purge locks, and acts on that.
-//! * DROP6. A drop never fails only because the purge thread is behind:
-//!   when the superblock's list has no room for its trees, the drop
-//!   frees trees itself ([`make_room`], the purge thread's own [`step`],
-//!   taken with no lock held) for up to the lock wait timeout, and fails
-//!   with `LimitExceeded` only when no tree can be freed that long (a
-//!   transaction or statement older than the earlier drops still runs).
+//! * DROP6. A drop never fails only because the purge thread is behind.
+//!   When the superblock's list has no room for its trees, the drop frees
+//!   earlier drops' trees itself ([`ddl_with_room`]: the purge thread's
+//!   [`step`], with no other lock held, and only when every purge lock is
+//!   free at once: a purger may be waiting for a row lock of the
+//!   dropper's own transaction, so waiting for its purge lock could wait
+//!   for ever). It goes on while that frees entries, and fails with
+//!   `LimitExceeded`, having changed nothing, only once no entry could be
+//!   freed for the lock wait timeout (a transaction or statement older
+//!   than the earlier drops still runs, perhaps the dropper's own). The
+//!   room is checked again under the DDL lock, which every addition to
+//!   the list holds, so a concurrent drop cannot take it in between.
 
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::{Duration, Instant};
 
+use crate::page::space::DROP_SLOTS;
 use crate::store::drops::{self, PendingDrop};
 use crate::{Error, Result};
 
@@ -94,8 +101,7 @@ pub(crate) fn drop_table(db: &DbInner, name: &str) -> Result<()> {
     };
     let trees = 1 + st.schema.read().live_indexes().count();
     drop(st);
-    make_room(db, trees)?;
-    let _ddl = db.ddl.lock();
+    let _ddl = ddl_with_room(db, trees)?;
     let Some(st) = db.tables.read().get(name).cloned() else {
         return Err(Error::NoSuchTable {
             name: name.to_string(),
@@ -179,22 +185,31 @@ pub(crate) fn drop_table(db: &DbInner, name: &str) -> Result<()> {
 /// table's are (DROP5); durable when this returns.
 pub(crate) fn drop_index(db: &DbInner, table: &str, index: &str) -> Result<()> {
     db.check_writable("dropping an index")?;
-    make_room(db, 1)?;
-    let _ddl = db.ddl.lock();
-    let Some(st) = db.tables.read().get(table).cloned() else {
-        return Err(Error::NoSuchTable {
-            name: table.to_string(),
-        });
+    let find = |schema: &crate::catalog::schema::TableSchema| {
+        schema
+            .index_position(index)
+            .ok_or_else(|| Error::InvalidArgument {
+                what: "index",
+                reason: format!("table {table} has no index named {index}"),
+            })
     };
+    let table_state = || {
+        db.tables
+            .read()
+            .get(table)
+            .cloned()
+            .ok_or_else(|| Error::NoSuchTable {
+                name: table.to_string(),
+            })
+    };
+    // A name that does not exist fails before any wait for room (DROP6).
+    find(&table_state()?.schema.read())?;
+    let _ddl = ddl_with_room(db, 1)?;
+    let st = table_state()?;
     let mut guard = st.schema.write();
     st.check_live(&guard)?;
     let schema = guard.clone();
-    let Some(i) = schema.index_position(index) else {
-        return Err(Error::InvalidArgument {
-            what: "index",
-            reason: format!("table {table} has no index named {index}"),
-        });
-    };
+    let i = find(&schema)?;
     if st.builds.lock().contains(&i) {
         return Err(Error::InvalidArgument {
             what: "index",
@@ -267,33 +282,67 @@ pub(crate) fn drop_position(
     Ok(())
 }
 
-/// Wait until the superblock's list of pending drops has room for
-/// `trees` more, freeing dropped trees in this thread meanwhile (DROP6),
-/// for up to the lock wait timeout. Takes no lock of its own: [`step`]
-/// takes the purge locks, as the purge thread does. Returns `Ok` also
-/// when the time runs out; `drops::add` then refuses the drop, changing
-/// nothing.
-fn make_room(db: &DbInner, trees: usize) -> Result<()> {
-    let deadline = Instant::now() + db.opts.lock_wait_timeout;
+/// The DDL lock, taken when the superblock's list of pending drops has
+/// room for `trees` more (DROP6): until then this thread frees earlier
+/// drops' trees, with no lock held but the purge locks ([`try_step`]),
+/// and waits while none can be freed, for up to the lock wait timeout
+/// counted from the last entry freed. The room is checked again under
+/// the DDL lock, which every addition to the list holds, so it is still
+/// there when the caller lists its trees.
+fn ddl_with_room(db: &DbInner, trees: usize) -> Result<parking_lot::MutexGuard<'_, ()>> {
+    let timeout = db.opts.lock_wait_timeout;
+    let mut deadline = Instant::now() + timeout;
     let mut nap = Duration::from_millis(1);
-    while drops::pending(&db.store)?.len() + trees > crate::page::space::DROP_SLOTS {
-        if step(db, 1024)? > 0 {
+    let mut last = usize::MAX;
+    loop {
+        let listed = drops::pending(&db.store)?.len();
+        if listed + trees <= DROP_SLOTS {
+            let ddl = db.ddl.lock();
+            if has_room(db, trees)? {
+                return Ok(ddl);
+            }
+            // Another drop took the room first: free more.
+            continue;
+        }
+        if listed < last {
+            // A tree was freed since the last look (by the purge thread,
+            // or another drop): not stuck.
+            deadline = Instant::now() + timeout;
+            nap = Duration::from_millis(1);
+        }
+        last = listed;
+        if let Some(n) = try_step(db, 1024)?
+            && n > 0
+        {
+            deadline = Instant::now() + timeout;
+            nap = Duration::from_millis(1);
             continue;
         }
         // Nothing can be freed now: an older transaction or statement
-        // still holds every listed tree. Wait for it to end.
+        // holds every listed tree, or a purger holds a purge lock.
         let now = Instant::now();
         if now >= deadline {
             tracing::warn!(
+                listed,
                 trees,
-                "a drop waited for room among the trees waiting to be freed and found none"
+                "a drop found no room among the trees waiting to be freed, and none could be freed"
             );
-            return Ok(());
+            return Err(Error::LimitExceeded {
+                what: "trees waiting to be freed after a drop (none could be freed for the lock wait timeout: a transaction or statement older than the earlier drops still runs, perhaps this session's own; retry once it ends)",
+                actual: (listed + trees) as u64,
+                max: DROP_SLOTS as u64,
+            });
         }
+        crate::wait::check("room among the trees waiting to be freed after a drop")?;
         std::thread::sleep(nap.min(deadline - now));
         nap = (nap * 2).min(Duration::from_millis(50));
     }
-    Ok(())
+}
+
+/// Whether the superblock's list of pending drops has room for `trees`
+/// more.
+fn has_room(db: &DbInner, trees: usize) -> Result<bool> {
+    Ok(drops::pending(&db.store)?.len() + trees <= DROP_SLOTS)
 }
 
 /// At open: discard pending drops whose tree is still in use by the
@@ -328,7 +377,34 @@ pub(crate) fn step(db: &DbInner, max: usize) -> Result<usize> {
     // The list is read again under every purge lock: two callers (the
     // purge thread and `Db::purge_now`) are serialised here, and the
     // second must not work on a tree the first has just freed.
-    let _purgers: Vec<_> = db.purge_locks.iter().map(|l| l.lock()).collect();
+    let purgers: Vec<_> = db.purge_locks.iter().map(|l| l.lock()).collect();
+    step_locked(db, max, &purgers)
+}
+
+/// [`step`] if every purge lock is free now; `None` if one is held (for a
+/// drop, whose own transaction may hold a row lock a purger waits for:
+/// DROP6).
+fn try_step(db: &DbInner, max: usize) -> Result<Option<usize>> {
+    if db.pending_drops.load(Ordering::Relaxed) == 0 {
+        return Ok(Some(0));
+    }
+    let Some(purgers) = db
+        .purge_locks
+        .iter()
+        .map(|l| l.try_lock())
+        .collect::<Option<Vec<_>>>()
+    else {
+        return Ok(None);
+    };
+    step_locked(db, max, &purgers).map(Some)
+}
+
+/// [`step`]'s work, with every purge lock held (`_purgers`).
+fn step_locked(
+    db: &DbInner,
+    max: usize,
+    _purgers: &[parking_lot::MutexGuard<'_, ()>],
+) -> Result<usize> {
     let list = drops::pending(&db.store)?;
     let bound = db.purge_bound();
     // In use: referenced beyond the map's own copies (a table's trees

@@ -134,7 +134,7 @@ pub(crate) fn add(store: &Store, drops: &[PendingDrop]) -> Result<()> {
     };
     if list.len() + drops.len() > DROP_SLOTS {
         return Err(Error::LimitExceeded {
-            what: "trees waiting to be freed after a drop (none could be freed within the lock wait timeout: a transaction or statement older than the earlier drops still runs; retry once it ends)",
+            what: "trees waiting to be freed after a drop (retry once purge has freed some)",
             actual: (list.len() + drops.len()) as u64,
             max: DROP_SLOTS as u64,
         });
