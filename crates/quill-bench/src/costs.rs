@@ -130,7 +130,8 @@ pub struct Costs {
     /// Absent from results recorded before it was measured.
     #[serde(default)]
     pub undo_new_pages_per_commit: Option<f64>,
-    /// Undo segments started on cached pages per commit.
+    /// Undo segments started on cached pages per commit (US6: no page
+    /// allocation). Absent from results recorded before it was measured.
     #[serde(default)]
     pub undo_cached_pages_per_commit: Option<f64>,
 }
