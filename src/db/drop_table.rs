@@ -94,19 +94,9 @@ pub(crate) fn drop_table(db: &DbInner, name: &str) -> Result<()> {
     db.check_writable("dropping a table")?;
     // The trees the drop will list, counted before any lock is taken
     // (DROP6): a CREATE INDEX in between only makes `drops::add` refuse.
-    let Some(st) = db.tables.read().get(name).cloned() else {
-        return Err(Error::NoSuchTable {
-            name: name.to_string(),
-        });
-    };
-    let trees = 1 + st.schema.read().live_indexes().count();
-    drop(st);
+    let trees = 1 + db.table_state(name)?.schema.read().live_indexes().count();
     let _ddl = ddl_with_room(db, trees)?;
-    let Some(st) = db.tables.read().get(name).cloned() else {
-        return Err(Error::NoSuchTable {
-            name: name.to_string(),
-        });
-    };
+    let st = db.table_state(name)?;
     let mut guard = st.schema.write();
     let schema = guard.clone();
     st.dropped.store(true, Ordering::SeqCst);
@@ -193,19 +183,10 @@ pub(crate) fn drop_index(db: &DbInner, table: &str, index: &str) -> Result<()> {
                 reason: format!("table {table} has no index named {index}"),
             })
     };
-    let table_state = || {
-        db.tables
-            .read()
-            .get(table)
-            .cloned()
-            .ok_or_else(|| Error::NoSuchTable {
-                name: table.to_string(),
-            })
-    };
     // A name that does not exist fails before any wait for room (DROP6).
-    find(&table_state()?.schema.read())?;
+    find(&db.table_state(table)?.schema.read())?;
     let _ddl = ddl_with_room(db, 1)?;
-    let st = table_state()?;
+    let st = db.table_state(table)?;
     let mut guard = st.schema.write();
     st.check_live(&guard)?;
     let schema = guard.clone();
@@ -298,24 +279,21 @@ fn ddl_with_room(db: &DbInner, trees: usize) -> Result<parking_lot::MutexGuard<'
         let listed = drops::pending(&db.store)?.len();
         if listed + trees <= DROP_SLOTS {
             let ddl = db.ddl.lock();
-            if has_room(db, trees)? {
+            if drops::pending(&db.store)?.len() + trees <= DROP_SLOTS {
                 return Ok(ddl);
             }
             // Another drop took the room first: free more.
             continue;
         }
-        if listed < last {
-            // A tree was freed since the last look (by the purge thread,
-            // or another drop): not stuck.
+        let freed = try_step(db, 1024)?.unwrap_or(0);
+        // Progress: entries this thread deleted, or a tree freed since the
+        // last look (by this thread, the purge thread or another drop).
+        if freed > 0 || listed < last {
             deadline = Instant::now() + timeout;
             nap = Duration::from_millis(1);
         }
         last = listed;
-        if let Some(n) = try_step(db, 1024)?
-            && n > 0
-        {
-            deadline = Instant::now() + timeout;
-            nap = Duration::from_millis(1);
+        if freed > 0 {
             continue;
         }
         // Nothing can be freed now: an older transaction or statement
@@ -337,12 +315,6 @@ fn ddl_with_room(db: &DbInner, trees: usize) -> Result<parking_lot::MutexGuard<'
         std::thread::sleep(nap.min(deadline - now));
         nap = (nap * 2).min(Duration::from_millis(50));
     }
-}
-
-/// Whether the superblock's list of pending drops has room for `trees`
-/// more.
-fn has_room(db: &DbInner, trees: usize) -> Result<bool> {
-    Ok(drops::pending(&db.store)?.len() + trees <= DROP_SLOTS)
 }
 
 /// At open: discard pending drops whose tree is still in use by the

@@ -311,6 +311,17 @@ pub struct DbInner {
 }
 
 impl DbInner {
+    /// The state of table `name`, or `Err(NoSuchTable)`.
+    pub(crate) fn table_state(&self, name: &str) -> Result<Arc<table::TableState>> {
+        self.tables
+            .read()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::NoSuchTable {
+                name: name.to_string(),
+            })
+    }
+
     /// `Err(ReadOnly)` for a change asked of a read-only database.
     pub(crate) fn check_writable(&self, what: &'static str) -> Result<()> {
         if self.read_only {
@@ -857,15 +868,7 @@ impl Db {
 
     /// The table named `name`.
     pub fn table(&self, name: &str) -> Result<Table> {
-        self.inner
-            .tables
-            .read()
-            .get(name)
-            .cloned()
-            .map(|state| Table { state })
-            .ok_or_else(|| Error::NoSuchTable {
-                name: name.to_string(),
-            })
+        self.inner.table_state(name).map(|state| Table { state })
     }
 
     /// Drop table `name`: it is gone when this returns (durably), and

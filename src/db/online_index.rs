@@ -213,14 +213,7 @@ pub(crate) fn wait_for_older(db: &DbInner, cancel: Option<&AtomicBool>) -> Resul
 /// Step 1: list the index as being built, with an empty tree.
 fn announce(db: &DbInner, table: &str, index: IndexDef) -> Result<(Arc<TableState>, usize)> {
     let _ddl = db.ddl.lock();
-    let st = db
-        .tables
-        .read()
-        .get(table)
-        .cloned()
-        .ok_or_else(|| Error::NoSuchTable {
-            name: table.to_string(),
-        })?;
+    let st = db.table_state(table)?;
     let mut guard = st.schema.write();
     st.check_live(&guard)?;
     let mut trial = (**guard).clone();
