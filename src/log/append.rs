@@ -93,9 +93,15 @@ impl Core {
         {
             self.wait_for_room(end)?;
         }
-        // Any value `durable` had is a true claim (it only grows), so a
-        // relaxed load is enough (format: the durability hint).
-        let hint = format::durability_hint(lsn, self.durable.load(Ordering::Relaxed));
+        // The hint claims the durable *record boundary*, not `durable`,
+        // which may stop inside a record split into fragments (writer I4).
+        // Recovery drops the fragments of a record it cannot complete and
+        // the next generation rewrites them, even those that were durable;
+        // a claim reaching into them would later read as damage once they
+        // are rewritten (the log crash test's case of seed
+        // 5080021526876846965). Any value the boundary had is a true claim
+        // (it only grows), so a relaxed load is enough.
+        let hint = format::durability_hint(lsn, self.durable_boundary.load(Ordering::Relaxed));
         let crc = format::crc_finish(digest, lsn, hint);
         let mut head = [0u8; RECORD_HEADER - 8];
         head[..4].copy_from_slice(&crc.to_le_bytes());
@@ -113,6 +119,10 @@ impl Core {
         self.ring.publish(lsn);
         if self.hole_wait.load(Ordering::SeqCst) {
             self.wake_hole_waiters();
+        }
+        #[cfg(test)]
+        if let Some(hook) = self.after_fragment.lock().as_mut() {
+            hook(self, lsn);
         }
         Ok(())
     }

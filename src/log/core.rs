@@ -137,11 +137,19 @@ pub(crate) struct Core {
     /// lock go (tests of writer I5 act in that window).
     #[cfg(test)]
     pub(crate) after_failed_write: Mutex<Option<FailedWriteHook>>,
+    /// Run by an appender right after it published a fragment, with the
+    /// fragment's LSN (tests act between the fragments of one record).
+    #[cfg(test)]
+    pub(crate) after_fragment: Mutex<Option<FragmentHook>>,
 }
 
 /// What `Core::after_failed_write` runs.
 #[cfg(test)]
 pub(crate) type FailedWriteHook = Box<dyn FnOnce(&Core) + Send>;
+
+/// What `Core::after_fragment` runs.
+#[cfg(test)]
+pub(crate) type FragmentHook = Box<dyn FnMut(&Core, u64) + Send>;
 
 impl std::fmt::Debug for Core {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -214,6 +222,8 @@ impl Core {
             clock_base: Instant::now(),
             #[cfg(test)]
             after_failed_write: Mutex::new(None),
+            #[cfg(test)]
+            after_fragment: Mutex::new(None),
             ring,
             files,
             opts,

@@ -31,7 +31,8 @@
 //!    `Last` fragment) at or below `filled`. `written`, `filled` and
 //!    `durable` move a fragment (or a write chunk) at a time and may stop in
 //!    the middle of a multi-fragment record; only boundaries may be handed
-//!    out as checkpoint LSNs (a checkpoint inside a record would cut it).
+//!    out as checkpoint LSNs (a checkpoint inside a record would cut it)
+//!    or claimed by durability hints (recovery I1).
 //! 5. A failed write marks the log failed before the writer lock is let
 //!    go. The write zeroed the ring blocks it covered before issuing it
 //!    (handing them to appenders early), so after a failure I2 no longer
