@@ -121,7 +121,9 @@ impl Core {
             self.wake_hole_waiters();
         }
         #[cfg(test)]
-        if let Some(hook) = self.after_fragment.lock().as_mut() {
+        if self.after_fragment_armed.load(Ordering::Relaxed)
+            && let Some(hook) = self.after_fragment.lock().as_mut()
+        {
             hook(self, lsn);
         }
         Ok(())

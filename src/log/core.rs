@@ -141,6 +141,10 @@ pub(crate) struct Core {
     /// fragment's LSN (tests act between the fragments of one record).
     #[cfg(test)]
     pub(crate) after_fragment: Mutex<Option<FragmentHook>>,
+    /// Whether `after_fragment` may be set: appenders take its mutex only
+    /// then, so other unit tests keep an append path without a lock.
+    #[cfg(test)]
+    pub(crate) after_fragment_armed: AtomicBool,
 }
 
 /// What `Core::after_failed_write` runs.
@@ -224,6 +228,8 @@ impl Core {
             after_failed_write: Mutex::new(None),
             #[cfg(test)]
             after_fragment: Mutex::new(None),
+            #[cfg(test)]
+            after_fragment_armed: AtomicBool::new(false),
             ring,
             files,
             opts,

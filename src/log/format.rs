@@ -67,11 +67,12 @@
 //!
 //! # The durability hint: a torn tail and damage told apart
 //! A record's hint says that every byte of the log below a point was
-//! durable (covered by a completed sync) when the record was appended, and
-//! that the point is the end of a complete record (a fragment of a record
-//! still being appended may be durable, but recovery drops a record it
-//! cannot complete and the next generation rewrites it, so no claim
-//! reaches into one; see `recovery.rs`, recovery I1). It
+//! durable (covered by a completed sync) when the record was appended. The
+//! point is at or below the end of a complete durable record, never inside
+//! a record past it: a fragment of a record still being appended may be
+//! durable, but recovery drops a record it cannot complete and the next
+//! generation rewrites it, so no claim reaches into one (`recovery.rs`,
+//! recovery I1). It
 //! encodes the distance back from the record's own LSN in 14 bits with a
 //! 2-bit scale, rounded up so the claim never passes what was durable:
 //! `0` claims nothing (a version 1 or 2 record, or the durable end was

@@ -499,7 +499,8 @@ impl Log {
 
     /// Everything below this LSN is durable; it may fall inside a record
     /// (a record larger than a write is made durable a piece at a time).
-    /// What a later record's durability hint can claim (format.rs).
+    /// Durability hints and checkpoint slots claim [`Log::durable_lsn`]
+    /// instead (recovery I1).
     pub fn synced_lsn(&self) -> Lsn {
         Lsn(self.core.durable.load(Ordering::Acquire))
     }
@@ -832,11 +833,15 @@ impl Core {
         if lsn < durable {
             self.check_boundary(lsn)?;
         }
+        // The slot claims the durable record boundary, as hints do
+        // (recovery I1); it is at least `lsn`, checked above.
+        let boundary = self.durable_boundary.load(Ordering::Acquire);
+        debug_assert!(boundary >= lsn, "checkpoint: the slot claims its own LSN");
         let slot = CheckpointSlot {
             seq: ck.slot.seq + 1,
             checkpoint_lsn: Lsn(lsn),
             epoch: self.epoch,
-            durable_lsn: Lsn(durable),
+            durable_lsn: Lsn(boundary),
             log_id: ck.slot.log_id,
         };
         let (fi, _) = self.files.locate(durable);
@@ -1036,8 +1041,10 @@ mod tests {
     /// test hit this about once in 20 runs on a loaded machine, when the
     /// timer thread's sync came in the middle of a large append.) With
     /// `old_hint`, a stale fragment carries the claim earlier builds wrote,
-    /// reaching into the rewritten record: it must prove nothing either.
-    fn durable_fragments_of_a_dropped_record_are_rewritten(old_hint: bool) {
+    /// reaching into the rewritten record: it must prove nothing either,
+    /// also when (with `checkpoint`) the scan stops right at the checkpoint
+    /// and has accepted no fragment.
+    fn durable_fragments_of_a_dropped_record_are_rewritten(old_hint: bool, checkpoint: bool) {
         let fs = SimFs::new(11);
         let dir = Path::new("/log");
         let opts = LogOptions {
@@ -1069,6 +1076,7 @@ mod tests {
         {
             let (frags, mid, crashed, fs) =
                 (frags.clone(), mid.clone(), crashed.clone(), fs.clone());
+            log.core.after_fragment_armed.store(true, Ordering::Relaxed);
             *log.core.after_fragment.lock() = Some(Box::new(move |core: &Core, lsn| {
                 let mut f = frags.lock();
                 f.push(lsn);
@@ -1148,6 +1156,9 @@ mod tests {
             "the new record lies inside the dropped one's durable part"
         );
         log.commit(r2, Durability::Sync).unwrap();
+        if checkpoint {
+            log.checkpoint(r2).unwrap();
+        }
         drop(log);
         let fs = fs.crash(crate::io::CrashMode::DropUnsynced);
 
@@ -1158,19 +1169,29 @@ mod tests {
             Ok(())
         })
         .unwrap_or_else(|e| panic!("recovery I1: {e}"));
-        assert_eq!(found, vec![b"first".to_vec(), b"second".to_vec()]);
+        let expected: &[&[u8]] = if checkpoint {
+            &[]
+        } else {
+            &[b"first", b"second"]
+        };
+        assert_eq!(found, expected);
         assert_eq!(report.end_lsn, r2);
         log.close().unwrap();
     }
 
     #[test]
     fn durable_fragments_of_a_dropped_record_are_rewritten_safely() {
-        durable_fragments_of_a_dropped_record_are_rewritten(false);
+        durable_fragments_of_a_dropped_record_are_rewritten(false, false);
     }
 
     #[test]
     fn stale_claims_into_a_rewritten_record_prove_nothing() {
-        durable_fragments_of_a_dropped_record_are_rewritten(true);
+        durable_fragments_of_a_dropped_record_are_rewritten(true, false);
+    }
+
+    #[test]
+    fn stale_claims_prove_nothing_when_the_scan_stops_at_the_checkpoint() {
+        durable_fragments_of_a_dropped_record_are_rewritten(true, true);
     }
 
     /// Ring I2: a payload from the previous lap that holds, at some slot, the

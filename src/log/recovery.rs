@@ -37,24 +37,26 @@
 //! durability hint of every valid fragment after the stop (`format.rs`),
 //! searched for at every 8-byte position up to [`format::HINT_REACH`]
 //! bytes on (further on, no hint can reach back). A fragment counts if its
-//! stored LSN is its position, its header is plausible, its epoch at most
-//! the slot's and at least that of the last fragment accepted before the
-//! stop, and its CRC matches. Damage that no later fragment and no slot can
-//! prove (the last few records before the end of the log) is
-//! indistinguishable from a torn end and ends the log there.
+//! stored LSN is its position, its header is plausible, its epoch is the
+//! slot's (the generation of the last open), and its CRC matches. Damage
+//! that no later fragment and no slot can prove (the last few records
+//! before the end of the log) is indistinguishable from a torn end and ends
+//! the log there.
 //!
-//! Why such a claim is true (recovery I1): a hint claims only a durable
-//! *record boundary* (`append.rs`), and durable complete records are never
-//! rewritten: every open continues at the end of the last complete record
-//! its scan found, which is at or past every boundary that was durable.
-//! What a later generation does rewrite are the fragments of a record the
-//! scan could not complete, even durable ones (a sync may cover the first
-//! fragments of a record still being appended), and whatever a crash left
-//! beyond them. A fragment older than the last accepted one was written
-//! before the generation that wrote the bytes at the stop, so what it says
-//! about those positions is about contents since replaced: it proves
-//! nothing (logs written before hints claimed boundaries, which could
-//! claim a rewritten fragment, open too).
+//! Why such a claim is true (recovery I1): a hint claims only up to a
+//! durable *record boundary* (`append.rs`), and durable complete records
+//! are never rewritten: every open continues at the end of the last
+//! complete record its scan found, which is at or past every boundary that
+//! was durable. What a later generation does rewrite are the fragments of
+//! a record the scan could not complete, even durable ones (a sync may
+//! cover the first fragments of a record still being appended), and
+//! whatever a crash left beyond them. So a fragment of an older generation
+//! than the slot's may describe contents since replaced, and proves
+//! nothing; nor is it needed: every open writes a slot claiming the end it
+//! found before it appends, and the generation's later slots claim more,
+//! so any true claim of an older generation is at or below the slot's own.
+//! (Logs from builds whose hints claimed bytes inside a record, which
+//! could reach into a rewritten one, open too.)
 
 use super::files::LogFiles;
 use super::format::{self, BLOCK, CheckpointSlot, FragmentKind, RECORD_HEADER, RecordHeader};
@@ -239,12 +241,10 @@ fn valid_fragment<'w>(
 }
 
 /// Rule 6: whether the log is known to have been durable past `stop`.
-/// `last_epoch` is the epoch of the last fragment accepted before it (0 if
-/// none): older fragments prove nothing (recovery I1).
+/// Only the slot and fragments of the slot's generation say (recovery I1).
 fn find_damage(
     win: &mut Window<'_>,
     stop: u64,
-    last_epoch: u32,
     slot: &CheckpointSlot,
     limit: u64,
 ) -> Result<Option<Damage>> {
@@ -270,7 +270,7 @@ fn find_damage(
             .collect();
         for at in candidates {
             if let Ok((h, _)) = valid_fragment(win, at, slot.epoch, limit)?
-                && h.epoch >= last_epoch
+                && h.epoch == slot.epoch
                 && let Some(claim) = h.claim(at)
                 && claim > stop
             {
@@ -362,7 +362,7 @@ pub(crate) fn scan(
     );
     let damage = match stop {
         StopReason::Capacity => None,
-        _ => find_damage(&mut win, p, last_epoch, slot, limit)?,
+        _ => find_damage(&mut win, p, slot, limit)?,
     };
     let tail_start = format::block_floor(end);
     let tail = win.get(tail_start, (end - tail_start) as usize)?.to_vec();
