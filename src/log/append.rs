@@ -121,10 +121,8 @@ impl Core {
             self.wake_hole_waiters();
         }
         #[cfg(test)]
-        if self.after_fragment_armed.load(Ordering::Relaxed)
-            && let Some(hook) = self.after_fragment.lock().as_mut()
-        {
-            hook(self, lsn);
+        if let Some(hook) = self.after_fragment.get() {
+            (hook.lock())(self, lsn);
         }
         Ok(())
     }

@@ -139,12 +139,10 @@ pub(crate) struct Core {
     pub(crate) after_failed_write: Mutex<Option<FailedWriteHook>>,
     /// Run by an appender right after it published a fragment, with the
     /// fragment's LSN (tests act between the fragments of one record).
+    /// Set at most once, so an unset hook costs appenders one atomic load
+    /// and no lock.
     #[cfg(test)]
-    pub(crate) after_fragment: Mutex<Option<FragmentHook>>,
-    /// Whether `after_fragment` may be set: appenders take its mutex only
-    /// then, so other unit tests keep an append path without a lock.
-    #[cfg(test)]
-    pub(crate) after_fragment_armed: AtomicBool,
+    pub(crate) after_fragment: std::sync::OnceLock<Mutex<FragmentHook>>,
 }
 
 /// What `Core::after_failed_write` runs.
@@ -227,9 +225,7 @@ impl Core {
             #[cfg(test)]
             after_failed_write: Mutex::new(None),
             #[cfg(test)]
-            after_fragment: Mutex::new(None),
-            #[cfg(test)]
-            after_fragment_armed: AtomicBool::new(false),
+            after_fragment: std::sync::OnceLock::new(),
             ring,
             files,
             opts,

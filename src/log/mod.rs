@@ -950,6 +950,17 @@ mod tests {
     use super::*;
     use crate::io::SimFs;
 
+    /// Log options for tests: files of `file_size` bytes, a 16 KiB buffer
+    /// (4 KiB fragments), so records split and the circle wraps quickly.
+    fn small_opts(file_size: u64, file_count: u32) -> LogOptions {
+        LogOptions {
+            file_size,
+            file_count,
+            buffer_size: 16 << 10,
+            ..LogOptions::default()
+        }
+    }
+
     /// A checkpoint slot whose CRC passes but whose LSN or sequence
     /// number lies beyond the format's range is ignored at open (the
     /// older slot wins) instead of overflowing the scan or the next
@@ -958,12 +969,7 @@ mod tests {
     fn slot_beyond_the_lsn_range_is_ignored_at_open() {
         let fs = SimFs::new(6);
         let dir = Path::new("/log");
-        let opts = LogOptions {
-            file_size: 64 << 10,
-            file_count: 1,
-            buffer_size: 16 << 10,
-            ..LogOptions::default()
-        };
+        let opts = small_opts(64 << 10, 1);
         let log = Log::create(Arc::new(fs.clone()), dir, opts.clone()).unwrap();
         let log_id = log.core.files.header.log_id;
         log.close().unwrap();
@@ -994,12 +1000,7 @@ mod tests {
     fn a_failed_write_is_marked_before_the_writer_lock_goes() {
         let fs = SimFs::new(8);
         let dir = Path::new("/log");
-        let opts = LogOptions {
-            file_size: 256 << 10,
-            file_count: 2,
-            buffer_size: 16 << 10,
-            ..LogOptions::default()
-        };
+        let opts = small_opts(256 << 10, 2);
         let log = Log::create(Arc::new(fs.clone()), dir, opts.clone()).unwrap();
         let acked = log.append(9, b"acknowledged").unwrap();
         log.commit(acked, Durability::Sync).unwrap();
@@ -1047,12 +1048,7 @@ mod tests {
     fn durable_fragments_of_a_dropped_record_are_rewritten(old_hint: bool, checkpoint: bool) {
         let fs = SimFs::new(11);
         let dir = Path::new("/log");
-        let opts = LogOptions {
-            file_size: 256 << 10,
-            file_count: 2,
-            buffer_size: 16 << 10,
-            ..LogOptions::default()
-        };
+        let opts = small_opts(256 << 10, 2);
         let cap = opts.file_size - format::HEADER_AREA;
         let at = |lsn: u64| {
             (
@@ -1076,8 +1072,7 @@ mod tests {
         {
             let (frags, mid, crashed, fs) =
                 (frags.clone(), mid.clone(), crashed.clone(), fs.clone());
-            log.core.after_fragment_armed.store(true, Ordering::Relaxed);
-            *log.core.after_fragment.lock() = Some(Box::new(move |core: &Core, lsn| {
+            let hook: core::FragmentHook = Box::new(move |core: &Core, lsn| {
                 let mut f = frags.lock();
                 f.push(lsn);
                 match f.len() {
@@ -1091,10 +1086,15 @@ mod tests {
                     }
                     _ => {}
                 }
-            }));
+            });
+            assert!(
+                log.core
+                    .after_fragment
+                    .set(parking_lot::Mutex::new(hook))
+                    .is_ok()
+            );
         }
         let _ = log.append(2, &[0x5a; 40_000]);
-        *log.core.after_fragment.lock() = None;
         drop(log);
         let fs = crashed.lock().take().expect("the hook crashed the disk");
         let frags = frags.lock().clone();
@@ -1200,12 +1200,7 @@ mod tests {
     #[test]
     fn stale_payload_never_reads_as_a_published_marker() {
         let fs = SimFs::new(5);
-        let opts = LogOptions {
-            file_size: 1 << 20,
-            file_count: 2,
-            buffer_size: 16 << 10,
-            ..LogOptions::default()
-        };
+        let opts = small_opts(1 << 20, 2);
         let log = Log::create(Arc::new(fs), Path::new("/log"), opts).unwrap();
         let ring = log.core.ring.size();
         // One lap of payloads whose every word at LSN x holds x + ring size.
