@@ -31,6 +31,19 @@
 //! * C2. A batch's entry offsets lie within its buffer: `push` records
 //!   them as it appends, and the buffer and the offsets are only cleared
 //!   together.
+//!
+//! **Read-ahead.** Once a scan has read a leaf to its end it is a long
+//! scan, and each later descent, at the leaf's parent, asks the store to
+//! read the next [`READ_AHEAD_LEAVES`] children in scan order into the
+//! pool in the background (`store::read_ahead`), topping the window up
+//! when less than half of it is left: a scan over leaves that are not
+//! cached then waits for about one read per window instead of one per
+//! leaf. Only children whose key range meets the scan's are asked for,
+//! and under an [`Cursor::expect`] hint only as many leaves as the
+//! expected entries fill. The requests are hints (the store's RA2):
+//! planning them reads only the parent the descent holds anyway, a
+//! damaged cell stops the planning and nothing else, and whether a page
+//! was read ahead changes no entry the scan returns.
 
 use std::ops::Bound;
 
@@ -56,6 +69,10 @@ pub const FIRST_BATCH: usize = 16;
 /// (`LeafView::prefetch`).
 const PREFETCH_AHEAD: usize = 4;
 
+/// Leaves a long scan asks to have read ahead of the one it descends to
+/// (see "Read-ahead" above).
+pub const READ_AHEAD_LEAVES: usize = 16;
+
 /// An iterator over `(key, value)` pairs of a range.
 #[derive(Debug)]
 pub struct Cursor<'s> {
@@ -78,6 +95,17 @@ pub struct Cursor<'s> {
     /// Entries the caller still expects to read (`expect`; `usize::MAX`
     /// without a hint or once that many were copied): a batch stops there.
     expected: usize,
+    /// Leaves read to their end so far (read-ahead starts after one).
+    leaves_done: u32,
+    /// Entries of the last leaf read to its end (sizes the read-ahead
+    /// window under an `expect` hint).
+    per_leaf: usize,
+    /// Read-ahead asked for so far: the leaves' parent and, forward, the
+    /// first child index not asked for; backward, the lowest one asked
+    /// for.
+    ahead: Option<(PageId, usize)>,
+    /// The pages of one read-ahead request (reused).
+    ahead_ids: Vec<PageId>,
 }
 
 fn owned(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
@@ -145,6 +173,10 @@ impl<'s> Cursor<'s> {
             limit: usize::MAX,
             want: FIRST_BATCH,
             expected: usize::MAX,
+            leaves_done: 0,
+            per_leaf: 0,
+            ahead: None,
+            ahead_ids: Vec::new(),
         }
     }
 
@@ -259,6 +291,67 @@ impl<'s> Cursor<'s> {
         Ok(())
     }
 
+    /// The scan read a leaf of `n` entries to its end and goes on.
+    fn leaf_done(&mut self, n: usize) {
+        self.leaves_done = self.leaves_done.saturating_add(1);
+        self.per_leaf = n;
+    }
+
+    /// At `parent` (page `pid`, latched shared by the descent), which
+    /// leads to the leaf at child `i` of its `n`: ask for the next leaves
+    /// in scan order to be read ahead (see "Read-ahead" above), unless
+    /// more than half the window is asked for already.
+    fn read_ahead(&mut self, parent: &[u8], pid: PageId, i: usize, n: usize) {
+        let window = if self.expected == usize::MAX {
+            READ_AHEAD_LEAVES
+        } else {
+            self.expected
+                .div_ceil(self.per_leaf.max(1))
+                .min(READ_AHEAD_LEAVES)
+        };
+        self.ahead_ids.clear();
+        if self.dir == Direction::Forward {
+            let start = match self.ahead {
+                Some((p, next)) if p == pid && next > i + 1 => next,
+                _ => i + 1,
+            };
+            if start - (i + 1) > window / 2 {
+                return;
+            }
+            for j in start..(i + 1 + window).min(n) {
+                // Child `j` holds the keys from its separator on.
+                match (node::key(parent, j), node::child(parent, j)) {
+                    (Ok(sep), Ok(c)) if below_hi(&self.hi, sep) => self.ahead_ids.push(PageId(c)),
+                    _ => break,
+                }
+            }
+            self.ahead = Some((pid, start + self.ahead_ids.len()));
+        } else {
+            let start = match self.ahead {
+                Some((p, low)) if p == pid && low < i => low,
+                _ => i,
+            };
+            if i - start > window / 2 {
+                return;
+            }
+            for j in (i.saturating_sub(window)..start).rev() {
+                // Child `j` holds the keys below the next separator.
+                let more = |upper: &[u8]| match &self.lo {
+                    Bound::Unbounded => true,
+                    Bound::Included(l) | Bound::Excluded(l) => l.as_slice() < upper,
+                };
+                match (node::key(parent, j + 1), node::child(parent, j)) {
+                    (Ok(upper), Ok(c)) if more(upper) => self.ahead_ids.push(PageId(c)),
+                    _ => break,
+                }
+            }
+            self.ahead = Some((pid, start - self.ahead_ids.len()));
+        }
+        if !self.ahead_ids.is_empty() {
+            self.tree.store.read_ahead(&self.ahead_ids);
+        }
+    }
+
     fn fill(&mut self) -> Result<()> {
         let t = self.tree;
         let pool = t.store.pool();
@@ -299,6 +392,9 @@ impl<'s> Cursor<'s> {
                 }
                 let child = PageId(node::child(&cur, i).map_err(t.ne(id))?);
                 let level = node::level(&cur);
+                if level == 1 && self.leaves_done > 0 {
+                    self.read_ahead(&cur, id, i, n);
+                }
                 let Some(next) = t.step_read(cur, child, level - 1, &mut tries)? else {
                     continue 'descent; // BT5
                 };
@@ -344,7 +440,10 @@ impl<'s> Cursor<'s> {
             }
             if !self.done {
                 match fence {
-                    Some(f) if below_hi(&self.hi, &f) => self.resume(id, Bound::Included(f))?,
+                    Some(f) if below_hi(&self.hi, &f) => {
+                        self.leaf_done(n);
+                        self.resume(id, Bound::Included(f))?;
+                    }
                     _ => self.done = true,
                 }
             }
@@ -378,7 +477,10 @@ impl<'s> Cursor<'s> {
                     Bound::Included(l) | Bound::Excluded(l) => l < f,
                 };
                 match fence {
-                    Some(f) if more(&f) => self.resume(id, Bound::Excluded(f))?,
+                    Some(f) if more(&f) => {
+                        self.leaf_done(n);
+                        self.resume(id, Bound::Excluded(f))?;
+                    }
                     _ => self.done = true,
                 }
             }

@@ -71,6 +71,12 @@
 //!   keeps the count; `btree` (AH1) relies on it. (A root that takes its
 //!   only child's content is rewritten before the child is freed; it is
 //!   an internal node before and after, never a leaf a hint names.)
+//! * B12. A page read ahead (`BufferPool::read_ahead`) enters as a demand
+//!   read's page does (old list, not accessed) and is flagged `ahead`; the
+//!   first hit on it clears the flag instead of marking it accessed, since
+//!   that hit is the read read-ahead stood in for. So a scan's pages stay
+//!   in the old list whether they were read ahead or not, and a large scan
+//!   still cannot push the working set out.
 
 mod arena;
 mod doublewrite;
@@ -164,6 +170,8 @@ struct Frame {
     pins: AtomicU32,
     oldest: AtomicU64,
     accessed: AtomicBool,
+    /// Read ahead and not yet asked for (B12).
+    ahead: AtomicBool,
     /// Set while a copy of the page is on its way to disk (B6).
     flushing: AtomicBool,
 }
@@ -177,6 +185,7 @@ struct PoolCounters {
     flushed: Counter,
     busy_waits: Counter,
     flushes_deferred: Counter,
+    read_ahead: Counter,
 }
 
 /// A snapshot of the buffer pool's state and counters.
@@ -207,6 +216,10 @@ pub struct PoolStats {
     /// their changes durable ([`WalRule::DurableOnly`]).
     #[serde(default)]
     pub flushes_deferred: u64,
+    /// Pages read from disk ahead of a scan (`store::read_ahead`);
+    /// not counted in `misses`, which are reads a caller waited for.
+    #[serde(default)]
+    pub read_ahead: u64,
     /// Data-page file I/O.
     pub data_io: IoStats,
     /// Doublewrite I/O (none when it is off).
@@ -392,6 +405,7 @@ impl BufferPool {
                 pins: AtomicU32::new(0),
                 oldest: AtomicU64::new(0),
                 accessed: AtomicBool::new(false),
+                ahead: AtomicBool::new(false),
                 flushing: AtomicBool::new(false),
             })
             .collect();
@@ -642,6 +656,21 @@ impl BufferPool {
         }
     }
 
+    /// Read page `id` into the pool if it is not cached, and let it go at
+    /// once: a page a scan will soon ask for (`store::read_ahead`). The
+    /// page enters the old end of the LRU unaccessed, as a demand read's
+    /// does, so pages read ahead and never used leave first. Returns
+    /// whether this call read it; a page cached meanwhile is left alone.
+    /// Errors are the read's (I/O, a corrupt page): the frame is given
+    /// back as after a failed demand read, and the caller that later
+    /// needs the page reads it and meets the error itself.
+    pub(crate) fn read_ahead(&self, id: PageId) -> Result<bool> {
+        if self.is_cached(id) {
+            return Ok(false);
+        }
+        Ok(self.load_as(id, Load::Verify, true)?.is_some())
+    }
+
     /// Wait until page `id`'s latch could be taken (shared, or exclusive
     /// when `exclusive`), without keeping it: what a descent does, with
     /// nothing latched, after a `try_fetch_*` of the page failed. Returns
@@ -660,7 +689,11 @@ impl BufferPool {
     }
 
     fn note_hit(&self, f: &Frame) {
-        if !f.accessed.load(Ordering::Relaxed) {
+        if f.ahead.load(Ordering::Relaxed) {
+            // B12: the first request of a page read ahead is the read it
+            // stood in for, not a second touch.
+            f.ahead.store(false, Ordering::Relaxed);
+        } else if !f.accessed.load(Ordering::Relaxed) {
             f.accessed.store(true, Ordering::Relaxed);
         }
         self.counters.hits.incr();
@@ -671,9 +704,23 @@ impl BufferPool {
         self.shard(id.0).read().contains_key(&id.0)
     }
 
+    /// Whether cached page `id` is marked accessed (a second touch), for
+    /// tests of B12.
+    #[cfg(test)]
+    pub(crate) fn is_accessed(&self, id: PageId) -> Option<bool> {
+        let idx = *self.shard(id.0).read().get(&id.0)?;
+        Some(self.frame(idx).accessed.load(Ordering::Relaxed))
+    }
+
     /// Bring `id` into a frame and return it exclusively latched; `None`
     /// when another thread cached it first (the caller retries the hit).
     fn load(&self, id: PageId, how: Load) -> Result<Option<PageWrite<'_>>> {
+        self.load_as(id, how, false)
+    }
+
+    /// [`BufferPool::load`] for a reader (`ahead` false, a miss) or for
+    /// read-ahead (B12).
+    fn load_as(&self, id: PageId, how: Load, ahead: bool) -> Result<Option<PageWrite<'_>>> {
         // W1: before a frame is taken (an eviction may write, a read
         // waits for the disk), a thread that must not block stops here.
         crate::wait::check("a page read")?;
@@ -716,8 +763,13 @@ impl BufferPool {
         g.state = State::Empty;
         g.corrupt = false;
         f.accessed.store(false, Ordering::Relaxed);
+        f.ahead.store(ahead, Ordering::Relaxed);
         self.lru.lock().push_old(idx);
-        self.counters.misses.incr();
+        if ahead {
+            self.counters.read_ahead.incr();
+        } else {
+            self.counters.misses.incr();
+        }
         let outcome = if how == Load::Fresh {
             g.buf.fill(0);
             Ok(())
@@ -1145,6 +1197,7 @@ impl BufferPool {
             pages_flushed: self.counters.flushed.get(),
             busy_waits: self.counters.busy_waits.get(),
             flushes_deferred: self.counters.flushes_deferred.get(),
+            read_ahead: self.counters.read_ahead.get(),
             data_io: self.file.counters.snapshot(),
             doublewrite_io: self.doublewrite.as_ref().map(|d| d.counters.snapshot()),
         }

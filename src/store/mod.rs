@@ -66,6 +66,7 @@
 mod alloc;
 mod cleaner;
 pub(crate) mod drops;
+pub mod read_ahead;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -171,6 +172,10 @@ pub struct StoreOptions {
     /// Run the page cleaner thread (default on). Off only for tests that
     /// flush by hand.
     pub cleaner: bool,
+    /// Read ahead for long scans (default on): a range scan past its
+    /// first leaf has the next leaves read on background threads, several
+    /// at a time ([`read_ahead`]).
+    pub read_ahead: bool,
     /// Redo log options.
     pub log: LogOptions,
 }
@@ -183,6 +188,7 @@ impl Default for StoreOptions {
             doublewrite: true,
             direct_io: true,
             cleaner: true,
+            read_ahead: true,
             log: LogOptions::default(),
         }
     }
@@ -252,6 +258,9 @@ pub struct StoreStats {
     /// stayed hot and no commit's sync covered them within 20 ms.
     #[serde(default)]
     pub hot_page_syncs: u64,
+    /// Read-ahead requests (pages read ahead are `pool.read_ahead`).
+    #[serde(default)]
+    pub read_ahead: read_ahead::ReadAheadStats,
     /// What recovery did at the last open, if this process opened it.
     pub recovery: Option<StoreRecovery>,
 }
@@ -267,6 +276,8 @@ pub(crate) struct Shared {
     checkpoint_lock: Mutex<()>,
     /// Where each tree's last append went (`btree` AH1-AH3).
     append_hints: crate::btree::AppendHints,
+    /// Pages scans will read next (RA1-RA4); `None` when turned off.
+    read_ahead: Option<read_ahead::ReadAhead>,
 }
 
 /// An open store. All methods take `&self`; it is `Send + Sync`.
@@ -656,6 +667,7 @@ impl Store {
             bell_cv: Condvar::new(),
             checkpoint_lock: Mutex::new(()),
             append_hints: Default::default(),
+            read_ahead: opts.read_ahead.then(read_ahead::ReadAhead::default),
         });
         let cleaner = if opts.cleaner {
             let s = shared.clone();
@@ -852,6 +864,7 @@ impl Store {
             throttle_wait_ns: s.counters.throttle_wait_ns.get(),
             urgent_flushes: s.counters.urgent_flushes.get(),
             hot_page_syncs: s.counters.hot_page_syncs.get(),
+            read_ahead: s.read_ahead.as_ref().map(|r| r.stats()).unwrap_or_default(),
             recovery: self.recovery.clone(),
         }
     }
@@ -861,8 +874,8 @@ impl Store {
         self.recovery.as_ref()
     }
 
-    /// Flush everything, checkpoint, stop the cleaner, save statistics for
-    /// `quill status`, and close the log.
+    /// Flush everything, checkpoint, stop the cleaner and read-ahead, save
+    /// statistics for `quill status`, and close the log.
     pub fn close(mut self) -> Result<()> {
         self.shutdown()
     }
@@ -872,7 +885,7 @@ impl Store {
             return Ok(());
         }
         self.closed = true;
-        self.stop_cleaner();
+        self.stop_threads();
         if self.read_only {
             return Ok(());
         }
@@ -891,7 +904,19 @@ impl Store {
         result
     }
 
-    fn stop_cleaner(&mut self) {
+    /// Ask for pages a scan will read soon to be read into the pool in
+    /// the background ([`read_ahead`]; a hint: never blocks, never fails).
+    pub(crate) fn read_ahead(&self, ids: &[PageId]) {
+        if let Some(r) = &self.shared.read_ahead {
+            r.request(&self.shared, ids);
+        }
+    }
+
+    fn stop_threads(&mut self) {
+        // RA3: read-ahead stops first, before anything is flushed.
+        if let Some(r) = &self.shared.read_ahead {
+            r.stop();
+        }
         self.shared.stop.store(true, Ordering::Release);
         {
             let mut b = self.shared.bell.lock();
@@ -907,10 +932,10 @@ impl Store {
 impl Drop for Store {
     fn drop(&mut self) {
         if !self.closed {
-            // Without close: stop the cleaner but write nothing more, like
+            // Without close: stop the threads but write nothing more, like
             // a process that exits (the log's own drop saves what it can).
             self.closed = true;
-            self.stop_cleaner();
+            self.stop_threads();
         }
     }
 }
@@ -964,6 +989,12 @@ impl std::fmt::Display for StoreStats {
             self.hot_page_syncs,
             self.throttled,
             self.throttle_wait_ns as f64 / 1e6
+        )?;
+        let r = &self.read_ahead;
+        writeln!(
+            f,
+            "  read-ahead: {} pages read for scans ({} asked for, {} dropped with the queue full, {} reads failed)",
+            p.read_ahead, r.requested, r.dropped, r.failed
         )?;
         io_line(f, "data pages", &p.data_io)?;
         match &p.doublewrite_io {
@@ -1069,6 +1100,10 @@ mod tests {
             throttle_wait_ns: u64::MAX,
             urgent_flushes: 0,
             hot_page_syncs: 0,
+            read_ahead: read_ahead::ReadAheadStats {
+                requested: u64::MAX,
+                ..Default::default()
+            },
             recovery: None,
         })
         .unwrap();

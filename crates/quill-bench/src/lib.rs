@@ -8,6 +8,8 @@
 //!   combination of clients, commit mode, durability, async and injected
 //!   sync delay.
 //! * [`storage`]: the storage layer over the B+tree API.
+//! * [`scan`]: range scans over a tree larger than the buffer pool,
+//!   read-ahead on and off.
 //! * [`txn`]: transactions through the embedded API in sysbench's shapes.
 //! * [`engine`]: the engine interface the workload benchmarks drive, and
 //!   Quill's implementation of it.
@@ -32,6 +34,7 @@ pub mod oltp;
 pub mod report;
 #[cfg(feature = "peers")]
 pub mod rocks;
+pub mod scan;
 #[cfg(feature = "peers")]
 pub mod sqlite;
 pub mod storage;

@@ -7,6 +7,7 @@ pub mod fsync;
 pub mod insert;
 pub mod oltp;
 pub mod report;
+pub mod scan;
 pub mod storage;
 pub mod txn;
 
@@ -27,6 +28,10 @@ pub enum BenchCmd {
     /// The storage layer over the B+tree API: in-order and random inserts,
     /// recovery time with a long log, and commit stalls with a small log.
     Storage(storage::StorageArgs),
+    /// Range scans over a tree larger than the buffer pool, each from a
+    /// cold pool, with read-ahead on and off in one run: whole-tree scans
+    /// both ways and range reads from random keys.
+    Scan(scan::ScanArgs),
     /// Transactions through the embedded API in sysbench's shapes
     /// (update-non-index, point-select) on 8 tables of 100k rows, at each
     /// client count, durable commits.
@@ -56,6 +61,7 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::Fsync(a) => fsync::run(a),
         BenchCmd::Commit(a) => commit::run(a),
         BenchCmd::Storage(a) => storage::run(a),
+        BenchCmd::Scan(a) => scan::run(a),
         BenchCmd::Txn(a) => txn::run(a),
         BenchCmd::Oltp(a) => oltp::run(a),
         BenchCmd::Insert(a) => insert::run(a),
