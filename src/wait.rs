@@ -19,9 +19,11 @@
 //!   victim's, lock L4), a page read before the pool takes a frame for it,
 //!   a table's schema lock before it is taken, a locking read's wait for
 //!   the row's last commit to be durable (with only the row's lock taken),
-//!   a new mini-transaction's wait for log space. Page latches are still
-//!   waited for: they are held for a page operation, or, rarely, for
-//!   another thread's read of that page from disk.
+//!   a new mini-transaction's wait for log space, and a wait for a page
+//!   latch another thread holds while it reads the page from disk (a
+//!   demand read or read-ahead; taken before anything is latched for it,
+//!   and refused with nothing latched by the waiter on the descent's
+//!   path). Page latches held for a page operation are still waited for.
 //! * W2. Never while a mini-transaction holds changes not yet logged:
 //!   abandoning it would poison the buffer pool (mtr M4). Such an mtr holds
 //!   a `MayWait` guard from its first change to its commit, and a page it must

@@ -36,11 +36,12 @@
 //! scan, and each later descent, at the leaf's parent, asks the store to
 //! read the next [`READ_AHEAD_LEAVES`] children in scan order into the
 //! pool in the background (`store::read_ahead`), topping the window up
-//! when less than half of it is left: a scan over leaves that are not
-//! cached then waits for about one read per window instead of one per
-//! leaf. Only children whose key range meets the scan's are asked for,
-//! and under an [`Cursor::expect`] hint only as many leaves as the
-//! expected entries fill. The requests are hints (the store's RA2):
+//! when at most half of it is left: a scan over leaves that are not
+//! cached then rarely waits for a read. Only children whose key range
+//! meets the scan's are asked for, and under an [`Cursor::expect`] hint
+//! only as many leaves past the one descended to as the expected entries
+//! fill. The window stays under one parent: the first leaf under the
+//! next parent is read on demand, and the window starts again there. The requests are hints (the store's RA2):
 //! planning them reads only the parent the descent holds anyway, a
 //! damaged cell stops the planning and nothing else, and whether a page
 //! was read ahead changes no entry the scan returns.
@@ -305,11 +306,13 @@ impl<'s> Cursor<'s> {
         let window = if self.expected == usize::MAX {
             READ_AHEAD_LEAVES
         } else {
-            self.expected
-                .div_ceil(self.per_leaf.max(1))
-                .min(READ_AHEAD_LEAVES)
+            // The leaf descended to holds about `per_leaf` of them.
+            (self.expected.saturating_sub(1) / self.per_leaf.max(1)).min(READ_AHEAD_LEAVES)
         };
         self.ahead_ids.clear();
+        if window == 0 {
+            return;
+        }
         if self.dir == Direction::Forward {
             let start = match self.ahead {
                 Some((p, next)) if p == pid && next > i + 1 => next,

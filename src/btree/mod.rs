@@ -405,7 +405,7 @@ impl<'s> Tree<'s> {
         let Some(next) = latch(*tries >= BUSY_CHILD_RETRIES)? else {
             drop(parent);
             *tries += 1;
-            self.store.pool().wait_for_latch(child, exclusive);
+            self.store.pool().wait_for_latch(child, exclusive)?;
             return Ok(None);
         };
         drop(parent);
@@ -687,7 +687,7 @@ impl<'s> Tree<'s> {
                 Descent::Throttle => {}
                 Descent::Busy(id) => {
                     tries += 1;
-                    self.store.pool().wait_for_latch(id, true);
+                    self.store.pool().wait_for_latch(id, true)?;
                 }
             }
         }

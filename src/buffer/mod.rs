@@ -172,6 +172,10 @@ struct Frame {
     accessed: AtomicBool,
     /// Read ahead and not yet asked for (B12).
     ahead: AtomicBool,
+    /// Set while the page is being read from disk into the frame, under
+    /// its exclusive latch (a demand read or read-ahead): a thread that
+    /// must not block refuses to wait for that latch (`wait` W1).
+    reading: AtomicBool,
     /// Set while a copy of the page is on its way to disk (B6).
     flushing: AtomicBool,
 }
@@ -406,6 +410,7 @@ impl BufferPool {
                 oldest: AtomicU64::new(0),
                 accessed: AtomicBool::new(false),
                 ahead: AtomicBool::new(false),
+                reading: AtomicBool::new(false),
                 flushing: AtomicBool::new(false),
             })
             .collect();
@@ -594,10 +599,16 @@ impl BufferPool {
         loop {
             if let Some(idx) = self.pin_cached(id) {
                 let f = self.frame(idx);
-                let g = if wait {
-                    Some(f.latch.read())
-                } else {
-                    f.latch.try_read()
+                let g = match f.latch.try_read() {
+                    Some(g) => Some(g),
+                    None if wait => {
+                        if let Err(e) = self.may_wait_for(f) {
+                            self.unpin(idx);
+                            return Err(e);
+                        }
+                        Some(f.latch.read())
+                    }
+                    None => None,
                 };
                 let Some(g) = g else {
                     self.unpin(idx);
@@ -630,10 +641,16 @@ impl BufferPool {
         loop {
             if let Some(idx) = self.pin_cached(id) {
                 let f = self.frame(idx);
-                let g = if wait {
-                    Some(f.latch.write())
-                } else {
-                    f.latch.try_write()
+                let g = match f.latch.try_write() {
+                    Some(g) => Some(g),
+                    None if wait => {
+                        if let Err(e) = self.may_wait_for(f) {
+                            self.unpin(idx);
+                            return Err(e);
+                        }
+                        Some(f.latch.write())
+                    }
+                    None => None,
                 };
                 let Some(g) = g else {
                     self.unpin(idx);
@@ -658,8 +675,8 @@ impl BufferPool {
 
     /// Read page `id` into the pool if it is not cached, and let it go at
     /// once: a page a scan will soon ask for (`store::read_ahead`). The
-    /// page enters the old end of the LRU unaccessed, as a demand read's
-    /// does, so pages read ahead and never used leave first. Returns
+    /// page enters the LRU's old list unaccessed, as a demand read's page
+    /// does, flagged as read ahead (B12). Returns
     /// whether this call read it; a page cached meanwhile is left alone.
     /// Errors are the read's (I/O, a corrupt page): the frame is given
     /// back as after a failed demand read, and the caller that later
@@ -675,10 +692,18 @@ impl BufferPool {
     /// when `exclusive`), without keeping it: what a descent does, with
     /// nothing latched, after a `try_fetch_*` of the page failed. Returns
     /// at once when the page is not cached.
-    pub fn wait_for_latch(&self, id: PageId, exclusive: bool) {
+    ///
+    /// A thread that must not block (`wait::without_waiting`) gets
+    /// [`Error::WouldWait`] instead when the latch is held for a read of
+    /// the page from disk (W1), having waited for nothing.
+    pub fn wait_for_latch(&self, id: PageId, exclusive: bool) -> Result<()> {
         self.counters.busy_waits.incr();
         if let Some(idx) = self.pin_cached(id) {
             let f = self.frame(idx);
+            if let Err(e) = self.may_wait_for(f) {
+                self.unpin(idx);
+                return Err(e);
+            }
             if exclusive {
                 drop(f.latch.write());
             } else {
@@ -686,6 +711,17 @@ impl BufferPool {
             }
             self.unpin(idx);
         }
+        Ok(())
+    }
+
+    /// `Ok` unless this thread must not block and `f`'s latch is held for
+    /// a read from disk (W1: a wait for a disk read is refused, whoever
+    /// reads; a wait for a page operation is not).
+    fn may_wait_for(&self, f: &Frame) -> Result<()> {
+        if f.reading.load(Ordering::Acquire) {
+            crate::wait::check("a page read")?;
+        }
+        Ok(())
     }
 
     fn note_hit(&self, f: &Frame) {
@@ -702,6 +738,15 @@ impl BufferPool {
     /// Whether page `id` is cached (for tests and status).
     pub fn is_cached(&self, id: PageId) -> bool {
         self.shard(id.0).read().contains_key(&id.0)
+    }
+
+    /// Mark cached page `id` as being read from disk, or not (tests of
+    /// `wait` W1: a real read is too quick to catch).
+    #[cfg(test)]
+    pub(crate) fn set_reading(&self, id: PageId, on: bool) {
+        if let Some(&idx) = self.shard(id.0).read().get(&id.0) {
+            self.frame(idx).reading.store(on, Ordering::Release);
+        }
     }
 
     /// Whether cached page `id` is marked accessed (a second touch), for
@@ -755,6 +800,7 @@ impl BufferPool {
                 self.lru.lock().push_free(idx);
                 return Ok(None);
             }
+            f.reading.store(how != Load::Fresh, Ordering::Release);
             map.insert(id.0, idx);
             f.pins.fetch_add(1, Ordering::AcqRel);
             f.page.store(id.0, Ordering::Release);
@@ -776,6 +822,7 @@ impl BufferPool {
         } else {
             self.read_into(id, &mut g, how)
         };
+        f.reading.store(false, Ordering::Release);
         match outcome {
             Ok(()) => {
                 g.state = State::Valid;

@@ -16,15 +16,19 @@
 //! Invariants:
 //! * RA1. Read-ahead only reads. A page it loads is the on-disk image,
 //!   which is the page's current state whenever the page is not cached
-//!   (buffer B2: a changed page is written before its frame is reused):
-//!   the page a demand read would have loaded. The page enters the pool
-//!   unlatched, unpinned and unaccessed at the old end of the LRU (buffer
-//!   B1's eviction rules apply to it as to any page).
+//!   (buffer B1: only a clean frame is evicted; B6: a page stays cached
+//!   until its write has landed): the page a demand read would have
+//!   loaded. It is published as a demand read publishes a page (one
+//!   frame per page, latched exclusively while it is read), then left
+//!   unlatched and unpinned at the head of the LRU's old list, not
+//!   accessed, as a demand read's page enters it (buffer B12).
 //! * RA2. Requests are hints. A full queue drops them, a page cached
 //!   meanwhile is skipped, and a failed read is counted and forgotten:
 //!   the scan that needs the page reads it itself and meets the error
 //!   there. Nothing ever waits for a request, and a request never blocks
-//!   its caller beyond one short mutex (a scan may hold a leaf latched).
+//!   its caller beyond one short mutex and the hash lookups of the pages
+//!   (the scan's descent holds the leaves' parent latched meanwhile; the
+//!   store's first request also starts the threads).
 //! * RA3. The threads are stopped and joined before the store flushes at
 //!   close, and when it is dropped (`Store::shutdown`, `Drop`): none
 //!   reads into a pool being flushed or torn down. They hold the store's
@@ -100,17 +104,23 @@ impl ReadAhead {
                 self.dropped.incr();
                 continue;
             }
-            q.pages.push_back(id);
-            self.requested.incr();
             if !q.started {
                 q.started = true;
-                self.start(shared);
+                if self.start(shared) == 0 {
+                    // No thread to read them: take no requests at all.
+                    q.stopped = true;
+                    q.pages.clear();
+                    return;
+                }
             }
+            q.pages.push_back(id);
+            self.requested.incr();
             self.ready.notify_one();
         }
     }
 
-    fn start(&self, shared: &Arc<Shared>) {
+    /// Start the threads; returns how many started.
+    fn start(&self, shared: &Arc<Shared>) -> usize {
         let mut threads = self.threads.lock();
         for i in 0..THREADS {
             let s = shared.clone();
@@ -129,6 +139,7 @@ impl ReadAhead {
                 }
             }
         }
+        threads.len()
     }
 
     fn run(&self, shared: &Shared) {
@@ -162,7 +173,9 @@ impl ReadAhead {
         }
         let threads = std::mem::take(&mut *self.threads.lock());
         for h in threads {
-            let _ = h.join();
+            if h.join().is_err() {
+                tracing::error!("a read-ahead thread panicked");
+            }
         }
     }
 
@@ -193,7 +206,7 @@ mod tests {
     }
 
     /// A closed store on `fs` holding one tree of `n` entries of 100-byte
-    /// values (several times the 1 MiB test pool), and the tree's root.
+    /// values, and the tree's root (each open starts with an empty pool).
     fn big_tree(fs: &Arc<SimFs>, n: usize) -> PageId {
         let store = Store::create(fs.clone(), Path::new("/db"), test_options()).unwrap();
         let tree = Tree::create(&store).unwrap();
@@ -307,25 +320,53 @@ mod tests {
             assert_eq!(got[0], want, "{dir:?} with read-ahead");
             assert_eq!(got[1], want, "{dir:?} without");
         }
-        // A range over about three leaves: at most the leaves it covers
-        // are asked for.
-        let store = open(&fs, true);
-        let tree = Tree::open(&store, root);
-        let all = leaves(&store, root);
-        let per_leaf = n / all.len();
+        // A range over three to four leaves, both ways: no leaf outside
+        // it is asked for. (The leaves' first keys are read on an open of
+        // their own: reading a leaf caches it.)
+        let firsts: Vec<(PageId, Vec<u8>)> = {
+            let store = open(&fs, false);
+            let v = leaves(&store, root)
+                .into_iter()
+                .map(|id| {
+                    let p = store.pool().fetch_read(id).unwrap();
+                    (id, node::key(&p, 0).unwrap().to_vec())
+                })
+                .collect();
+            store.close().unwrap();
+            v
+        };
+        let per_leaf = n / firsts.len();
         let (lo, hi) = (key(1000), key(1000 + 3 * per_leaf));
-        let got: Vec<_> = tree
-            .range(
-                std::ops::Bound::Included(&lo[..]),
-                std::ops::Bound::Excluded(&hi[..]),
-                Direction::Forward,
-            )
-            .map(|e| e.unwrap().0)
-            .collect();
-        assert_eq!(got.len(), 3 * per_leaf);
-        let asked = store.stats().read_ahead.requested;
-        assert!(asked <= 4, "{asked} leaves asked for a 3-leaf range");
-        store.close().unwrap();
+        for dir in [Direction::Forward, Direction::Backward] {
+            let store = open(&fs, true);
+            let tree = Tree::open(&store, root);
+            let got = tree
+                .range(
+                    std::ops::Bound::Included(&lo[..]),
+                    std::ops::Bound::Excluded(&hi[..]),
+                    dir,
+                )
+                .inspect(|e| assert!(e.is_ok(), "{e:?}"))
+                .count();
+            assert_eq!(got, 3 * per_leaf, "{dir:?}");
+            std::thread::sleep(Duration::from_millis(50));
+            // Forward, the first leaf starting at or above `hi`; backward,
+            // the leaf before the one holding `lo` (all its keys are below).
+            let beyond = match dir {
+                Direction::Forward => firsts.iter().find(|(_, k)| *k >= hi).unwrap().0,
+                Direction::Backward => {
+                    let i = firsts.iter().rposition(|(_, k)| *k <= lo).unwrap();
+                    firsts[i - 1].0
+                }
+            };
+            assert!(
+                !store.pool().is_cached(beyond),
+                "{dir:?}: leaf {beyond:?} read"
+            );
+            let asked = store.stats().read_ahead.requested;
+            assert!(asked <= 3, "{dir:?}: {asked} leaves asked for");
+            store.close().unwrap();
+        }
     }
 
     /// A page that fails its check is counted as a failed read-ahead and
@@ -358,6 +399,49 @@ mod tests {
         drop(store);
     }
 
+    /// W1: a thread that must not block refuses to wait for a latch held
+    /// while the page is read from disk (as read-ahead holds it), and
+    /// still waits for one held for a page operation; outside
+    /// `without_waiting` both are waited for.
+    #[test]
+    fn a_page_being_read_is_not_waited_for_without_waiting() {
+        let fs = Arc::new(SimFs::new(15));
+        let root = big_tree(&fs, 8000);
+        let store = open(&fs, false);
+        let id = leaves(&store, root)[0];
+        let pool = store.pool();
+        for (reading, inside, refused) in [
+            (true, true, true),
+            (false, true, false),
+            (true, false, false),
+        ] {
+            let held = std::sync::Barrier::new(2);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    let w = pool.fetch_write(id, crate::buffer::Load::Verify).unwrap();
+                    pool.set_reading(id, reading);
+                    held.wait();
+                    std::thread::sleep(Duration::from_millis(30));
+                    pool.set_reading(id, false);
+                    drop(w);
+                });
+                held.wait();
+                let (r, was_refused) = if inside {
+                    crate::wait::without_waiting(|| pool.wait_for_latch(id, false))
+                } else {
+                    (pool.wait_for_latch(id, false), false)
+                };
+                assert_eq!(was_refused, refused, "reading {reading}, inside {inside}");
+                if refused {
+                    assert!(matches!(r, Err(crate::Error::WouldWait { .. })), "{r:?}");
+                } else {
+                    r.unwrap();
+                }
+            });
+        }
+        store.close().unwrap();
+    }
+
     /// Closing (or dropping) a store with requests queued stops the
     /// threads without reading the rest, and later requests are ignored.
     #[test]
@@ -375,11 +459,21 @@ mod tests {
                 drop(store);
             }
         }
+        // Once stop returns, no page is read ahead any more, queued or
+        // asked for later.
         let store = open(&fs, true);
+        let ids = leaves(&store, root);
+        store.read_ahead(&ids);
         let r = store.shared.read_ahead.as_ref().unwrap();
         r.stop();
-        store.read_ahead(&leaves(&store, root));
-        assert_eq!(store.stats().read_ahead.requested, 0);
+        let (read, asked) = (
+            store.stats().pool.read_ahead,
+            store.stats().read_ahead.requested,
+        );
+        store.read_ahead(&ids);
+        std::thread::sleep(Duration::from_millis(50));
+        let s = store.stats();
+        assert_eq!((s.pool.read_ahead, s.read_ahead.requested), (read, asked));
         store.close().unwrap();
     }
 }
