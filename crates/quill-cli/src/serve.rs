@@ -31,6 +31,10 @@ pub struct ServeArgs {
     /// Refuse connections beyond this many (SQLSTATE 53300).
     #[arg(long, default_value_t = 2000)]
     max_connections: usize,
+    /// Buffer pool: memory for cached pages (examples: 512M, 4G). Scans
+    /// of tables larger than this read from disk, with read-ahead.
+    #[arg(long, default_value = "128M", value_name = "SIZE", value_parser = crate::ui::parse_size)]
+    pool: u64,
     /// Accept connections on a non-loopback address without
     /// authentication (anyone who reaches the port has full access).
     #[arg(long, conflicts_with = "users")]
@@ -40,6 +44,40 @@ pub struct ServeArgs {
     /// data stays as durable as without it).
     #[arg(long, default_value_t = 0.0, value_name = "MS", hide_short_help = true)]
     fsync_delay_ms: f64,
+}
+
+/// The smallest `--pool`: a few hundred pages of the default size.
+const MIN_POOL: u64 = 8 << 20;
+
+/// Refuse a pool below [`MIN_POOL`] or above this machine's memory, before
+/// anything is created: the pool is allocated whole at open.
+fn check_pool(pool: u64) -> Result<()> {
+    if pool < MIN_POOL {
+        bail!(
+            "--pool {} MiB is too small: give it at least {} MiB",
+            pool >> 20,
+            MIN_POOL >> 20
+        );
+    }
+    if let Some(memory) = memory_bytes()
+        && pool > memory
+    {
+        bail!(
+            "--pool {} MiB is more than this machine's memory ({} MiB): give it at most that, \
+             and leave room for the rest of the system",
+            pool >> 20,
+            memory >> 20
+        );
+    }
+    Ok(())
+}
+
+/// This machine's memory (`MemTotal` of `/proc/meminfo`), if it can tell.
+fn memory_bytes() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 /// Run `quill serve`.
@@ -73,6 +111,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
             a.fsync_delay_ms
         );
     }
+    check_pool(a.pool)?;
     let vfs = Arc::new(quill::io::RealFs::with_sync_delay(
         std::time::Duration::from_secs_f64(a.fsync_delay_ms / 1000.0),
     ));
@@ -83,6 +122,10 @@ pub fn run(a: ServeArgs) -> Result<()> {
         max_transactions: quill::Options::default()
             .max_transactions
             .max(a.max_connections.saturating_mul(2).saturating_add(64)),
+        store: quill::store::StoreOptions {
+            pool_bytes: a.pool,
+            ..quill::store::StoreOptions::default()
+        },
         ..quill::Options::default()
     };
     let db = quill::Db::open_with(vfs, &a.dir, options)

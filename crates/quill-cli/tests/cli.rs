@@ -422,6 +422,18 @@ fn users_for_serve() {
     assert!(err.contains("quill passwd --users"), "{err}");
     assert!(!dir.exists(), "a refused serve created {dir:?}");
 
+    // A pool too small or larger than the machine is refused before
+    // anything is created, with what to give instead.
+    for (pool, says) in [("1M", "at least 8 MiB"), ("1000000G", "machine's memory")] {
+        let out = quill(&["serve", "--dir", dir_arg, "--pool", pool]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(says), "{pool}: {err}");
+        assert!(!dir.exists(), "a refused serve created {dir:?}");
+    }
+    let out = quill(&["serve", "--dir", dir_arg, "--pool", "lots"]);
+    assert!(text(&out.stderr).contains("is not a size"));
+
     let out = passwd(&["--users", users_arg, "--delete", "alice"], "");
     assert!(out.status.success(), "{}", text(&out.stderr));
     let out = quill(&["serve", "--dir", dir_arg, "--users", users_arg]);
