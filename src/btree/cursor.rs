@@ -41,10 +41,11 @@
 //! meets the scan's are asked for, and under an [`Cursor::expect`] hint
 //! only as many leaves past the one descended to as the expected entries
 //! fill. The window stays under one parent: the first leaf under the
-//! next parent is read on demand, and the window starts again there. The requests are hints (the store's RA2):
-//! planning them reads only the parent the descent holds anyway, a
-//! damaged cell stops the planning and nothing else, and whether a page
-//! was read ahead changes no entry the scan returns.
+//! next parent is read on demand, and the window starts again there.
+//! The requests are hints (the store's RA2): planning them reads only
+//! the parent the descent holds anyway, a damaged cell stops the
+//! planning and nothing else, and whether a page was read ahead changes
+//! no entry the scan returns.
 
 use std::ops::Bound;
 

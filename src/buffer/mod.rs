@@ -599,16 +599,12 @@ impl BufferPool {
         loop {
             if let Some(idx) = self.pin_cached(id) {
                 let f = self.frame(idx);
-                let g = match f.latch.try_read() {
-                    Some(g) => Some(g),
-                    None if wait => {
-                        if let Err(e) = self.may_wait_for(f) {
-                            self.unpin(idx);
-                            return Err(e);
-                        }
-                        Some(f.latch.read())
+                let g = match self.take_latch(f, wait, || f.latch.try_read(), || f.latch.read()) {
+                    Ok(g) => g,
+                    Err(e) => {
+                        self.unpin(idx);
+                        return Err(e);
                     }
-                    None => None,
                 };
                 let Some(g) = g else {
                     self.unpin(idx);
@@ -641,16 +637,12 @@ impl BufferPool {
         loop {
             if let Some(idx) = self.pin_cached(id) {
                 let f = self.frame(idx);
-                let g = match f.latch.try_write() {
-                    Some(g) => Some(g),
-                    None if wait => {
-                        if let Err(e) = self.may_wait_for(f) {
-                            self.unpin(idx);
-                            return Err(e);
-                        }
-                        Some(f.latch.write())
+                let g = match self.take_latch(f, wait, || f.latch.try_write(), || f.latch.write()) {
+                    Ok(g) => g,
+                    Err(e) => {
+                        self.unpin(idx);
+                        return Err(e);
                     }
-                    None => None,
                 };
                 let Some(g) = g else {
                     self.unpin(idx);
@@ -714,6 +706,27 @@ impl BufferPool {
         Ok(())
     }
 
+    /// Frame `f`'s latch, by `try_latch`; when that fails and `wait`, by
+    /// `latch` (blocking), unless this thread must not block for a disk
+    /// read ([`BufferPool::may_wait_for`]); `None` when busy without
+    /// `wait`.
+    fn take_latch<G>(
+        &self,
+        f: &Frame,
+        wait: bool,
+        try_latch: impl FnOnce() -> Option<G>,
+        latch: impl FnOnce() -> G,
+    ) -> Result<Option<G>> {
+        match try_latch() {
+            Some(g) => Ok(Some(g)),
+            None if wait => {
+                self.may_wait_for(f)?;
+                Ok(Some(latch()))
+            }
+            None => Ok(None),
+        }
+    }
+
     /// `Ok` unless this thread must not block and `f`'s latch is held for
     /// a read from disk (W1: a wait for a disk read is refused, whoever
     /// reads; a wait for a page operation is not).
@@ -725,12 +738,16 @@ impl BufferPool {
     }
 
     fn note_hit(&self, f: &Frame) {
-        if f.ahead.load(Ordering::Relaxed) {
-            // B12: the first request of a page read ahead is the read it
-            // stood in for, not a second touch.
-            f.ahead.store(false, Ordering::Relaxed);
-        } else if !f.accessed.load(Ordering::Relaxed) {
-            f.accessed.store(true, Ordering::Relaxed);
+        // A page marked accessed was never flagged `ahead` since its load
+        // (B12), so a hot page costs one load here, as before.
+        if !f.accessed.load(Ordering::Relaxed) {
+            if f.ahead.load(Ordering::Relaxed) {
+                // B12: the first request of a page read ahead is the read
+                // it stood in for, not a second touch.
+                f.ahead.store(false, Ordering::Relaxed);
+            } else {
+                f.accessed.store(true, Ordering::Relaxed);
+            }
         }
         self.counters.hits.incr();
     }

@@ -126,7 +126,27 @@ pub struct Machine {
     pub hostname: String,
 }
 
+/// This machine's memory (`MemTotal` of `/proc/meminfo`), if it can tell.
+pub fn memory_bytes() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 impl Machine {
+    /// Where a benchmark ran, as its first line ends: `in DIR (file
+    /// system; N cores; kernel K)`.
+    pub fn place(&self, dir: &std::path::Path) -> String {
+        format!(
+            "in {} ({}; {} cores; kernel {})",
+            dir.display(),
+            self.filesystem,
+            self.nproc,
+            self.kernel
+        )
+    }
+
     /// Describe this machine, and the file system holding `dir`.
     pub fn describe(dir: &std::path::Path) -> Machine {
         let nproc = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -136,15 +156,7 @@ impl Machine {
         let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|s| s.trim().to_string())
             .unwrap_or_default();
-        let mem_gib = std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|m| {
-                m.lines()
-                    .find(|l| l.starts_with("MemTotal:"))
-                    .and_then(|l| l.split_whitespace().nth(1))
-                    .and_then(|kb| kb.parse::<f64>().ok())
-            })
-            .map_or(0.0, |kb| kb / 1024.0 / 1024.0);
+        let mem_gib = memory_bytes().map_or(0.0, |b| b as f64 / f64::from(1u32 << 30));
         Machine {
             nproc,
             kernel,

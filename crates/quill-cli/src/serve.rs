@@ -59,7 +59,7 @@ fn check_pool(pool: u64) -> Result<()> {
             MIN_POOL >> 20
         );
     }
-    if let Some(memory) = memory_bytes()
+    if let Some(memory) = quill_bench::memory_bytes()
         && pool > memory
     {
         bail!(
@@ -70,14 +70,6 @@ fn check_pool(pool: u64) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// This machine's memory (`MemTotal` of `/proc/meminfo`), if it can tell.
-fn memory_bytes() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
 }
 
 /// Run `quill serve`.

@@ -89,17 +89,14 @@ pub fn run(a: CommitArgs) -> Result<()> {
     let machine = Machine::describe(&a.dir);
     let combos = cfg.combos().len();
     outln!(
-        "quill bench commit: {combos} combinations x {} repeats, {:.1}s warm-up + {:.1}s measured each, {}-byte records, log {} x {} bytes in {} ({}; {} cores; kernel {})",
+        "quill bench commit: {combos} combinations x {} repeats, {:.1}s warm-up + {:.1}s measured each, {}-byte records, log {} x {} bytes {}",
         cfg.repeat,
         cfg.warmup,
         cfg.seconds,
         cfg.record_bytes,
         cfg.file_count,
         cfg.file_size,
-        a.dir.display(),
-        machine.filesystem,
-        machine.nproc,
-        machine.kernel
+        machine.place(&a.dir)
     );
     outln!("each client loops: append one record, commit it; latency is append + commit");
     let pb = progress((cfg.total_seconds() * 10.0).ceil() as u64, "x0.1s");

@@ -62,13 +62,10 @@ pub fn run(a: FsyncArgs) -> Result<()> {
     std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
     let machine = Machine::describe(&a.dir);
     outln!(
-        "quill bench fsync: {} rounds x {} aligned 4 KiB write+sync per combination in {} ({}; {} cores; kernel {})",
+        "quill bench fsync: {} rounds x {} aligned 4 KiB write+sync per combination {}",
         a.rounds,
         a.iterations,
-        a.dir.display(),
-        machine.filesystem,
-        machine.nproc,
-        machine.kernel
+        machine.place(&a.dir)
     );
     let pb = progress(fsync::total_writes(&cfg), "writes");
     let report = fsync::run(&RealFs::new(), &cfg, &|| pb.inc(1)).context("fsync benchmark")?;

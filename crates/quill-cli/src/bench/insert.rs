@@ -74,7 +74,7 @@ pub fn run(a: InsertArgs) -> Result<()> {
     bench::fresh_dir(&RealFs::new(), &a.dir)?;
     let machine = Machine::describe(&a.dir);
     outln!(
-        "quill bench insert: steps {:?} on {:?}; {:?} clients; {} rows per table; transactions {:?}; durable commits; {:.0} s windows after {:.0} s warm-up; in {} ({}; {} cores; kernel {})",
+        "quill bench insert: steps {:?} on {:?}; {:?} clients; {} rows per table; transactions {:?}; durable commits; {:.0} s windows after {:.0} s warm-up; {}",
         a.steps.iter().map(|s| s.name()).collect::<Vec<_>>(),
         a.peers.engines,
         a.clients,
@@ -83,10 +83,7 @@ pub fn run(a: InsertArgs) -> Result<()> {
         a.txn_sizes.iter().map(|t| t.name()).collect::<Vec<_>>(),
         a.seconds,
         a.warmup,
-        a.dir.display(),
-        machine.filesystem,
-        machine.nproc,
-        machine.kernel
+        machine.place(&a.dir)
     );
     let bar = StageBar::new();
     let pb = &bar.pb;

@@ -60,7 +60,7 @@ pub fn run(a: OltpArgs) -> Result<()> {
     bench::fresh_dir(&RealFs::new(), &a.dir)?;
     let machine = Machine::describe(&a.dir);
     outln!(
-        "quill bench oltp: {:?} on {:?} at {:?} threads; {} tables x {} rows; durable commits; {:.0} s measured after {:.0} s warm-up; in {} ({}; {} cores; kernel {})",
+        "quill bench oltp: {:?} on {:?} at {:?} threads; {} tables x {} rows; durable commits; {:.0} s measured after {:.0} s warm-up; {}",
         cfg.shapes.iter().map(|w| w.name()).collect::<Vec<_>>(),
         a.peers.engines,
         cfg.threads,
@@ -68,10 +68,7 @@ pub fn run(a: OltpArgs) -> Result<()> {
         cfg.table_size,
         cfg.seconds,
         cfg.warmup,
-        a.dir.display(),
-        machine.filesystem,
-        machine.nproc,
-        machine.kernel
+        machine.place(&a.dir)
     );
     let bar = StageBar::new();
     let pb = &bar.pb;

@@ -58,7 +58,7 @@ pub fn run(a: ScanArgs) -> Result<()> {
     std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
     let machine = Machine::describe(&a.dir);
     outln!(
-        "quill bench scan: {} entries of 8 + {} bytes, {}-byte pages, timed with a {} MiB pool opened cold; {} rounds of forward and backward whole-tree scans and {} reads of {} entries from random keys, read-ahead on and off; in {} ({}; {} cores; kernel {})",
+        "quill bench scan: {} entries of 8 + {} bytes, {}-byte pages, timed with a {} MiB pool opened cold; {} rounds of forward and backward whole-tree scans and {} reads of {} entries from random keys, read-ahead on and off; {}",
         cfg.rows,
         cfg.value_bytes,
         cfg.page_size,
@@ -66,10 +66,7 @@ pub fn run(a: ScanArgs) -> Result<()> {
         cfg.rounds,
         cfg.ranges,
         cfg.range_rows,
-        a.dir.display(),
-        machine.filesystem,
-        machine.nproc,
-        machine.kernel
+        machine.place(&a.dir)
     );
     let bar = StageBar::new();
     let pb = &bar.pb;

@@ -81,16 +81,13 @@ pub fn run(a: StorageArgs) -> Result<()> {
     std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
     let machine = Machine::describe(&a.dir);
     outln!(
-        "quill bench storage: workloads {:?}; {}-byte values, 8-byte keys, a durable commit every {} rows; {}-byte pages; doublewrite {}; in {} ({}; {} cores; kernel {})",
+        "quill bench storage: workloads {:?}; {}-byte values, 8-byte keys, a durable commit every {} rows; {}-byte pages; doublewrite {}; {}",
         cfg.workloads,
         cfg.value_bytes,
         cfg.rows_per_commit,
         cfg.page_size,
         if cfg.doublewrite { "on" } else { "off" },
-        a.dir.display(),
-        machine.filesystem,
-        machine.nproc,
-        machine.kernel
+        machine.place(&a.dir)
     );
     let bar = StageBar::new();
     let pb = &bar.pb;

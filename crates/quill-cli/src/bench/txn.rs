@@ -82,7 +82,7 @@ pub fn run(a: TxnArgs) -> Result<()> {
     }
     let machine = Machine::describe(a.dir.parent().unwrap_or(Path::new(".")));
     outln!(
-        "quill bench txn: {:?} at {:?} clients; {} tables x {} rows; {} transactions, {:?} commits; {:.0} s measured after {:.0} s warm-up; sync delay {} ms; in {} ({}; {} cores; kernel {})",
+        "quill bench txn: {:?} at {:?} clients; {} tables x {} rows; {} transactions, {:?} commits; {:.0} s measured after {:.0} s warm-up; sync delay {} ms; {}",
         cfg.workloads.iter().map(|w| w.name()).collect::<Vec<_>>(),
         cfg.threads,
         cfg.tables,
@@ -92,10 +92,7 @@ pub fn run(a: TxnArgs) -> Result<()> {
         cfg.seconds,
         cfg.warmup,
         cfg.fsync_delay_ms,
-        a.dir.display(),
-        machine.filesystem,
-        machine.nproc,
-        machine.kernel
+        machine.place(&a.dir)
     );
     let bar = StageBar::new();
     let pb = &bar.pb;
