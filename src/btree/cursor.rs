@@ -32,10 +32,13 @@
 //!   them as it appends, and the buffer and the offsets are only cleared
 //!   together.
 //!
-//! **Read-ahead.** Once a scan has read a leaf to its end it is a long
-//! scan, and each later descent, at the leaf's parent, asks the store to
-//! read the next [`READ_AHEAD_LEAVES`] children in scan order into the
-//! pool in the background (`store::read_ahead`), topping the window up
+//! **Read-ahead.** A long scan asks the store to read the leaves it will
+//! need next into the pool in the background (`store::read_ahead`). A
+//! scan is taken for long once it has read a leaf to its end, or from its
+//! first descent when it is bounded where it goes and has no `expect`
+//! hint (read to its end, it reads every leaf up to that bound). Each of
+//! its descents then asks, at the leaf's parent, for the next
+//! [`READ_AHEAD_LEAVES`] children in scan order, topping the window up
 //! when at most half of it is left: a scan over leaves that are not
 //! cached then rarely waits for a read. Only children whose key range
 //! meets the scan's are asked for, and under an [`Cursor::expect`] hint
@@ -73,7 +76,7 @@ const PREFETCH_AHEAD: usize = 4;
 
 /// Leaves a long scan asks to have read ahead of the one it descends to
 /// (see "Read-ahead" above).
-pub const READ_AHEAD_LEAVES: usize = 16;
+pub const READ_AHEAD_LEAVES: usize = 32;
 
 /// An iterator over `(key, value)` pairs of a range.
 #[derive(Debug)]
@@ -299,6 +302,23 @@ impl<'s> Cursor<'s> {
         self.per_leaf = n;
     }
 
+    /// Whether this descent asks for read-ahead: once a leaf was read to
+    /// its end, or from the first descent when the scan is bounded where
+    /// it goes and has no `expect` hint (it reads every leaf up to that
+    /// bound, if it is read to its end).
+    fn plans_read_ahead(&self) -> bool {
+        self.leaves_done > 0
+            || (self.expected == usize::MAX
+                && !matches!(
+                    if self.dir == Direction::Forward {
+                        &self.hi
+                    } else {
+                        &self.lo
+                    },
+                    Bound::Unbounded
+                ))
+    }
+
     /// At `parent` (page `pid`, latched shared by the descent), which
     /// leads to the leaf at child `i` of its `n`: ask for the next leaves
     /// in scan order to be read ahead (see "Read-ahead" above), unless
@@ -396,7 +416,7 @@ impl<'s> Cursor<'s> {
                 }
                 let child = PageId(node::child(&cur, i).map_err(t.ne(id))?);
                 let level = node::level(&cur);
-                if level == 1 && self.leaves_done > 0 {
+                if level == 1 && self.plans_read_ahead() {
                     self.read_ahead(&cur, id, i, n);
                 }
                 let Some(next) = t.step_read(cur, child, level - 1, &mut tries)? else {

@@ -241,6 +241,18 @@ pub trait File: Send + Sync + Debug {
     fn path(&self) -> &Path;
     /// Read exactly `buf.len()` bytes at `offset`.
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> IoResult<()>;
+    /// Read the bytes at `offset` into `bufs` in turn, filling each: the
+    /// first buffer gets the bytes from `offset`, the next the bytes after
+    /// those. One request to the device where the platform has vectored
+    /// reads (`preadv`); this default reads each buffer on its own.
+    fn read_vectored_exact_at(&self, bufs: &mut [&mut [u8]], offset: u64) -> IoResult<()> {
+        let mut at = offset;
+        for buf in bufs.iter_mut() {
+            self.read_exact_at(buf, at)?;
+            at += buf.len() as u64;
+        }
+        Ok(())
+    }
     /// Write all of `buf` at `offset`.
     fn write_all_at(&self, buf: &[u8], offset: u64) -> IoResult<()>;
     /// Write all of `buf` at `offset`, durable on return (`RWF_DSYNC`).

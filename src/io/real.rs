@@ -5,7 +5,7 @@
 //! and a warning is logged once per path. An optional delay after every sync
 //! (`--fsync-delay-ms` in the benchmarks) stands in for a slow device.
 
-use std::io::IoSlice;
+use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -309,6 +309,46 @@ impl File for RealFile {
         Ok(())
     }
 
+    fn read_vectored_exact_at(&self, bufs: &mut [&mut [u8]], offset: u64) -> IoResult<()> {
+        let mut at = offset;
+        let mut total = 0usize;
+        for buf in bufs.iter() {
+            if self.direct {
+                check_aligned("read", &self.path, buf.as_ptr(), at, buf.len())?;
+            }
+            at += buf.len() as u64;
+            total += buf.len();
+        }
+        let done = {
+            let mut slices: Vec<IoSliceMut<'_>> =
+                bufs.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+            loop {
+                match rustix::io::preadv(&self.fd, &mut slices, offset) {
+                    Ok(n) => break n,
+                    Err(Errno::INTR) => {}
+                    Err(e) => return Err(os("read", &self.path, e)),
+                }
+            }
+        };
+        if done == total {
+            return Ok(());
+        }
+        // A short read (the end of the file, or a request the kernel cut):
+        // read again, one buffer at a time, from the first not filled
+        // whole (from its start, so that a direct read stays aligned).
+        let mut at = offset;
+        let mut filled = 0usize;
+        for buf in bufs.iter_mut() {
+            let len = buf.len();
+            if filled + len > done {
+                self.read_exact_at(buf, at)?;
+            }
+            filled += len;
+            at += len as u64;
+        }
+        Ok(())
+    }
+
     fn write_all_at(&self, buf: &[u8], offset: u64) -> IoResult<()> {
         self.write_loop("write", buf, offset, false)?;
         Ok(())
@@ -360,6 +400,49 @@ impl File for RealFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::AlignedBuf;
+
+    /// A vectored read fills its buffers in order from the offset, with
+    /// direct I/O where the file system has it; one that runs past the
+    /// end of the file is a short read, as `read_exact_at`'s is.
+    #[test]
+    fn vectored_reads_fill_their_buffers_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = RealFs::default();
+        let path = dir.path().join("f");
+        let page = 4096;
+        let f = fs
+            .open(
+                &path,
+                OpenOptions {
+                    create: true,
+                    ..OpenOptions::read_write()
+                }
+                .with_direct(true),
+            )
+            .unwrap();
+        let mut data = AlignedBuf::new(3 * page);
+        for (i, b) in data.iter_mut().enumerate() {
+            *b = (i / page) as u8 + 1;
+        }
+        f.write_all_at(&data, 0).unwrap();
+        let mut bufs: Vec<AlignedBuf> = (0..3).map(|_| AlignedBuf::new(page)).collect();
+        {
+            let mut refs: Vec<&mut [u8]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
+            f.read_vectored_exact_at(&mut refs[..2], page as u64)
+                .unwrap();
+        }
+        assert!(bufs[0].iter().all(|&b| b == 2));
+        assert!(bufs[1].iter().all(|&b| b == 3));
+        let mut refs: Vec<&mut [u8]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
+        f.read_vectored_exact_at(&mut refs, 0).unwrap();
+        let err = f
+            .read_vectored_exact_at(&mut refs, page as u64)
+            .unwrap_err();
+        assert!(matches!(err, IoError::ShortRead { .. }), "{err:?}");
+        assert!(bufs[0].iter().all(|&b| b == 2), "refilled from offset 4096");
+        assert!(bufs[1].iter().all(|&b| b == 3));
+    }
 
     /// A lock released and taken again at once is not reported as held
     /// while another thread of the process spawns programs (each fork

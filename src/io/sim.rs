@@ -125,6 +125,7 @@ struct State {
     rng: SmallRng,
     write_fault: Fault,
     sync_fault: Fault,
+    read_fault: Fault,
     sync_latency: Duration,
     stats: SimStats,
     /// Directory locks held: (exclusive, shared holders). A crash
@@ -166,6 +167,7 @@ impl SimFs {
                 rng: SmallRng::seed_from_u64(seed),
                 write_fault: Fault::default(),
                 sync_fault: Fault::default(),
+                read_fault: Fault::default(),
                 sync_latency: Duration::ZERO,
                 stats: SimStats::default(),
                 locks: HashMap::new(),
@@ -193,6 +195,18 @@ impl SimFs {
     pub fn fail_write_after(&self, n: u64, sticky: bool) {
         let mut st = self.state.lock();
         st.write_fault = Fault {
+            after: Some(n),
+            sticky,
+            triggered: false,
+        };
+    }
+
+    /// Fail the read that comes after `n` more successful reads (a
+    /// vectored read is one); with `sticky`, every read after it fails
+    /// too.
+    pub fn fail_read_after(&self, n: u64, sticky: bool) {
+        let mut st = self.state.lock();
+        st.read_fault = Fault {
             after: Some(n),
             sticky,
             triggered: false,
@@ -349,6 +363,7 @@ impl SimFs {
                 rng: SmallRng::seed_from_u64(crash_seed),
                 write_fault: Fault::default(),
                 sync_fault: Fault::default(),
+                read_fault: Fault::default(),
                 sync_latency: Duration::ZERO,
                 stats: SimStats::default(),
                 locks: HashMap::new(),
@@ -778,30 +793,48 @@ impl File for SimFile {
     }
 
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> IoResult<()> {
+        self.read_vectored_exact_at(&mut [buf], offset)
+    }
+
+    fn read_vectored_exact_at(&self, bufs: &mut [&mut [u8]], offset: u64) -> IoResult<()> {
+        let mut at = offset;
         if self.direct {
-            check_aligned("read", &self.path, buf.as_ptr(), offset, buf.len())?;
+            for buf in bufs.iter() {
+                check_aligned("read", &self.path, buf.as_ptr(), at, buf.len())?;
+                at += buf.len() as u64;
+            }
         }
         let mut st = self.fs.state.lock();
         if st.crashed {
             return Err(crashed("read", &self.path));
         }
         st.stats.reads += 1;
+        if st.read_fault.fire() {
+            return Err(IoError::Injected {
+                op: "read",
+                path: self.path.clone(),
+            });
+        }
         let inode = st
             .inodes
             .get(&self.ino)
             .ok_or_else(|| not_found("read", &self.path))?;
-        let start = offset as usize;
-        let src =
-            inode
-                .current
-                .get(start..start + buf.len())
-                .ok_or_else(|| IoError::ShortRead {
-                    op: "read",
-                    path: self.path.clone(),
-                    offset,
-                    len: buf.len(),
-                })?;
-        buf.copy_from_slice(src);
+        let mut at = offset;
+        for buf in bufs.iter_mut() {
+            let start = at as usize;
+            let src =
+                inode
+                    .current
+                    .get(start..start + buf.len())
+                    .ok_or_else(|| IoError::ShortRead {
+                        op: "read",
+                        path: self.path.clone(),
+                        offset: at,
+                        len: buf.len(),
+                    })?;
+            buf.copy_from_slice(src);
+            at += buf.len() as u64;
+        }
         Ok(())
     }
 

@@ -154,6 +154,8 @@ fn quill_pages_follow(file: &dyn File, size: u64) -> Result<Option<usize>> {
 pub struct IoCounters {
     /// Page reads.
     pub reads: Counter,
+    /// Read requests: a read of several adjacent pages is one.
+    pub read_requests: Counter,
     /// Page writes.
     pub writes: Counter,
     /// Bytes written.
@@ -171,6 +173,9 @@ pub struct IoCounters {
 pub struct IoStats {
     /// Page reads.
     pub reads: u64,
+    /// Read requests: a read of several adjacent pages is one.
+    #[serde(default)]
+    pub read_requests: u64,
     /// Page writes.
     pub writes: u64,
     /// Bytes written.
@@ -188,6 +193,7 @@ impl IoCounters {
     pub fn snapshot(&self) -> IoStats {
         IoStats {
             reads: self.reads.get(),
+            read_requests: self.read_requests.get(),
             writes: self.writes.get(),
             write_bytes: self.write_bytes.get(),
             write_latency: self.write_latency.snapshot(),
@@ -410,6 +416,7 @@ impl DataFile {
     pub fn read_page(&self, id: PageId, buf: &mut [u8]) -> Result<()> {
         let off = self.offset(id)?;
         self.counters.reads.incr();
+        self.counters.read_requests.incr();
         let size = self.file.size()?;
         if off + self.page_size as u64 > size {
             buf.fill(0);
@@ -431,6 +438,34 @@ impl DataFile {
             return Ok(());
         }
         self.file.read_exact_at(buf, off)?;
+        Ok(())
+    }
+
+    /// Read the adjacent pages from `first` on into `bufs` (one page
+    /// each), in one request when all of them lie within the file; as
+    /// [`DataFile::read_page`] reads them otherwise.
+    pub fn read_pages(&self, first: PageId, bufs: &mut [&mut [u8]]) -> Result<()> {
+        let off = self.offset(first)?;
+        let n = bufs.len() as u64;
+        let size = self.page_size as u64;
+        let file_size = self.file.size()?;
+        let within = n
+            .checked_mul(size)
+            .and_then(|len| off.checked_add(len))
+            .is_some_and(|end| end <= file_size);
+        if n <= 1 || !within {
+            for (i, buf) in bufs.iter_mut().enumerate() {
+                self.read_page(PageId(first.0 + i as u64), buf)?;
+            }
+            return Ok(());
+        }
+        assert!(
+            bufs.iter().all(|b| b.len() == self.page_size),
+            "read_pages: one page-sized buffer per page"
+        );
+        self.counters.reads.add(n);
+        self.counters.read_requests.incr();
+        self.file.read_vectored_exact_at(bufs, off)?;
         Ok(())
     }
 

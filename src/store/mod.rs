@@ -947,7 +947,7 @@ fn io_line(
 ) -> std::fmt::Result {
     writeln!(
         f,
-        "  {what}: {} writes, {} bytes (write p50 {:.1} us, p99 {:.1} us); {} syncs (p50 {:.1} us, p99 {:.1} us); {} reads",
+        "  {what}: {} writes, {} bytes (write p50 {:.1} us, p99 {:.1} us); {} syncs (p50 {:.1} us, p99 {:.1} us); {} reads in {} requests",
         io.writes,
         io.write_bytes,
         io.write_latency.p50 as f64 / 1e3,
@@ -955,7 +955,8 @@ fn io_line(
         io.syncs,
         io.sync_latency.p50 as f64 / 1e3,
         io.sync_latency.p99 as f64 / 1e3,
-        io.reads
+        io.reads,
+        io.read_requests
     )
 }
 

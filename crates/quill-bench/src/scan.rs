@@ -91,6 +91,9 @@ pub struct ScanRow {
     pub demand_reads: u64,
     /// Pages read ahead (median round).
     pub read_ahead_pages: u64,
+    /// Read requests to the data file, demand and ahead (median round):
+    /// a read of several adjacent pages is one.
+    pub read_requests: u64,
     /// Descents that waited for a busy page, such as one being read
     /// ahead (median round).
     pub busy_waits: u64,
@@ -102,6 +105,7 @@ struct Sample {
     rows: u64,
     misses: u64,
     read_ahead: u64,
+    read_requests: u64,
     busy_waits: u64,
 }
 
@@ -162,6 +166,7 @@ pub fn run(cfg: &ScanConfig, progress: &dyn Fn(&str, f64)) -> Result<Vec<ScanRow
                 mb_per_s: pages * cfg.page_size as f64 / 1e6 / m.seconds.max(1e-9),
                 demand_reads: m.misses,
                 read_ahead_pages: m.read_ahead,
+                read_requests: m.read_requests,
                 busy_waits: m.busy_waits,
             });
         }
@@ -254,6 +259,7 @@ fn timed(
         rows,
         misses: after.misses - before.misses,
         read_ahead: after.read_ahead - before.read_ahead,
+        read_requests: after.data_io.read_requests - before.data_io.read_requests,
         busy_waits: after.busy_waits - before.busy_waits,
     })
 }
@@ -261,15 +267,24 @@ fn timed(
 /// Header of the printed table.
 pub fn table_header() -> String {
     format!(
-        "{:<9} {:<10} {:>10} {:>9} {:>11} {:>8} {:>10} {:>10} {:>8}",
-        "test", "read-ahead", "rows", "seconds", "rows/s", "MB/s", "demand", "ahead", "waits"
+        "{:<9} {:<10} {:>10} {:>9} {:>11} {:>8} {:>10} {:>10} {:>9} {:>8}",
+        "test",
+        "read-ahead",
+        "rows",
+        "seconds",
+        "rows/s",
+        "MB/s",
+        "demand",
+        "ahead",
+        "requests",
+        "waits"
     )
 }
 
 /// One printed line.
 pub fn table_line(r: &ScanRow) -> String {
     format!(
-        "{:<9} {:<10} {:>10} {:>9.3} {:>11.0} {:>8.1} {:>10} {:>10} {:>8}",
+        "{:<9} {:<10} {:>10} {:>9.3} {:>11.0} {:>8.1} {:>10} {:>10} {:>9} {:>8}",
         r.test,
         if r.read_ahead { "on" } else { "off" },
         r.rows,
@@ -278,6 +293,7 @@ pub fn table_line(r: &ScanRow) -> String {
         r.mb_per_s,
         r.demand_reads,
         r.read_ahead_pages,
+        r.read_requests,
         r.busy_waits
     )
 }

@@ -78,7 +78,7 @@ pub fn run(a: ScanArgs) -> Result<()> {
         outln!("{}", bench::scan::table_line(r));
     }
     outln!(
-        "seconds: median of {} rounds; MB/s: pages read (demand + ahead) x page size per second; demand: pages a scan waited for (pool misses); ahead: pages read ahead; waits: descents that waited for a busy page (such as one being read ahead)",
+        "seconds: median of {} rounds; MB/s: pages read (demand + ahead) x page size per second; demand: pages a scan waited for (pool misses); ahead: pages read ahead; requests: reads issued to the data file (a read of adjacent pages is one); waits: descents that waited for a busy page (such as one being read ahead)",
         cfg.rounds
     );
     save_json(
