@@ -5,8 +5,9 @@
 # DIR: directory on the file system to measure (default ./quill-bench)
 # OUT: where results go (default bench/results/scan-<date>)
 # ROWS (default 2000000) and ROUNDS (default 5) shorten a trial.
-# With fio installed, the device's own figures for 16 KiB O_DIRECT
-# sequential reads at 1, 4 and 8 in flight follow, in OUT/fio.txt.
+# With fio installed, the device's own figures for 16 KiB and 128 KiB
+# (read-ahead's largest request) O_DIRECT sequential reads at 1, 4 and 8
+# in flight follow, in OUT/fio.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${1:-quill-bench}
@@ -27,10 +28,12 @@ if command -v fio > /dev/null; then
   F="$DIR/fio-read-test"
   fio --name=fill --filename="$F" --size=512m --rw=write --bs=1m --direct=1 \
     --ioengine=psync > /dev/null
-  for qd in 1 4 8; do
-    echo "16 KiB O_DIRECT sequential reads, $qd in flight (fio libaio --iodepth=$qd, 5 s):"
-    fio --name=read --filename="$F" --size=512m --rw=read --bs=16k --direct=1 \
-      --ioengine=libaio --iodepth="$qd" --runtime=5 --time_based | grep -E '^ +READ:'
+  for bs in 16 128; do
+    for qd in 1 4 8; do
+      echo "$bs KiB O_DIRECT sequential reads, $qd in flight (fio libaio --iodepth=$qd, 5 s):"
+      fio --name=read --filename="$F" --size=512m --rw=read --bs="${bs}k" --direct=1 \
+        --ioengine=libaio --iodepth="$qd" --runtime=5 --time_based | grep -E '^ +READ:'
+    done
   done | tee "$OUT/fio.txt"
   rm -f "$F"
 fi
