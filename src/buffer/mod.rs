@@ -197,6 +197,25 @@ struct PoolCounters {
     read_ahead: Counter,
 }
 
+/// What one [`BufferPool::read_ahead_run`] did.
+#[derive(Debug, Default)]
+pub(crate) struct RunRead {
+    /// Pages read into the pool.
+    pub(crate) read: usize,
+    /// Pages that could not be read ahead (a failed read, a corrupt page,
+    /// no frame).
+    pub(crate) failed: usize,
+    /// The first of their errors.
+    pub(crate) error: Option<Error>,
+}
+
+impl RunRead {
+    fn fail(&mut self, pages: usize, e: Error) {
+        self.failed += pages;
+        self.error.get_or_insert(e);
+    }
+}
+
 /// A snapshot of the buffer pool's state and counters.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct PoolStats {
@@ -674,19 +693,17 @@ impl BufferPool {
     /// they are not cached, and let them go at once: pages a scan will
     /// soon ask for (`store::read_ahead`). Each stretch of pages not
     /// cached is read with one request (`DataFile::read_pages`), cut at
-    /// [`BufferPool::max_run`] pages and where no further frame comes
-    /// free. Each page is published as a demand read publishes its page
-    /// and enters the LRU's old list unaccessed, flagged as read ahead
-    /// (B12); a page cached meanwhile is left alone. Returns how many
-    /// pages this call read, or the first error once every page of its
-    /// stretch is finished: a corrupt page fails alone, and a failed
-    /// page's frame is given back as after a failed demand read (the
-    /// caller that later needs the page reads it and meets the error
-    /// itself).
-    pub(crate) fn read_ahead_run(&self, first: PageId, n: usize) -> Result<usize> {
+    /// [`BufferPool::max_run`] pages and where no further frame is free
+    /// at once (only a stretch's first frame is waited for, as a demand
+    /// read waits for its one). Each page is published as a demand read
+    /// publishes its page and enters the LRU's old list unaccessed,
+    /// flagged as read ahead (B12); a page cached meanwhile is left
+    /// alone. A page that fails (I/O, a corrupt page) fails alone: its
+    /// frame is given back as after a failed demand read, and the caller
+    /// that later needs the page reads it and meets the error itself.
+    pub(crate) fn read_ahead_run(&self, first: PageId, n: usize) -> RunRead {
         let page = |k: usize| PageId(first.0.saturating_add(k as u64));
-        let mut read = 0;
-        let mut failed = None;
+        let mut out = RunRead::default();
         let mut pos = 0;
         while pos < n {
             if self.is_cached(page(pos)) {
@@ -698,14 +715,25 @@ impl BufferPool {
                 len += 1;
             }
             // The frames first, with nothing published: a thread never
-            // holds a page latched while it waits for a frame.
+            // holds a page latched while it waits for a frame, and it
+            // waits only for the first.
             let mut spare = Vec::with_capacity(len);
-            while spare.len() < len {
-                match self.free_frame() {
-                    Ok(idx) => spare.push(idx),
-                    Err(e) if spare.is_empty() => return Err(failed.unwrap_or(e)),
-                    Err(_) => break,
+            match self.free_frame() {
+                Ok(idx) => spare.push(idx),
+                Err(e) => {
+                    out.fail(n - pos, e);
+                    break;
                 }
+            }
+            while spare.len() < len {
+                match self.try_free_frame() {
+                    Some(idx) => spare.push(idx),
+                    None => break,
+                }
+            }
+            // B8 for every frame before any is published (see `claim`).
+            for &idx in &spare {
+                self.assert_unused(idx, page(pos));
             }
             let mut claimed = Vec::with_capacity(spare.len());
             let mut frames = spare.into_iter();
@@ -714,7 +742,7 @@ impl BufferPool {
                     Ok(Some(g)) => claimed.push((idx, g)),
                     Ok(None) => break,
                     Err(e) => {
-                        failed.get_or_insert(e);
+                        out.fail(1, e);
                         break;
                     }
                 }
@@ -725,36 +753,33 @@ impl BufferPool {
                     lru.push_free(idx);
                 }
             }
-            let start = page(pos);
-            let whole = {
+            let got = claimed.len();
+            let whole = if got > 1 {
                 let mut bufs: Vec<&mut [u8]> =
                     claimed.iter_mut().map(|(_, g)| &mut g.buf[..]).collect();
-                self.file.read_pages(start, &mut bufs)
+                Some(self.file.read_pages(page(pos), &mut bufs))
+            } else {
+                None
             };
-            let got = claimed.len();
             for (k, (idx, mut g)) in claimed.into_iter().enumerate() {
                 let id = page(pos + k);
                 let outcome = match &whole {
-                    Ok(()) => self.check_read(id, &mut g, Load::Verify),
-                    // Each page again on its own, for its own error.
-                    Err(_) => self.read_into(id, &mut g, Load::Verify),
+                    Some(Ok(())) => self.check_read(id, &mut g, Load::Verify),
+                    // One page, or each page of a failed request again on
+                    // its own, for its own error.
+                    None | Some(Err(_)) => self.read_into(id, &mut g, Load::Verify),
                 };
                 match self.finish(idx, g, outcome) {
                     Ok(w) => {
                         drop(w);
-                        read += 1;
+                        out.read += 1;
                     }
-                    Err(e) => {
-                        failed.get_or_insert(e);
-                    }
+                    Err(e) => out.fail(1, e),
                 }
             }
             pos += got.max(1);
         }
-        match failed {
-            Some(e) => Err(e),
-            None => Ok(read),
-        }
+        out
     }
 
     /// The most pages [`BufferPool::read_ahead_run`] reads in one
@@ -906,20 +931,7 @@ impl BufferPool {
                 reason: "a free frame was latched (bug)".into(),
             });
         };
-        // A frame from the free list or an eviction has no pins (B1, B8),
-        // and is clean and not being written (B1, B6). Checked before the
-        // frame is published in the hash: a panic after that would leave
-        // the page mapped to a frame that never becomes valid, and every
-        // later access to it would spin.
-        let (pins, oldest, flushing) = (
-            f.pins.load(Ordering::Acquire),
-            f.oldest.load(Ordering::Acquire),
-            f.flushing.load(Ordering::Acquire),
-        );
-        assert!(
-            pins == 0 && oldest == 0 && !flushing,
-            "buffer B8: frame {idx} handed out for {id} with {pins} pins, oldest {oldest}, flushing {flushing}"
-        );
+        self.assert_unused(idx, id);
         {
             let mut map = self.shard(id.0).write();
             if map.contains_key(&id.0) {
@@ -945,6 +957,24 @@ impl BufferPool {
             self.counters.misses.incr();
         }
         Ok(Some(g))
+    }
+
+    /// B8: a frame from the free list or an eviction (handed out for page
+    /// `id`) has no pins (B1), and is clean and not being written (B1,
+    /// B6). Checked before the frame is published in the hash: a panic
+    /// after that would leave the page mapped to a frame that never
+    /// becomes valid, and every later access to it would spin.
+    fn assert_unused(&self, idx: u32, id: PageId) {
+        let f = self.frame(idx);
+        let (pins, oldest, flushing) = (
+            f.pins.load(Ordering::Acquire),
+            f.oldest.load(Ordering::Acquire),
+            f.flushing.load(Ordering::Acquire),
+        );
+        assert!(
+            pins == 0 && oldest == 0 && !flushing,
+            "buffer B8: frame {idx} handed out for {id} with {pins} pins, oldest {oldest}, flushing {flushing}"
+        );
     }
 
     /// End the load of frame `idx` (claimed by [`BufferPool::claim`]):
@@ -1022,58 +1052,77 @@ impl BufferPool {
         }
     }
 
+    /// One pass for a frame with no page: the free list, else a clean
+    /// victim evicted from the cold end of the LRU (B1). The dirty pages
+    /// met on the way (to be written before a frame can come free) go into
+    /// `dirty` when given; without it the pass only looks for a clean
+    /// page in the old list ([`BufferPool::try_free_frame`]).
+    fn pick_frame(&self, mut dirty: Option<&mut Vec<u32>>) -> Option<u32> {
+        let mut lru = self.lru.lock();
+        if let Some(idx) = lru.pop_free() {
+            // Outside the LRU mutex: the first call starts a thread.
+            drop(lru);
+            self.arena.note_used(idx as usize);
+            return Some(idx);
+        }
+        let mut cur = lru.tail_for_eviction();
+        let mut steps = 0usize;
+        while cur != NIL && steps < self.frames.len() * 2 {
+            steps += 1;
+            let next = lru.prev_for_eviction(cur);
+            let f = self.frame(cur);
+            if f.pins.load(Ordering::Acquire) > 0 {
+                cur = next;
+                continue;
+            }
+            // Write cold dirty pages before touching the young (hot)
+            // list; a pass that only looks for a clean frame never
+            // touches it.
+            if !lru.is_old(cur) && dirty.as_ref().is_none_or(|d| !d.is_empty()) {
+                break;
+            }
+            // Second chance: an old page touched again moves to
+            // the young head, a young one back to it.
+            if f.accessed.swap(false, Ordering::Relaxed) {
+                lru.make_young(cur, |i| {
+                    self.frame(i).accessed.store(false, Ordering::Relaxed)
+                });
+                cur = next;
+                continue;
+            }
+            if f.oldest.load(Ordering::Acquire) != 0 {
+                if let Some(d) = dirty.as_deref_mut()
+                    && d.len() < LRU_FLUSH_BATCH
+                {
+                    d.push(cur);
+                }
+                cur = next;
+                continue;
+            }
+            if self.try_evict(cur) {
+                lru.remove(cur);
+                self.counters.evictions.incr();
+                return Some(cur);
+            }
+            cur = next;
+        }
+        None
+    }
+
+    /// [`BufferPool::free_frame`] that neither writes nor waits: `None`
+    /// when no frame is free and no clean page can be evicted now.
+    fn try_free_frame(&self) -> Option<u32> {
+        self.pick_frame(None)
+    }
+
     /// A frame with no page: from the free list, or by evicting (B1),
     /// writing a dirty victim first when no clean one is found.
     fn free_frame(&self) -> Result<u32> {
         let mut stuck_since = None;
         loop {
             let mut dirty = Vec::new();
-            {
-                let mut lru = self.lru.lock();
-                if let Some(idx) = lru.pop_free() {
-                    // Outside the LRU mutex: the first call starts a thread.
-                    drop(lru);
-                    self.arena.note_used(idx as usize);
-                    return Ok(idx);
-                }
-                let mut cur = lru.tail_for_eviction();
-                let mut steps = 0usize;
-                while cur != NIL && steps < self.frames.len() * 2 {
-                    steps += 1;
-                    let next = lru.prev_for_eviction(cur);
-                    let f = self.frame(cur);
-                    if f.pins.load(Ordering::Acquire) > 0 {
-                        cur = next;
-                        continue;
-                    }
-                    if !lru.is_old(cur) && !dirty.is_empty() {
-                        // Write cold dirty pages before touching the
-                        // young (hot) list.
-                        break;
-                    }
-                    // Second chance: an old page touched again moves to
-                    // the young head, a young one back to it.
-                    if f.accessed.swap(false, Ordering::Relaxed) {
-                        lru.make_young(cur, |i| {
-                            self.frame(i).accessed.store(false, Ordering::Relaxed)
-                        });
-                        cur = next;
-                        continue;
-                    }
-                    if f.oldest.load(Ordering::Acquire) != 0 {
-                        if dirty.len() < LRU_FLUSH_BATCH {
-                            dirty.push(cur);
-                        }
-                        cur = next;
-                        continue;
-                    }
-                    if self.try_evict(cur) {
-                        lru.remove(cur);
-                        self.counters.evictions.incr();
-                        return Ok(cur);
-                    }
-                    cur = next;
-                }
+            if let Some(idx) = self.pick_frame(Some(&mut dirty)) {
+                return Ok(idx);
             }
             if !dirty.is_empty() {
                 // No clean victim: write a batch of dirty pages from the

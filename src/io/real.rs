@@ -442,6 +442,17 @@ mod tests {
         assert!(matches!(err, IoError::ShortRead { .. }), "{err:?}");
         assert!(bufs[0].iter().all(|&b| b == 2), "refilled from offset 4096");
         assert!(bufs[1].iter().all(|&b| b == 3));
+        // A file that ends inside the last buffer: an error too (a short
+        // read, or the kernel's refusal of the unaligned rest), never a
+        // buffer left half filled as if whole.
+        let plain = fs.open(&path, OpenOptions::read_write()).unwrap();
+        plain.write_all_at(&[9; 100], 3 * page as u64).unwrap();
+        let mut refs: Vec<&mut [u8]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
+        f.read_vectored_exact_at(&mut refs, 2 * page as u64)
+            .unwrap_err();
+        f.read_vectored_exact_at(&mut refs[..1], 2 * page as u64)
+            .unwrap();
+        assert!(bufs[0].iter().all(|&b| b == 3));
     }
 
     /// A lock released and taken again at once is not reported as held

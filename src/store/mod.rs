@@ -173,8 +173,8 @@ pub struct StoreOptions {
     /// flush by hand.
     pub cleaner: bool,
     /// Read ahead for long scans (default on): a range scan past its
-    /// first leaf has the next leaves read on background threads, several
-    /// at a time ([`read_ahead`]).
+    /// first leaf, or bounded where it goes, has the next leaves read on
+    /// background threads, several at a time ([`read_ahead`]).
     pub read_ahead: bool,
     /// Redo log options.
     pub log: LogOptions,

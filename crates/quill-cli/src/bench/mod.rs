@@ -30,7 +30,8 @@ pub enum BenchCmd {
     Storage(storage::StorageArgs),
     /// Range scans over a tree larger than the buffer pool, each from a
     /// cold pool, with read-ahead on and off in one run: whole-tree scans
-    /// both ways and range reads from random keys.
+    /// both ways and range reads from random keys, beside a scan of the
+    /// tree cached whole (the ceiling).
     Scan(scan::ScanArgs),
     /// Transactions through the embedded API in sysbench's shapes
     /// (update-non-index, point-select) on 8 tables of 100k rows, at each

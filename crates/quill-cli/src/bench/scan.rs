@@ -58,7 +58,7 @@ pub fn run(a: ScanArgs) -> Result<()> {
     std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
     let machine = Machine::describe(&a.dir);
     outln!(
-        "quill bench scan: {} entries of 8 + {} bytes, {}-byte pages, timed with a {} MiB pool opened cold; {} rounds of forward and backward whole-tree scans and {} reads of {} entries from random keys, read-ahead on and off; {}",
+        "quill bench scan: {} entries of 8 + {} bytes, {}-byte pages, timed with a {} MiB pool opened cold; {} rounds of forward and backward whole-tree scans, {} reads of {} entries from random keys, and a forward scan of the tree cached in a pool that holds it (cached), read-ahead on and off; {}",
         cfg.rows,
         cfg.value_bytes,
         cfg.page_size,
