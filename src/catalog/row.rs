@@ -380,6 +380,44 @@ impl<'a> RowRef<'a> {
         self.iter().map(|v| Ok(v?.to_owned())).collect()
     }
 
+    /// The columns `needed` marks as owned values and the others as NULL,
+    /// not decoded (a column past the end of `needed` is not needed):
+    /// what a statement that reads some of the columns takes from a row.
+    /// The row's layout was checked by [`RowRef::new`]; a needed column's
+    /// value is checked as [`RowRef::get`] checks it.
+    pub fn to_values_where(&self, needed: &[bool]) -> Result<Vec<Value>, CatalogError> {
+        let mut out = Vec::with_capacity(self.columns.len());
+        // Walks the fields past the kept positions, from the first.
+        let mut walk: Option<Fields<'a>> = None;
+        for (i, column) in self.columns.iter().enumerate() {
+            let want = needed.get(i).copied().unwrap_or(false);
+            let value = if let Some(&span) = self.spans.get(i) {
+                if want {
+                    self.kept(column, span)?.to_owned()
+                } else {
+                    Value::Null
+                }
+            } else {
+                let fields = match &mut walk {
+                    Some(f) => f,
+                    None => {
+                        let mut f = Fields::new(self.columns, self.bytes)?;
+                        for (j, c) in self.columns.iter().enumerate().take(i) {
+                            f.span(j, c)?;
+                        }
+                        walk.insert(f)
+                    }
+                };
+                match (want, fields.span(i, column)?) {
+                    (true, Some((a, b))) => self.field(column, a, b)?.to_owned(),
+                    _ => Value::Null,
+                }
+            };
+            out.push(value);
+        }
+        Ok(out)
+    }
+
     /// The row's bytes.
     pub fn bytes(&self) -> &'a [u8] {
         self.bytes
@@ -855,6 +893,27 @@ mod tests {
                 prop_assert!(same_bits(&[got], std::slice::from_ref(v)));
             }
             prop_assert!(row.get(values.len()).is_err(), "a column past the last");
+        }
+
+        /// `to_values_where` gives the needed columns as `get` does, and
+        /// NULL for the others (past the kept positions too: schemas of
+        /// up to 24 columns).
+        #[test]
+        fn to_values_where_takes_the_needed_columns(
+            (columns, values) in arb_schema_and_row(24),
+            needed in proptest::collection::vec(any::<bool>(), 0..26),
+        ) {
+            let bytes = encode_row(&columns, &values).unwrap();
+            let row = RowRef::new(&columns, &bytes).unwrap();
+            let got = row.to_values_where(&needed).unwrap();
+            prop_assert_eq!(got.len(), values.len());
+            for (i, (g, v)) in got.iter().zip(&values).enumerate() {
+                if needed.get(i).copied().unwrap_or(false) {
+                    prop_assert!(same_bits(std::slice::from_ref(g), std::slice::from_ref(v)));
+                } else {
+                    prop_assert_eq!(g, &Value::Null);
+                }
+            }
         }
 
         /// Garbage never panics, and whatever decodes re-encodes to the

@@ -994,7 +994,7 @@ impl std::fmt::Display for StoreStats {
         let r = &self.read_ahead;
         writeln!(
             f,
-            "  read-ahead: {} pages read for scans ({} asked for, {} dropped with the queue full, {} reads failed)",
+            "  read-ahead: {} pages read for scans ({} asked for, {} dropped with the queue full, {} failed to read)",
             p.read_ahead, r.requested, r.dropped, r.failed
         )?;
         io_line(f, "data pages", &p.data_io)?;

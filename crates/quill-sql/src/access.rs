@@ -246,14 +246,27 @@ fn as_ref(b: &Bound<Vec<Value>>) -> Bound<&[Value]> {
 }
 
 /// Call `f` on every row the path finds that `filter` selects, in
-/// primary key order, until it returns false.
+/// primary key order, until it returns false. With `needed`, a scanned
+/// row has only the columns it marks decoded and the others NULL (they
+/// must cover every column `filter` and the caller read); point lookups
+/// decode whole rows.
 pub fn for_each(
     tx: &mut OwnedTxn,
     t: &Table,
     path: &Path,
     filter: Option<&Expr>,
+    needed: Option<&[bool]>,
     mut f: impl FnMut(Vec<Value>) -> SqlResult<bool>,
 ) -> SqlResult<()> {
+    // A scanned row, with only the `needed` columns decoded (the others
+    // NULL) when the caller reads some of them.
+    let decode = |row: quill::catalog::RowRef<'_>| -> SqlResult<Vec<Value>> {
+        Ok(match needed {
+            Some(n) => row.to_values_where(n),
+            None => row.to_values(),
+        }
+        .map_err(quill::Error::from)?)
+    };
     let keep = |row: &[Value]| -> SqlResult<bool> {
         match filter {
             Some(e) => e.selects(row),
@@ -272,24 +285,27 @@ pub fn for_each(
             }
         }
         Path::Range(lo, hi) => {
-            for row in tx.scan(t, as_ref(lo), as_ref(hi), Direction::Forward)? {
-                let row = row?;
+            let mut rows = tx.scan(t, as_ref(lo), as_ref(hi), Direction::Forward)?;
+            while let Some(row) = rows.next_ref() {
+                let row = decode(row?)?;
                 if keep(&row)? && !f(row)? {
                     return Ok(());
                 }
             }
         }
         Path::Index { name, lo, hi, .. } => {
-            for row in tx.index_scan(t, name, as_ref(lo), as_ref(hi), Direction::Forward)? {
-                let row = row?;
+            let mut rows = tx.index_scan(t, name, as_ref(lo), as_ref(hi), Direction::Forward)?;
+            while let Some(row) = rows.next_ref() {
+                let row = decode(row?)?;
                 if keep(&row)? && !f(row)? {
                     return Ok(());
                 }
             }
         }
         Path::Full => {
-            for row in tx.scan(t, Bound::Unbounded, Bound::Unbounded, Direction::Forward)? {
-                let row = row?;
+            let mut rows = tx.scan(t, Bound::Unbounded, Bound::Unbounded, Direction::Forward)?;
+            while let Some(row) = rows.next_ref() {
+                let row = decode(row?)?;
                 if keep(&row)? && !f(row)? {
                     return Ok(());
                 }

@@ -379,7 +379,7 @@ fn for_each_locked(
 ) -> SqlResult<u64> {
     let path = access::choose(schema, filter, &[]);
     let mut keys: Vec<Vec<Value>> = Vec::new();
-    access::for_each(tx, t, &path, filter, |row| {
+    access::for_each(tx, t, &path, filter, None, |row| {
         ctx.check_cancel()?;
         keys.push(
             schema

@@ -934,6 +934,46 @@ fn arith(op: Arith, a: &Value, b: &Value) -> SqlResult<Value> {
 }
 
 impl Expr {
+    /// Mark in `used` the columns of the row this expression reads.
+    /// `false` when it may read columns it cannot name (a scalar
+    /// subquery takes the whole row; a column outside `used`): the caller
+    /// then decodes every column.
+    pub fn mark_columns(&self, used: &mut [bool]) -> bool {
+        fn all<'e>(es: impl IntoIterator<Item = &'e Expr>, used: &mut [bool]) -> bool {
+            es.into_iter().all(|e| e.mark_columns(used))
+        }
+        match self {
+            Expr::Column(i) => match used.get_mut(*i) {
+                Some(u) => {
+                    *u = true;
+                    true
+                }
+                None => false,
+            },
+            Expr::Const(_) | Expr::Param(_) => true,
+            Expr::Outer(_) | Expr::Subquery(_) => false,
+            Expr::Cmp(_, a, b) | Expr::Arith(_, a, b) | Expr::And(a, b) | Expr::Or(a, b) => {
+                a.mark_columns(used) && b.mark_columns(used)
+            }
+            Expr::Neg(e)
+            | Expr::Not(e)
+            | Expr::IsNull(e, _)
+            | Expr::Regex(e, _, _)
+            | Expr::Lookup(e, _)
+            | Expr::Cast(e, _) => e.mark_columns(used),
+            Expr::InList(e, list, _) => e.mark_columns(used) && all(list, used),
+            Expr::Between(e, lo, hi, _) => {
+                e.mark_columns(used) && lo.mark_columns(used) && hi.mark_columns(used)
+            }
+            Expr::Case(op, whens, other) => {
+                op.as_deref().is_none_or(|e| e.mark_columns(used))
+                    && all(whens.iter().flat_map(|(w, t)| [w, t]), used)
+                    && other.as_deref().is_none_or(|e| e.mark_columns(used))
+            }
+            Expr::Func(_, args) => all(args, used),
+        }
+    }
+
     /// Evaluate over `row` (one value per column of the scope).
     pub fn eval(&self, row: &[Value]) -> SqlResult<Value> {
         Ok(match self {

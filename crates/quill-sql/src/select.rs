@@ -1215,7 +1215,10 @@ fn for_each_input(
         }
         Source::Empty => {}
         Source::Table {
-            t, path, filter, ..
+            t,
+            schema,
+            path,
+            filter,
         } => {
             let Some(tx) = tx else {
                 return Err(SqlError::new(
@@ -1223,7 +1226,8 @@ fn for_each_input(
                     "a table read without a transaction",
                 ));
             };
-            access::for_each(tx, t, path, filter.as_ref(), |row| {
+            let needed = plan.columns_read(schema.def.columns.len(), filter.as_ref());
+            access::for_each(tx, t, path, filter.as_ref(), needed.as_deref(), |row| {
                 ctx.check_cancel()?;
                 f(row)
             })?;
@@ -1277,22 +1281,31 @@ pub fn run(plan: &Plan, tx: Option<&mut OwnedTxn>, ctx: Ctx<'_>) -> SqlResult<Ou
             let mut accs: Vec<Vec<Acc>> = Vec::new();
             let mut kbuf = Vec::new();
             for_each_input(plan, tx, ctx, |row| {
-                let key = groups
-                    .iter()
-                    .map(|g| g.eval(&row))
-                    .collect::<SqlResult<Vec<_>>>()?;
-                kbuf.clear();
-                quill::catalog::encode_key(&key, &mut kbuf);
-                let at = match index.get(&kbuf) {
-                    Some(&i) => i,
-                    None => {
-                        if keys.len() >= MAX_RESULT_ROWS {
-                            return Err(too_many_rows());
-                        }
-                        index.insert(kbuf.clone(), keys.len());
-                        keys.push(key);
+                let at = if groups.is_empty() {
+                    // No GROUP BY: one group, and no key to hash per row.
+                    if keys.is_empty() {
+                        keys.push(Vec::new());
                         accs.push(aggs.iter().map(|a| Acc::new(a.func)).collect());
-                        keys.len() - 1
+                    }
+                    0
+                } else {
+                    let key = groups
+                        .iter()
+                        .map(|g| g.eval(&row))
+                        .collect::<SqlResult<Vec<_>>>()?;
+                    kbuf.clear();
+                    quill::catalog::encode_key(&key, &mut kbuf);
+                    match index.get(&kbuf) {
+                        Some(&i) => i,
+                        None => {
+                            if keys.len() >= MAX_RESULT_ROWS {
+                                return Err(too_many_rows());
+                            }
+                            index.insert(kbuf.clone(), keys.len());
+                            keys.push(key);
+                            accs.push(aggs.iter().map(|a| Acc::new(a.func)).collect());
+                            keys.len() - 1
+                        }
                     }
                 };
                 let slot = accs
@@ -1394,6 +1407,28 @@ pub fn run(plan: &Plan, tx: Option<&mut OwnedTxn>, ctx: Ctx<'_>) -> SqlResult<Ou
 }
 
 impl Plan {
+    /// The columns of the table's rows this plan reads, of `ncols`, with
+    /// the scan's `filter`; `None` when it reads them all or may read
+    /// any (a scalar subquery takes the whole row). The other columns of
+    /// a scanned row need not be decoded (`access::for_each`). Grouped,
+    /// the table's rows feed the GROUP BY keys and the aggregates only
+    /// (HAVING, the outputs and ORDER BY read the groups' rows).
+    fn columns_read(&self, ncols: usize, filter: Option<&Expr>) -> Option<Vec<bool>> {
+        let mut used = vec![false; ncols];
+        let known = match &self.grouping {
+            Some((groups, aggs)) => groups
+                .iter()
+                .chain(aggs.iter().filter_map(|a| a.arg.as_ref()))
+                .all(|e| e.mark_columns(&mut used)),
+            None => self
+                .outputs
+                .iter()
+                .chain(self.sort.iter().map(|(e, _)| e))
+                .all(|e| e.mark_columns(&mut used)),
+        } && filter.is_none_or(|e| e.mark_columns(&mut used));
+        (known && used.contains(&false)).then_some(used)
+    }
+
     /// Whether the plan reads only generated catalogs (it runs without a
     /// transaction).
     pub fn is_generated(&self) -> bool {
