@@ -384,12 +384,20 @@ impl<'a> RowRef<'a> {
     /// not decoded (a column past the end of `needed` is not needed):
     /// what a statement that reads some of the columns takes from a row.
     /// The row's layout was checked by [`RowRef::new`]; a needed column's
-    /// value is checked as [`RowRef::get`] checks it.
+    /// value is checked as [`RowRef::get`] checks it, and a column not
+    /// needed is not looked at (invalid UTF-8 in a text column nobody
+    /// reads is not an error here: no value of it is returned).
     pub fn to_values_where(&self, needed: &[bool]) -> Result<Vec<Value>, CatalogError> {
         let mut out = Vec::with_capacity(self.columns.len());
+        let last = needed.iter().rposition(|&n| n);
         // Walks the fields past the kept positions, from the first.
         let mut walk: Option<Fields<'a>> = None;
         for (i, column) in self.columns.iter().enumerate() {
+            if last.is_none_or(|l| i > l) {
+                // No needed column from here on.
+                out.push(Value::Null);
+                continue;
+            }
             let want = needed.get(i).copied().unwrap_or(false);
             let value = if let Some(&span) = self.spans.get(i) {
                 if want {

@@ -750,6 +750,35 @@ pub(crate) fn check_row_ref(columns: &[Column], data: &[u8], decoded: Option<Vec
         }
         None => assert!(row.to_values().is_err()),
     }
+    // Some columns only (every other, then the first half): the needed
+    // ones as `get` reads them, the others NULL; an error only where a
+    // needed column's `get` is one.
+    for needed in [
+        (0..columns.len()).map(|i| i % 2 == 0).collect::<Vec<_>>(),
+        (0..columns.len()).map(|i| i < columns.len() / 2).collect(),
+    ] {
+        let want_err = read.iter().zip(&needed).any(|(v, &n)| n && v.is_err());
+        match row.to_values_where(&needed) {
+            Ok(values) => {
+                assert!(!want_err, "to_values_where read a column get refuses");
+                for (i, (v, &n)) in values.iter().zip(&needed).enumerate() {
+                    let expect = if n {
+                        read.get(i)
+                            .and_then(|r| r.as_ref().ok())
+                            .map(|r| r.to_owned())
+                    } else {
+                        Some(Value::Null)
+                    };
+                    assert_eq!(
+                        format!("{:?}", Some(v)),
+                        format!("{:?}", expect.as_ref()),
+                        "to_values_where column {i}"
+                    );
+                }
+            }
+            Err(_) => assert!(want_err, "to_values_where refused columns get reads"),
+        }
+    }
 }
 
 /// An undo record after a flags byte ([`UndoRecord::decode`]) and a
