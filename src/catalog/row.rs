@@ -388,17 +388,33 @@ impl<'a> RowRef<'a> {
     /// needed is not looked at (invalid UTF-8 in a text column nobody
     /// reads is not an error here: no value of it is returned).
     pub fn to_values_where(&self, needed: &[bool]) -> Result<Vec<Value>, CatalogError> {
-        let mut out = Vec::with_capacity(self.columns.len());
-        let last = needed.iter().rposition(|&n| n);
+        let mut out = Vec::new();
+        self.values_into(Some(needed), &mut out)?;
+        Ok(out)
+    }
+
+    /// [`RowRef::to_values_where`] (every column without `needed`) into
+    /// `out`, cleared first: a reader of many rows reuses one vector.
+    pub fn values_into(
+        &self,
+        needed: Option<&[bool]>,
+        out: &mut Vec<Value>,
+    ) -> Result<(), CatalogError> {
+        out.clear();
+        out.reserve(self.columns.len());
+        // Columns from `end` on are not needed.
+        let end = match needed {
+            None => self.columns.len(),
+            Some(n) => n.iter().rposition(|&b| b).map_or(0, |l| l + 1),
+        };
         // Walks the fields past the kept positions, from the first.
         let mut walk: Option<Fields<'a>> = None;
         for (i, column) in self.columns.iter().enumerate() {
-            if last.is_none_or(|l| i > l) {
-                // No needed column from here on.
+            if i >= end {
                 out.push(Value::Null);
                 continue;
             }
-            let want = needed.get(i).copied().unwrap_or(false);
+            let want = needed.is_none_or(|n| n.get(i).copied().unwrap_or(false));
             let value = if let Some(&span) = self.spans.get(i) {
                 if want {
                     self.kept(column, span)?.to_owned()
@@ -423,7 +439,7 @@ impl<'a> RowRef<'a> {
             };
             out.push(value);
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The row's bytes.

@@ -750,6 +750,14 @@ pub(crate) fn check_row_ref(columns: &[Column], data: &[u8], decoded: Option<Vec
         }
         None => assert!(row.to_values().is_err()),
     }
+    // Every column into a reused vector: what `to_values` gives.
+    let mut into = vec![Value::Null; 3];
+    let got = row.values_into(None, &mut into).map(|()| into).ok();
+    assert_eq!(
+        format!("{got:?}"),
+        format!("{:?}", row.to_values().ok()),
+        "values_into vs to_values"
+    );
     // Some columns only (every other, then the first half): the needed
     // ones as `get` reads them, the others NULL; an error only where a
     // needed column's `get` is one.

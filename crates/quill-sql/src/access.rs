@@ -256,61 +256,42 @@ pub fn for_each(
     path: &Path,
     filter: Option<&Expr>,
     needed: Option<&[bool]>,
-    mut f: impl FnMut(Vec<Value>) -> SqlResult<bool>,
+    mut f: impl FnMut(&mut Vec<Value>) -> SqlResult<bool>,
 ) -> SqlResult<()> {
-    // A scanned row, with only the `needed` columns decoded (the others
-    // NULL) when the caller reads some of them.
-    let decode = |row: quill::catalog::RowRef<'_>| -> SqlResult<Vec<Value>> {
-        Ok(match needed {
-            Some(n) => row.to_values_where(n),
-            None => row.to_values(),
-        }
-        .map_err(quill::Error::from)?)
-    };
     let keep = |row: &[Value]| -> SqlResult<bool> {
         match filter {
             Some(e) => e.selects(row),
             None => Ok(true),
         }
     };
+    // One vector for every scanned row (`f` may take it).
+    let mut row = Vec::new();
+    let mut scan = |mut rows: quill::db::Rows<'_>| -> SqlResult<()> {
+        while let Some(r) = rows.next_ref() {
+            r?.values_into(needed, &mut row)
+                .map_err(quill::Error::from)?;
+            if keep(&row)? && !f(&mut row)? {
+                break;
+            }
+        }
+        Ok(())
+    };
     match path {
         Path::Points(keys) => {
             for k in keys {
-                if let Some(row) = tx.get(t, k)?
+                if let Some(mut row) = tx.get(t, k)?
                     && keep(&row)?
-                    && !f(row)?
+                    && !f(&mut row)?
                 {
                     return Ok(());
                 }
             }
         }
-        Path::Range(lo, hi) => {
-            let mut rows = tx.scan(t, as_ref(lo), as_ref(hi), Direction::Forward)?;
-            while let Some(row) = rows.next_ref() {
-                let row = decode(row?)?;
-                if keep(&row)? && !f(row)? {
-                    return Ok(());
-                }
-            }
-        }
+        Path::Range(lo, hi) => scan(tx.scan(t, as_ref(lo), as_ref(hi), Direction::Forward)?)?,
         Path::Index { name, lo, hi, .. } => {
-            let mut rows = tx.index_scan(t, name, as_ref(lo), as_ref(hi), Direction::Forward)?;
-            while let Some(row) = rows.next_ref() {
-                let row = decode(row?)?;
-                if keep(&row)? && !f(row)? {
-                    return Ok(());
-                }
-            }
+            scan(tx.index_scan(t, name, as_ref(lo), as_ref(hi), Direction::Forward)?)?
         }
-        Path::Full => {
-            let mut rows = tx.scan(t, Bound::Unbounded, Bound::Unbounded, Direction::Forward)?;
-            while let Some(row) = rows.next_ref() {
-                let row = decode(row?)?;
-                if keep(&row)? && !f(row)? {
-                    return Ok(());
-                }
-            }
-        }
+        Path::Full => scan(tx.scan(t, Bound::Unbounded, Bound::Unbounded, Direction::Forward)?)?,
     }
     Ok(())
 }

@@ -1207,11 +1207,11 @@ fn for_each_input(
     plan: &Plan,
     tx: Option<&mut OwnedTxn>,
     ctx: Ctx<'_>,
-    mut f: impl FnMut(Vec<Value>) -> SqlResult<bool>,
+    mut f: impl FnMut(&mut Vec<Value>) -> SqlResult<bool>,
 ) -> SqlResult<()> {
     match &plan.source {
         Source::Nothing => {
-            f(Vec::new())?;
+            f(&mut Vec::new())?;
         }
         Source::Empty => {}
         Source::Table {
@@ -1233,8 +1233,8 @@ fn for_each_input(
             })?;
         }
         Source::Relations { rels, filter } => {
-            for row in relations::join(rels, filter.as_ref(), tx, ctx)? {
-                if !f(row)? {
+            for mut row in relations::join(rels, filter.as_ref(), tx, ctx)? {
+                if !f(&mut row)? {
                     break;
                 }
             }
@@ -1242,8 +1242,8 @@ fn for_each_input(
         Source::Union { parts, .. } => {
             let mut tx = tx;
             for p in parts {
-                for row in run(p, tx.as_deref_mut(), ctx)?.rows {
-                    if !f(row)? {
+                for mut row in run(p, tx.as_deref_mut(), ctx)?.rows {
+                    if !f(&mut row)? {
                         return Ok(());
                     }
                 }
@@ -1272,7 +1272,7 @@ pub fn run(plan: &Plan, tx: Option<&mut OwnedTxn>, ctx: Ctx<'_>) -> SqlResult<Ou
             if rows.len() >= MAX_RESULT_ROWS {
                 return Err(too_many_rows());
             }
-            rows.push(row);
+            rows.push(std::mem::take(row));
             Ok(stop_at.is_none_or(|n| rows.len() < n))
         })?,
         Some((groups, aggs)) => {
@@ -1291,7 +1291,7 @@ pub fn run(plan: &Plan, tx: Option<&mut OwnedTxn>, ctx: Ctx<'_>) -> SqlResult<Ou
                 } else {
                     let key = groups
                         .iter()
-                        .map(|g| g.eval(&row))
+                        .map(|g| g.eval(row))
                         .collect::<SqlResult<Vec<_>>>()?;
                     kbuf.clear();
                     quill::catalog::encode_key(&key, &mut kbuf);
@@ -1312,7 +1312,7 @@ pub fn run(plan: &Plan, tx: Option<&mut OwnedTxn>, ctx: Ctx<'_>) -> SqlResult<Ou
                     .get_mut(at)
                     .ok_or_else(|| SqlError::new(SqlState::INTERNAL_ERROR, "lost a group"))?;
                 for (acc, a) in slot.iter_mut().zip(aggs) {
-                    let v = a.arg.as_ref().map(|e| e.eval(&row)).transpose()?;
+                    let v = a.arg.as_ref().map(|e| e.eval(row)).transpose()?;
                     acc.add(a.func, v)?;
                 }
                 Ok(true)
