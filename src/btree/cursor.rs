@@ -312,17 +312,14 @@ impl<'s> Cursor<'s> {
     /// reads every leaf up to that bound, if it is read to its end; a
     /// lookup of one entry sets a limit of one).
     fn plans_read_ahead(&self) -> bool {
+        let far = match self.dir {
+            Direction::Forward => &self.hi,
+            Direction::Backward => &self.lo,
+        };
         self.leaves_done > 0
             || (self.expected == usize::MAX
                 && self.limit == usize::MAX
-                && !matches!(
-                    if self.dir == Direction::Forward {
-                        &self.hi
-                    } else {
-                        &self.lo
-                    },
-                    Bound::Unbounded
-                ))
+                && !matches!(far, Bound::Unbounded))
     }
 
     /// At `parent` (page `pid`, latched shared by the descent), which

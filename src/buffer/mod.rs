@@ -200,8 +200,6 @@ struct PoolCounters {
 /// What one [`BufferPool::read_ahead_run`] did.
 #[derive(Debug, Default)]
 pub(crate) struct RunRead {
-    /// Pages read into the pool.
-    pub(crate) read: usize,
     /// Pages that could not be read ahead (a failed read, a corrupt page,
     /// no frame).
     pub(crate) failed: usize,
@@ -769,12 +767,10 @@ impl BufferPool {
                     // its own, for its own error.
                     None | Some(Err(_)) => self.read_into(id, &mut g, Load::Verify),
                 };
-                match self.finish(idx, g, outcome) {
-                    Ok(w) => {
-                        drop(w);
-                        out.read += 1;
-                    }
-                    Err(e) => out.fail(1, e),
+                // A page read is let go at once (its frame unlatched and
+                // unpinned); the pool counts it (`read_ahead`).
+                if let Err(e) = self.finish(idx, g, outcome) {
+                    out.fail(1, e);
                 }
             }
             pos += got.max(1);

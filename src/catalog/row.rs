@@ -377,7 +377,9 @@ impl<'a> RowRef<'a> {
 
     /// Every column as an owned value.
     pub fn to_values(&self) -> Result<Vec<Value>, CatalogError> {
-        self.iter().map(|v| Ok(v?.to_owned())).collect()
+        let mut out = Vec::new();
+        self.values_into(None, &mut out)?;
+        Ok(out)
     }
 
     /// The columns `needed` marks as owned values and the others as NULL,

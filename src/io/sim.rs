@@ -94,6 +94,16 @@ struct Fault {
 }
 
 impl Fault {
+    /// A fault that fires after `n` more operations succeed (and on every
+    /// later one, with `sticky`).
+    fn armed(n: u64, sticky: bool) -> Fault {
+        Fault {
+            after: Some(n),
+            sticky,
+            triggered: false,
+        }
+    }
+
     /// Count one operation; true if it must fail.
     fn fire(&mut self) -> bool {
         if self.triggered && self.sticky {
@@ -194,11 +204,7 @@ impl SimFs {
     /// `sticky`, every write after it fails too.
     pub fn fail_write_after(&self, n: u64, sticky: bool) {
         let mut st = self.state.lock();
-        st.write_fault = Fault {
-            after: Some(n),
-            sticky,
-            triggered: false,
-        };
+        st.write_fault = Fault::armed(n, sticky);
     }
 
     /// Fail the read that comes after `n` more successful reads (a
@@ -206,22 +212,14 @@ impl SimFs {
     /// too.
     pub fn fail_read_after(&self, n: u64, sticky: bool) {
         let mut st = self.state.lock();
-        st.read_fault = Fault {
-            after: Some(n),
-            sticky,
-            triggered: false,
-        };
+        st.read_fault = Fault::armed(n, sticky);
     }
 
     /// Fail the sync that comes after `n` more successful syncs; with
     /// `sticky`, every sync after it fails too.
     pub fn fail_sync_after(&self, n: u64, sticky: bool) {
         let mut st = self.state.lock();
-        st.sync_fault = Fault {
-            after: Some(n),
-            sticky,
-            triggered: false,
-        };
+        st.sync_fault = Fault::armed(n, sticky);
     }
 
     /// Mount the disk read-only (or read-write again): from now on every

@@ -412,36 +412,6 @@ mod tests {
         }
     }
 
-    /// A page that fails its check is counted as a failed read-ahead and
-    /// left out of the pool; the scan that needs it meets the error
-    /// itself, as without read-ahead, and other pages read as before.
-    #[test]
-    fn a_corrupt_page_fails_its_read_ahead_and_its_reader() {
-        let fs = Arc::new(SimFs::new(13));
-        let root = big_tree(&fs, 8000);
-        let store = open(&fs, true);
-        let ids: Vec<PageId> = leaves(&store, root).into_iter().skip(5).take(3).collect();
-        let page = store.pool().page_size() as u64;
-        assert!(fs.corrupt(
-            &Path::new("/db").join(DATA_FILE),
-            ids[1].0 * page + 100,
-            &[0xA5; 64]
-        ));
-        store.read_ahead(&ids);
-        // (A failed read is a read: counted like a demand miss that fails.)
-        wait_until("three pages read, one failed", || {
-            let s = store.stats();
-            s.pool.read_ahead == 3 && s.read_ahead.failed == 1
-        });
-        assert!(!store.pool().is_cached(ids[1]));
-        assert!(matches!(
-            store.pool().fetch_read(ids[1]),
-            Err(crate::Error::CorruptPage { .. })
-        ));
-        drop(store.pool().fetch_read(ids[2]).unwrap());
-        drop(store);
-    }
-
     /// `n` leaves not cached that lie next to each other in the file, in
     /// key order (a tree loaded in key order has such stretches).
     fn adjacent_leaves(store: &Store, root: PageId, n: usize) -> Vec<PageId> {
@@ -499,8 +469,11 @@ mod tests {
         }
     }
 
-    /// RA5: a corrupt page in the middle of a stretch fails alone; the
-    /// pages around it are read in the same request and are valid.
+    /// A page that fails its check is counted as a failed read-ahead and
+    /// left out of the pool; the scan that needs it meets the error
+    /// itself, as without read-ahead. RA5: in the middle of a stretch it
+    /// fails alone, and the pages around it, read in the same request,
+    /// are valid.
     #[test]
     fn a_corrupt_page_in_a_stretch_fails_alone() {
         let fs = Arc::new(SimFs::new(17));

@@ -245,6 +245,23 @@ fn as_ref(b: &Bound<Vec<Value>>) -> Bound<&[Value]> {
     }
 }
 
+/// Which of a table's `ncols` columns a statement reads: the columns
+/// `cols` and those `exprs` read; `None` when that is all of them or not
+/// known (an expression that may read any column, `Expr::mark_columns`).
+/// What [`for_each`] takes as `needed`.
+pub fn columns_read<'e>(
+    ncols: usize,
+    cols: &[usize],
+    exprs: impl IntoIterator<Item = &'e Expr>,
+) -> Option<Vec<bool>> {
+    let mut used = vec![false; ncols];
+    for &c in cols {
+        *used.get_mut(c)? = true;
+    }
+    let known = exprs.into_iter().all(|e| e.mark_columns(&mut used));
+    (known && used.contains(&false)).then_some(used)
+}
+
 /// Call `f` on every row the path finds that `filter` selects, in
 /// primary key order, until it returns false. With `needed`, a scanned
 /// row has only the columns it marks decoded and the others NULL (they

@@ -379,14 +379,7 @@ fn for_each_locked(
 ) -> SqlResult<u64> {
     let path = access::choose(schema, filter, &[]);
     // The first pass reads the primary key and what the filter reads.
-    let mut used = vec![false; schema.def.columns.len()];
-    for &k in &schema.def.primary_key {
-        if let Some(u) = used.get_mut(k) {
-            *u = true;
-        }
-    }
-    let needed =
-        (filter.is_none_or(|e| e.mark_columns(&mut used)) && used.contains(&false)).then_some(used);
+    let needed = access::columns_read(schema.def.columns.len(), &schema.def.primary_key, filter);
     let mut keys: Vec<Vec<Value>> = Vec::new();
     access::for_each(tx, t, &path, filter, needed.as_deref(), |row| {
         ctx.check_cancel()?;

@@ -1414,19 +1414,18 @@ impl Plan {
     /// the table's rows feed the GROUP BY keys and the aggregates only
     /// (HAVING, the outputs and ORDER BY read the groups' rows).
     fn columns_read(&self, ncols: usize, filter: Option<&Expr>) -> Option<Vec<bool>> {
-        let mut used = vec![false; ncols];
-        let known = match &self.grouping {
+        let read: Vec<&Expr> = match &self.grouping {
             Some((groups, aggs)) => groups
                 .iter()
                 .chain(aggs.iter().filter_map(|a| a.arg.as_ref()))
-                .all(|e| e.mark_columns(&mut used)),
+                .collect(),
             None => self
                 .outputs
                 .iter()
                 .chain(self.sort.iter().map(|(e, _)| e))
-                .all(|e| e.mark_columns(&mut used)),
-        } && filter.is_none_or(|e| e.mark_columns(&mut used));
-        (known && used.contains(&false)).then_some(used)
+                .collect(),
+        };
+        access::columns_read(ncols, &[], read.into_iter().chain(filter))
     }
 
     /// Whether the plan reads only generated catalogs (it runs without a
