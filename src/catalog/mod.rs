@@ -51,7 +51,7 @@ pub mod row;
 pub mod schema;
 pub mod types;
 
-pub use keycode::{decode_key, encode_key};
+pub use keycode::{decode_key, encode_key, encode_key_refs};
 pub use row::{RowRef, ValueRef, decode_row, encode_row};
 pub use types::{CatalogError, Column, ColumnType, Value, check_row, check_value};
 

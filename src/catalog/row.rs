@@ -224,6 +224,24 @@ impl ValueRef<'_> {
             ValueRef::Timestamp(v) => Value::Timestamp(v),
         }
     }
+
+    /// Make `slot` this value, reusing the buffer of text or bytes it
+    /// already holds: a reader that decodes row after row into the same
+    /// values allocates only when a value outgrows its slot.
+    #[inline]
+    pub fn assign_to(&self, slot: &mut Value) {
+        match (*self, slot) {
+            (ValueRef::Text(t), Value::Text(s)) => {
+                s.clear();
+                s.push_str(t);
+            }
+            (ValueRef::Bytes(b), Value::Bytes(v)) => {
+                v.clear();
+                v.extend_from_slice(b);
+            }
+            (v, slot) => *slot = v.to_owned(),
+        }
+    }
 }
 
 impl<'a> From<&'a Value> for ValueRef<'a> {
@@ -396,14 +414,18 @@ impl<'a> RowRef<'a> {
     }
 
     /// [`RowRef::to_values_where`] (every column without `needed`) into
-    /// `out`, cleared first: a reader of many rows reuses one vector.
+    /// `out`, whose values it replaces: a reader of many rows reuses one
+    /// vector, and the text and bytes buffers in it
+    /// ([`ValueRef::assign_to`]). On an error `out` holds no row (some
+    /// of its values may be this row's, others the last one's).
     pub fn values_into(
         &self,
         needed: Option<&[bool]>,
         out: &mut Vec<Value>,
     ) -> Result<(), CatalogError> {
-        out.clear();
-        out.reserve(self.columns.len());
+        // One slot per column; a slot's old value is replaced, its text
+        // or bytes buffer reused.
+        out.resize(self.columns.len(), Value::Null);
         // Columns from `end` on are not needed.
         let end = match needed {
             None => self.columns.len(),
@@ -411,19 +433,19 @@ impl<'a> RowRef<'a> {
         };
         // Walks the fields past the kept positions, from the first.
         let mut walk: Option<Fields<'a>> = None;
-        for (i, column) in self.columns.iter().enumerate() {
-            if i >= end {
-                out.push(Value::Null);
-                continue;
-            }
-            let want = needed.is_none_or(|n| n.get(i).copied().unwrap_or(false));
+        for (i, (column, slot)) in self.columns.iter().zip(out.iter_mut()).enumerate() {
+            let want = i < end && needed.is_none_or(|n| n.get(i).copied().unwrap_or(false));
             let value = if let Some(&span) = self.spans.get(i) {
                 if want {
-                    self.kept(column, span)?.to_owned()
+                    Some(self.kept(column, span)?)
                 } else {
-                    Value::Null
+                    None
                 }
+            } else if i >= end {
+                None
             } else {
+                // Past the kept positions the walk visits every field up
+                // to the last needed one, needed or not.
                 let fields = match &mut walk {
                     Some(f) => f,
                     None => {
@@ -435,12 +457,17 @@ impl<'a> RowRef<'a> {
                     }
                 };
                 match (want, fields.span(i, column)?) {
-                    (true, Some((a, b))) => self.field(column, a, b)?.to_owned(),
-                    _ => Value::Null,
+                    (true, Some((a, b))) => Some(self.field(column, a, b)?),
+                    _ => None,
                 }
             };
-            out.push(value);
+            match value {
+                Some(v) => v.assign_to(slot),
+                None if matches!(slot, Value::Null) => {}
+                None => *slot = Value::Null,
+            }
         }
+        debug_assert_eq!(out.len(), self.columns.len());
         Ok(())
     }
 
@@ -715,7 +742,9 @@ fn take_var<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::types::tests::{arb_column, arb_schema_and_row, same_bits};
+    use crate::catalog::types::tests::{
+        arb_column, arb_schema_and_row, arb_schema_and_rows, same_bits,
+    };
     use crate::fuzz::check_row_ref;
     use proptest::prelude::*;
 
@@ -938,6 +967,31 @@ mod tests {
                     prop_assert!(same_bits(std::slice::from_ref(g), std::slice::from_ref(v)));
                 } else {
                     prop_assert_eq!(g, &Value::Null);
+                }
+            }
+        }
+
+        /// One vector reused row after row (as a scan reuses it) holds
+        /// each row's needed columns and NULL for the others, whatever
+        /// the rows before it left in it.
+        #[test]
+        fn values_into_reuses_one_vector(
+            (columns, rows) in arb_schema_and_rows(24, 1..6),
+            masks in proptest::collection::vec(
+                proptest::option::of(proptest::collection::vec(any::<bool>(), 0..26)), 6),
+        ) {
+            let mut into = Vec::new();
+            for (values, needed) in rows.iter().zip(&masks) {
+                let bytes = encode_row(&columns, values).unwrap();
+                let row = RowRef::new(&columns, &bytes).unwrap();
+                row.values_into(needed.as_deref(), &mut into).unwrap();
+                prop_assert_eq!(into.len(), values.len());
+                for (i, (g, v)) in into.iter().zip(values).enumerate() {
+                    if needed.as_ref().is_none_or(|n| n.get(i).copied().unwrap_or(false)) {
+                        prop_assert!(same_bits(std::slice::from_ref(g), std::slice::from_ref(v)));
+                    } else {
+                        prop_assert_eq!(g, &Value::Null);
+                    }
                 }
             }
         }

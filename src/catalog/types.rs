@@ -379,6 +379,19 @@ pub(crate) mod tests {
             .boxed()
     }
 
+    /// A schema of 1..=`max` columns and `rows` rows of it.
+    pub(crate) fn arb_schema_and_rows(
+        max: usize,
+        rows: std::ops::Range<usize>,
+    ) -> BoxedStrategy<(Vec<Column>, Vec<Vec<Value>>)> {
+        proptest::collection::vec(arb_column(), 1..=max)
+            .prop_flat_map(move |columns| {
+                let row: Vec<_> = columns.iter().map(arb_value).collect();
+                (Just(columns), proptest::collection::vec(row, rows.clone()))
+            })
+            .boxed()
+    }
+
     /// Equality that treats floats bit for bit (so NaN equals itself and
     /// `-0.0` differs from `0.0`).
     pub(crate) fn same_bits(a: &[Value], b: &[Value]) -> bool {

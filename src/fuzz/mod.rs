@@ -751,13 +751,23 @@ pub(crate) fn check_row_ref(columns: &[Column], data: &[u8], decoded: Option<Vec
         }
         None => assert!(row.to_values().is_err()),
     }
-    // Into a vector that held something: the same values.
-    let mut into = vec![Value::Null; 3];
-    assert_eq!(
-        format!("{:?}", row.values_into(None, &mut into).map(|()| into).ok()),
-        format!("{:?}", row.to_values().ok()),
-        "values_into over a used vector"
-    );
+    // Into vectors that held other rows (shorter, longer, with text and
+    // bytes buffers to reuse): the same values, none of the old ones.
+    for len in [3, 40] {
+        let mut into: Vec<Value> = (0..len)
+            .map(|i| match i % 4 {
+                0 => Value::Text("a stale value longer than most".into()),
+                1 => Value::Bytes(vec![7; 5]),
+                2 => Value::Int64(-1),
+                _ => Value::Text(String::new()),
+            })
+            .collect();
+        assert_eq!(
+            format!("{:?}", row.values_into(None, &mut into).map(|()| into).ok()),
+            format!("{:?}", row.to_values().ok()),
+            "values_into over a used vector of {len}"
+        );
+    }
     // Some columns only (every other, then the first half): the needed
     // ones as `get` reads them, the others NULL; an error only where a
     // needed column's `get` is one.

@@ -3,6 +3,7 @@
 //! comparison with NULL is NULL, `NULL AND false` is false, a WHERE that
 //! is NULL does not select the row).
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 
@@ -749,21 +750,25 @@ fn text_peer(v: &Value) -> ColumnType {
 }
 
 /// A scalar function's value.
-fn scalar(name: &str, mut args: Vec<Value>) -> SqlResult<Value> {
+/// A scalar function's value (`args` borrowed where they were columns
+/// or constants).
+fn scalar(name: &str, mut args: Vec<Cow<'_, Value>>) -> SqlResult<Value> {
     match name {
         "coalesce" => {
             return Ok(args
                 .into_iter()
                 .find(|v| !v.is_null())
-                .unwrap_or(Value::Null));
+                .map_or(Value::Null, Cow::into_owned));
         }
         // `||`: NULL if either side is.
         "concat" => {
-            if args.iter().any(Value::is_null) {
+            if args.iter().any(|v| v.is_null()) {
                 return Ok(Value::Null);
             }
             return Ok(Value::Text(
-                args.iter().filter_map(types::to_text).collect::<String>(),
+                args.iter()
+                    .filter_map(|v| types::to_text(v))
+                    .collect::<String>(),
             ));
         }
         "repeat" => {
@@ -777,7 +782,7 @@ fn scalar(name: &str, mut args: Vec<Value>) -> SqlResult<Value> {
                 return Ok(Value::Null);
             }
             let s = types::to_text(s).unwrap_or_default();
-            let n = match types::coerce(n.clone(), ColumnType::Int64)? {
+            let n = match types::coerce(n.clone().into_owned(), ColumnType::Int64)? {
                 Value::Int64(n) => usize::try_from(n).unwrap_or(0),
                 _ => 0,
             };
@@ -794,7 +799,7 @@ fn scalar(name: &str, mut args: Vec<Value>) -> SqlResult<Value> {
             return Ok(Value::Text(s.repeat(n)));
         }
         "format_type" => {
-            let n = |v: Option<&Value>| match v {
+            let n = |v: Option<&Cow<'_, Value>>| match v.map(|v| &**v) {
                 Some(Value::Int64(x)) => Some(*x),
                 Some(Value::Int32(x)) => Some(i64::from(*x)),
                 _ => None,
@@ -813,9 +818,9 @@ fn scalar(name: &str, mut args: Vec<Value>) -> SqlResult<Value> {
             format!("function {name} needs an argument"),
         ));
     };
-    Ok(match (name, a) {
+    Ok(match (name, &*a) {
         (_, Value::Null) => Value::Null,
-        ("text", v) => Value::Text(types::to_text(&v).unwrap_or_default()),
+        ("text", v) => Value::Text(types::to_text(v).unwrap_or_default()),
         ("lower", Value::Text(s)) => Value::Text(s.to_lowercase()),
         ("upper", Value::Text(s)) => Value::Text(s.to_uppercase()),
         ("length", Value::Text(s)) => {
@@ -976,16 +981,26 @@ impl Expr {
 
     /// Evaluate over `row` (one value per column of the scope).
     pub fn eval(&self, row: &[Value]) -> SqlResult<Value> {
-        Ok(match self {
-            Expr::Column(i) => row.get(*i).cloned().ok_or_else(|| {
-                SqlError::new(
-                    SqlState::INTERNAL_ERROR,
-                    format!("column {i} is not in the row"),
-                )
-            })?,
-            Expr::Const(v) => v.clone(),
+        self.eval_ref(row).map(Cow::into_owned)
+    }
+
+    /// [`Expr::eval`] without copying what it need not: a column or a
+    /// constant is borrowed (from `row` or the expression), and operands
+    /// are compared, measured or tested where they are. Only computed
+    /// values are owned.
+    pub fn eval_ref<'a>(&'a self, row: &'a [Value]) -> SqlResult<Cow<'a, Value>> {
+        Ok(Cow::Owned(match self {
+            Expr::Column(i) => {
+                return row.get(*i).map(Cow::Borrowed).ok_or_else(|| {
+                    SqlError::new(
+                        SqlState::INTERNAL_ERROR,
+                        format!("column {i} is not in the row"),
+                    )
+                });
+            }
+            Expr::Const(v) => return Ok(Cow::Borrowed(v)),
             Expr::Cmp(op, a, b) => {
-                let (a, b) = (a.eval(row)?, b.eval(row)?);
+                let (a, b) = (a.eval_ref(row)?, b.eval_ref(row)?);
                 if a.is_null() || b.is_null() {
                     Value::Null
                 } else {
@@ -993,16 +1008,16 @@ impl Expr {
                 }
             }
             Expr::Arith(op, a, b) => {
-                let (a, b) = (a.eval(row)?, b.eval(row)?);
+                let (a, b) = (a.eval_ref(row)?, b.eval_ref(row)?);
                 if a.is_null() || b.is_null() {
                     Value::Null
                 } else {
                     arith(*op, &a, &b)?
                 }
             }
-            Expr::Neg(a) => negate(&a.eval(row)?)?,
+            Expr::Neg(a) => negate(&*a.eval_ref(row)?)?,
             Expr::And(a, b) => {
-                let (a, b) = (truth(&a.eval(row)?)?, truth(&b.eval(row)?)?);
+                let (a, b) = (a.truth(row)?, b.truth(row)?);
                 bool_value(match (a, b) {
                     (Some(false), _) | (_, Some(false)) => Some(false),
                     (Some(true), Some(true)) => Some(true),
@@ -1010,27 +1025,27 @@ impl Expr {
                 })
             }
             Expr::Or(a, b) => {
-                let (a, b) = (truth(&a.eval(row)?)?, truth(&b.eval(row)?)?);
+                let (a, b) = (a.truth(row)?, b.truth(row)?);
                 bool_value(match (a, b) {
                     (Some(true), _) | (_, Some(true)) => Some(true),
                     (Some(false), Some(false)) => Some(false),
                     _ => None,
                 })
             }
-            Expr::Not(a) => bool_value(truth(&a.eval(row)?)?.map(|b| !b)),
-            Expr::IsNull(a, negated) => Value::Bool(a.eval(row)?.is_null() != *negated),
+            Expr::Not(a) => bool_value(a.truth(row)?.map(|b| !b)),
+            Expr::IsNull(a, negated) => Value::Bool(a.eval_ref(row)?.is_null() != *negated),
             Expr::InList(a, list, negated) => {
-                let a = a.eval(row)?;
+                let a = a.eval_ref(row)?;
                 if a.is_null() {
-                    return Ok(Value::Null);
+                    return Ok(Cow::Owned(Value::Null));
                 }
                 let mut saw_null = false;
                 for x in list {
-                    let x = x.eval(row)?;
+                    let x = x.eval_ref(row)?;
                     if x.is_null() {
                         saw_null = true;
                     } else if compare(&a, &x)? == Ordering::Equal {
-                        return Ok(Value::Bool(!negated));
+                        return Ok(Cow::Owned(Value::Bool(!negated)));
                     }
                 }
                 if saw_null {
@@ -1053,27 +1068,27 @@ impl Expr {
                 ));
             }
             Expr::Case(operand, whens, otherwise) => {
-                let op = operand.as_ref().map(|o| o.eval(row)).transpose()?;
+                let op = operand.as_ref().map(|o| o.eval_ref(row)).transpose()?;
                 for (cond, result) in whens {
                     let hit = match &op {
                         Some(v) => {
-                            let c = cond.eval(row)?;
+                            let c = cond.eval_ref(row)?;
                             !v.is_null() && !c.is_null() && compare(v, &c)? == Ordering::Equal
                         }
-                        None => truth(&cond.eval(row)?)? == Some(true),
+                        None => cond.truth(row)? == Some(true),
                     };
                     if hit {
-                        return result.eval(row);
+                        return result.eval_ref(row);
                     }
                 }
                 match otherwise {
-                    Some(e) => e.eval(row)?,
+                    Some(e) => return e.eval_ref(row),
                     None => Value::Null,
                 }
             }
-            Expr::Regex(a, re, negated) => match a.eval(row)? {
+            Expr::Regex(a, re, negated) => match &*a.eval_ref(row)? {
                 Value::Null => Value::Null,
-                Value::Text(s) => Value::Bool(re.0.is_match(&s) != *negated),
+                Value::Text(s) => Value::Bool(re.0.is_match(s) != *negated),
                 other => {
                     return Err(SqlError::new(
                         SqlState::UNDEFINED_FUNCTION,
@@ -1081,33 +1096,31 @@ impl Expr {
                     ));
                 }
             },
-            Expr::Lookup(a, map) => match a.eval(row)? {
-                Value::Null => Value::Null,
-                v => {
-                    let k = match v {
-                        Value::Int32(x) => i64::from(x),
-                        Value::Int64(x) => x,
-                        other => types::to_text(&other)
-                            .and_then(|s| s.parse().ok())
-                            .unwrap_or(-1),
-                    };
-                    map.0
-                        .get(&k)
-                        .cloned()
-                        .unwrap_or_else(|| Value::Text(k.to_string()))
-                }
-            },
+            Expr::Lookup(a, map) => {
+                let k = match &*a.eval_ref(row)? {
+                    Value::Null => return Ok(Cow::Owned(Value::Null)),
+                    Value::Int32(x) => i64::from(*x),
+                    Value::Int64(x) => *x,
+                    other => types::to_text(other)
+                        .and_then(|s| s.parse().ok())
+                        .unwrap_or(-1),
+                };
+                map.0
+                    .get(&k)
+                    .cloned()
+                    .unwrap_or_else(|| Value::Text(k.to_string()))
+            }
             Expr::Subquery(f) => (f.0)(row)?,
             Expr::Func(name, args) => {
                 let vals = args
                     .iter()
-                    .map(|a| a.eval(row))
+                    .map(|a| a.eval_ref(row))
                     .collect::<SqlResult<Vec<_>>>()?;
                 scalar(name, vals)?
             }
             Expr::Between(a, lo, hi, negated) => {
                 // a >= lo AND a <= hi, three-valued.
-                let (a, lo, hi) = (a.eval(row)?, lo.eval(row)?, hi.eval(row)?);
+                let (a, lo, hi) = (a.eval_ref(row)?, lo.eval_ref(row)?, hi.eval_ref(row)?);
                 let cmp = |x: &Value, y: &Value, op: Cmp| -> SqlResult<Option<bool>> {
                     if x.is_null() || y.is_null() {
                         Ok(None)
@@ -1122,7 +1135,13 @@ impl Expr {
                 };
                 bool_value(if *negated { both.map(|b| !b) } else { both })
             }
-        })
+        }))
+    }
+
+    /// This condition's truth over `row`: `None` for NULL, an error for
+    /// a value that is not a boolean.
+    fn truth(&self, row: &[Value]) -> SqlResult<Option<bool>> {
+        truth(&*self.eval_ref(row)?)
     }
 
     /// This expression with `outer`'s values in place of
@@ -1224,7 +1243,7 @@ impl Expr {
 
     /// Whether the row satisfies this condition (NULL does not).
     pub fn selects(&self, row: &[Value]) -> SqlResult<bool> {
-        Ok(truth(&self.eval(row)?)? == Some(true))
+        Ok(self.truth(row)? == Some(true))
     }
 
     /// The conjuncts of an `AND` tree.

@@ -11,7 +11,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use quill::catalog::schema::TableSchema;
-use quill::catalog::{ColumnType, Value};
+use quill::catalog::{ColumnType, Value, ValueRef};
 use quill::{Db, OwnedTxn, Table};
 use sqlparser::ast::{self, SelectItem, SetExpr};
 
@@ -126,7 +126,9 @@ impl Acc {
         }
     }
 
-    fn add(&mut self, f: AggFn, v: Option<Value>) -> SqlResult<()> {
+    /// Fold one row's argument in (`None` for `count(*)`, which has
+    /// none); a value is copied only when the aggregate keeps it.
+    fn add(&mut self, f: AggFn, v: Option<&Value>) -> SqlResult<()> {
         let v = match v {
             None => {
                 if let Acc::Count(n) = self {
@@ -142,17 +144,17 @@ impl Acc {
             Acc::Sum(s) => {
                 *s = Some(match s.take() {
                     None => match v {
-                        Value::Int32(x) => Value::Int64(i64::from(x)),
-                        v => v,
+                        Value::Int32(x) => Value::Int64(i64::from(*x)),
+                        v => v.clone(),
                     },
-                    Some(acc) => expr::add(&acc, &v)?,
+                    Some(acc) => expr::add(&acc, v)?,
                 })
             }
             Acc::Extreme(e) => {
                 let replace = match e {
                     None => true,
                     Some(cur) => {
-                        let o = expr::compare(&v, cur)?;
+                        let o = expr::compare(v, cur)?;
                         if f == AggFn::Min {
                             o.is_lt()
                         } else {
@@ -161,11 +163,17 @@ impl Acc {
                     }
                 };
                 if replace {
-                    *e = Some(v);
+                    match (e.as_mut(), v) {
+                        (Some(Value::Text(cur)), Value::Text(t)) => {
+                            cur.clear();
+                            cur.push_str(t);
+                        }
+                        (_, v) => *e = Some(v.clone()),
+                    }
                 }
             }
             Acc::Avg(sum, n) => {
-                *sum += expr::as_f64(&v).ok_or_else(|| {
+                *sum += expr::as_f64(v).ok_or_else(|| {
                     SqlError::new(
                         SqlState::UNDEFINED_FUNCTION,
                         format!("function avg({}) does not exist", v.type_name()),
@@ -1289,18 +1297,23 @@ pub fn run(plan: &Plan, tx: Option<&mut OwnedTxn>, ctx: Ctx<'_>) -> SqlResult<Ou
                     }
                     0
                 } else {
-                    let key = groups
-                        .iter()
-                        .map(|g| g.eval(row))
-                        .collect::<SqlResult<Vec<_>>>()?;
+                    // The key is encoded from values where they are; it
+                    // is copied out only for a new group.
                     kbuf.clear();
-                    quill::catalog::encode_key(&key, &mut kbuf);
+                    for g in groups {
+                        let v = g.eval_ref(row)?;
+                        quill::catalog::encode_key_refs([ValueRef::from(&*v)], &mut kbuf);
+                    }
                     match index.get(&kbuf) {
                         Some(&i) => i,
                         None => {
                             if keys.len() >= MAX_RESULT_ROWS {
                                 return Err(too_many_rows());
                             }
+                            let key = groups
+                                .iter()
+                                .map(|g| g.eval(row))
+                                .collect::<SqlResult<Vec<_>>>()?;
                             index.insert(kbuf.clone(), keys.len());
                             keys.push(key);
                             accs.push(aggs.iter().map(|a| Acc::new(a.func)).collect());
@@ -1312,8 +1325,8 @@ pub fn run(plan: &Plan, tx: Option<&mut OwnedTxn>, ctx: Ctx<'_>) -> SqlResult<Ou
                     .get_mut(at)
                     .ok_or_else(|| SqlError::new(SqlState::INTERNAL_ERROR, "lost a group"))?;
                 for (acc, a) in slot.iter_mut().zip(aggs) {
-                    let v = a.arg.as_ref().map(|e| e.eval(row)).transpose()?;
-                    acc.add(a.func, v)?;
+                    let v = a.arg.as_ref().map(|e| e.eval_ref(row)).transpose()?;
+                    acc.add(a.func, v.as_deref())?;
                 }
                 Ok(true)
             })?;
