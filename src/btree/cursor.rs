@@ -9,10 +9,12 @@
 //! concurrent changes the way a reader without a snapshot does
 //! (transaction snapshots come from the layer above).
 //!
-//! A batch is one buffer: the entries' keys and values back to back, read
-//! in place by [`Cursor::next_entry`] (no allocation per entry; the
-//! `Iterator` implementation copies each entry out for callers that keep
-//! them). The first batch stops after [`FIRST_BATCH`] entries and each
+//! A batch is one buffer, read in place by [`Cursor::next_entry`] (no
+//! allocation per entry; the `Iterator` implementation copies each entry
+//! out for callers that keep them): the entries' keys and values back to
+//! back, or, when the batch takes the rest of a leaf and at least half of
+//! it, a copy of the leaf's page in which the entries are found where
+//! they lie (C3), so a long scan copies a page per leaf, not each row. The first batch stops after [`FIRST_BATCH`] entries and each
 //! later one after four times as many, unless at most twice that many
 //! are left in the leaf (then it takes them: a descent costs more than
 //! copying a few dozen entries): a scan that stops after a few rows (a
@@ -31,6 +33,13 @@
 //! * C2. A batch's entry offsets lie within its buffer: `push` records
 //!   them as it appends, and the buffer and the offsets are only cleared
 //!   together.
+//! * C3. A visit that takes at least half of a leaf's entries and the
+//!   rest of them in range appends the leaf's page whole to the buffer,
+//!   and records each inline entry where that copy holds it: the copy's
+//!   start plus the offset `LeafView::cell_at_offset` checked within the
+//!   page (asserted in debug builds). Values in overflow pages are
+//!   appended after the copy. So a long scan copies a page per leaf, not
+//!   each entry.
 //!
 //! **Read-ahead.** A long scan asks the store to read the leaves it will
 //! need next into the pool in the background (`store::read_ahead`). A
@@ -260,6 +269,48 @@ impl<'s> Cursor<'s> {
         Ok(())
     }
 
+    /// Whether this visit copies the whole leaf `page` into the batch
+    /// (C3) rather than entry by entry, and if so where in the buffer the
+    /// copy starts: when at least half of its `n` entries are in the
+    /// scan's range (`in_range`) and the batch takes them all
+    /// (`stops(t)`: it would stop after taking `t`). Then one copy of the
+    /// page costs less than copying each entry; a batch that takes a few
+    /// entries (a `LIMIT`, a lookup) still copies only those.
+    fn copies_leaf(
+        &mut self,
+        page: &[u8],
+        n: usize,
+        in_range: usize,
+        stops: impl Fn(usize) -> bool,
+    ) -> Option<usize> {
+        if in_range == 0 || in_range * 2 < n || (1..in_range).any(stops) {
+            return None;
+        }
+        let base = self.buf.len();
+        self.buf.extend_from_slice(page);
+        Some(base)
+    }
+
+    /// Take one entry of the leaf into the batch, its key at `at` in the
+    /// page: with the page copied whole at `base` (`copy`), an inline
+    /// entry is recorded where the copy holds it; otherwise (or for a
+    /// value in overflow pages) it is copied.
+    fn take(&mut self, copy: Option<usize>, c: node::LeafCell<'_>, at: usize) -> Result<()> {
+        match (copy, c.value) {
+            (Some(base), node::LeafValue::Inline(b)) => {
+                let k = base + at;
+                let v = k + c.key.len();
+                debug_assert!(
+                    self.buf.get(k..v) == Some(c.key) && self.buf.get(v..v + b.len()) == Some(b),
+                    "cursor C3: the entry is not where the copy holds it"
+                );
+                self.ents.push((k, v, v + b.len()));
+                Ok(())
+            }
+            (_, value) => self.push(c.key, value),
+        }
+    }
+
     /// Copy at most `n` entries per leaf visit (at least 1): for callers
     /// that want only the first few entries of a range, so a visit does
     /// not copy the rest of the leaf.
@@ -447,23 +498,41 @@ impl<'s> Cursor<'s> {
                     || taken >= expected
                     || (taken >= want && left > want.saturating_mul(2)))
         };
-        if forward {
-            let start = match &self.lo {
+        // The slots from `lo` on and those below `hi`.
+        let from_lo = |lo: &Bound<Vec<u8>>| -> Result<usize> {
+            Ok(match lo {
                 Bound::Unbounded => 0,
                 Bound::Included(k) => leaf.search(k).map_err(t.ne(id))?.unwrap_or_else(|i| i),
                 Bound::Excluded(k) => match leaf.search(k).map_err(t.ne(id))? {
                     Ok(i) => i + 1,
                     Err(i) => i,
                 },
-            };
+            })
+        };
+        let below = |hi: &Bound<Vec<u8>>| -> Result<usize> {
+            Ok(match hi {
+                Bound::Unbounded => n,
+                Bound::Included(k) => match leaf.search(k).map_err(t.ne(id))? {
+                    Ok(i) => i + 1,
+                    Err(i) => i,
+                },
+                Bound::Excluded(k) => leaf.search(k).map_err(t.ne(id))?.unwrap_or_else(|i| i),
+            })
+        };
+        if forward {
+            let start = from_lo(&self.lo)?;
+            let in_range = below(&self.hi)?.saturating_sub(start);
+            let copy = self.copies_leaf(&cur, n, in_range, |t| stop(t, n - start - t));
             for j in start..n {
-                leaf.prefetch(j + PREFETCH_AHEAD);
-                let c = leaf.cell(j).map_err(t.ne(id))?;
+                if copy.is_none() {
+                    leaf.prefetch(j + PREFETCH_AHEAD);
+                }
+                let (c, at) = leaf.cell_at_offset(j).map_err(t.ne(id))?;
                 if !below_hi(&self.hi, c.key) {
                     self.done = true;
                     break;
                 }
-                self.push(c.key, c.value)?;
+                self.take(copy, c, at)?;
                 if stop(self.ents.len(), n - (j + 1)) {
                     return self.resume(id, Bound::Excluded(c.key.to_vec()));
                 }
@@ -478,24 +547,21 @@ impl<'s> Cursor<'s> {
                 }
             }
         } else {
-            let end = match &self.hi {
-                Bound::Unbounded => n,
-                Bound::Included(k) => match leaf.search(k).map_err(t.ne(id))? {
-                    Ok(i) => i + 1,
-                    Err(i) => i,
-                },
-                Bound::Excluded(k) => leaf.search(k).map_err(t.ne(id))?.unwrap_or_else(|i| i),
-            };
+            let end = below(&self.hi)?;
+            let in_range = end.saturating_sub(from_lo(&self.lo)?);
+            let copy = self.copies_leaf(&cur, n, in_range, |t| stop(t, end - t));
             for j in (0..end).rev() {
-                if let Some(ahead) = j.checked_sub(PREFETCH_AHEAD) {
+                if copy.is_none()
+                    && let Some(ahead) = j.checked_sub(PREFETCH_AHEAD)
+                {
                     leaf.prefetch(ahead);
                 }
-                let c = leaf.cell(j).map_err(t.ne(id))?;
+                let (c, at) = leaf.cell_at_offset(j).map_err(t.ne(id))?;
                 if !above_lo(&self.lo, c.key) {
                     self.done = true;
                     break;
                 }
-                self.push(c.key, c.value)?;
+                self.take(copy, c, at)?;
                 if stop(self.ents.len(), j) {
                     return self.resume(id, Bound::Excluded(c.key.to_vec()));
                 }
@@ -638,6 +704,79 @@ mod tests {
                     sizes[after] <= 3 * FIRST_BATCH,
                     "{dir:?} expect {expect}: {sizes:?}"
                 );
+            }
+        }
+    }
+
+    /// C3: a visit that takes a leaf's entries to its end copies the
+    /// page once (the batch's buffer holds the page and only the values
+    /// in overflow pages after it), one that takes a few (a batch limit)
+    /// copies only those; both read the tree's entries, inline and in
+    /// overflow pages, in order, both ways and within bounds.
+    #[test]
+    fn a_leaf_read_to_its_end_is_copied_once() {
+        use std::ops::RangeBounds;
+        let store =
+            Store::create(Arc::new(SimFs::new(4)), Path::new("/db"), test_options()).unwrap();
+        let page = store.pool().page_size();
+        let tree = Tree::create(&store).unwrap();
+        let key = |i: usize| format!("key-{i:04}").into_bytes();
+        // Every tenth value is too long to stay in its cell.
+        let value = |i: usize| vec![i as u8; if i % 10 == 3 { page } else { 30 }];
+        let n = 2000;
+        for i in 0..n {
+            tree.put(&key(i), &value(i)).unwrap();
+        }
+        let bounds = [
+            (Unbounded, Unbounded),
+            (Bound::Included(key(17)), Bound::Excluded(key(1500))),
+            (Bound::Excluded(key(17)), Bound::Included(key(40))),
+        ];
+        for (lo, hi) in bounds {
+            let (lo, hi) = (
+                lo.as_ref().map(|k| k.as_slice()),
+                hi.as_ref().map(|k| k.as_slice()),
+            );
+            for dir in [Direction::Forward, Direction::Backward] {
+                for limit in [usize::MAX, 3] {
+                    let mut c = tree.range(lo, hi, dir).batch_limit(limit);
+                    let mut got = Vec::new();
+                    let mut whole = 0;
+                    while let Some(e) = c.next_entry() {
+                        let (k, v) = e.unwrap();
+                        got.push((k.to_vec(), v.to_vec()));
+                        if c.pos == 1 {
+                            // Copied entry by entry, the buffer is the
+                            // entries; copied whole, it is the page and
+                            // then the entries with values in overflow
+                            // pages.
+                            let all: usize = c.ents.iter().map(|&(k, _, e)| e - k).sum();
+                            if c.buf.len() != all {
+                                whole += 1;
+                                let after: usize = c
+                                    .ents
+                                    .iter()
+                                    .filter(|&&(k, _, _)| k >= page)
+                                    .map(|&(k, _, e)| e - k)
+                                    .sum();
+                                assert_eq!(c.buf.len(), page + after, "{dir:?}");
+                            }
+                        }
+                    }
+                    let mut want: Vec<_> = (0..n)
+                        .map(|i| (key(i), value(i)))
+                        .filter(|(k, _)| RangeBounds::contains(&(lo, hi), &k.as_slice()))
+                        .collect();
+                    if dir == Direction::Backward {
+                        want.reverse();
+                    }
+                    assert!(got == want, "{dir:?} {lo:?}..{hi:?} limit {limit}");
+                    if limit == usize::MAX && want.len() > 100 {
+                        assert!(whole > 0, "{dir:?}: no leaf was copied whole");
+                    } else if limit == 3 {
+                        assert_eq!(whole, 0, "{dir:?}: a batch of 3 copied its leaf");
+                    }
+                }
             }
         }
     }

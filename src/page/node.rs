@@ -786,6 +786,18 @@ impl<'a> LeafView<'a> {
         leaf_cell_parts(cell_at(self.page, &self.h, i)?)
     }
 
+    /// [`LeafView::cell`] and where its key starts in the page. A leaf
+    /// cell is `klen | vkind | vlen | key | value`, so an inline value
+    /// starts `key.len()` bytes after the key. What a reader of a copy of
+    /// the page needs to find the cell there.
+    pub fn cell_at_offset(&self, i: usize) -> Result<(LeafCell<'a>, usize), NodeError> {
+        let (off, len) = cell_span(self.page, &self.h, i)?;
+        // N8: `cell_span` checked `off + len <= page.len()`.
+        #[allow(clippy::indexing_slicing)]
+        let cell = leaf_cell_parts(&self.page[off..off + len])?;
+        Ok((cell, off + LEAF_CELL_HEADER))
+    }
+
     /// Ask the CPU to start loading cell `i` (its first 256 bytes) into
     /// cache, so that a scan reading cells in order finds the next ones
     /// there instead of waiting for memory at each. A hint only: a slot
