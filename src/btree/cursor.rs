@@ -14,7 +14,8 @@
 //! out for callers that keep them): the entries' keys and values back to
 //! back, or, when the batch takes the rest of a leaf and at least half of
 //! it, a copy of the leaf's page in which the entries are found where
-//! they lie (C3), so a long scan copies a page per leaf, not each row. The first batch stops after [`FIRST_BATCH`] entries and each
+//! they lie (C3), so a long scan copies a page per leaf, not each row.
+//! The first batch stops after [`FIRST_BATCH`] entries and each
 //! later one after four times as many, unless at most twice that many
 //! are left in the leaf (then it takes them: a descent costs more than
 //! copying a few dozen entries): a scan that stops after a few rows (a
@@ -31,15 +32,15 @@
 //!   strictly onward, and one that does not is an `Error::CorruptPage`
 //!   (else the scan would return the same entries forever).
 //! * C2. A batch's entry offsets lie within its buffer: `push` records
-//!   them as it appends, and the buffer and the offsets are only cleared
-//!   together.
-//! * C3. A visit that takes at least half of a leaf's entries and the
-//!   rest of them in range appends the leaf's page whole to the buffer,
-//!   and records each inline entry where that copy holds it: the copy's
-//!   start plus the offset `LeafView::cell_at_offset` checked within the
-//!   page (asserted in debug builds). Values in overflow pages are
-//!   appended after the copy. So a long scan copies a page per leaf, not
-//!   each entry.
+//!   them as it appends (and `take` within the page it appended, C3),
+//!   and the buffer and the offsets are only cleared together.
+//! * C3. A visit that takes the rest of a leaf's entries in range, at
+//!   least half of them and a quarter of the page's bytes, appends the
+//!   leaf's page whole to the buffer, and records each inline entry where
+//!   that copy holds it: the copy's start plus the offset
+//!   `LeafView::cell_at_offset` checked within the page (asserted in
+//!   debug builds). Values in overflow pages are appended after the
+//!   copy. So a long scan copies a page per leaf, not each entry.
 //!
 //! **Read-ahead.** A long scan asks the store to read the leaves it will
 //! need next into the pool in the background (`store::read_ahead`). A
@@ -98,7 +99,9 @@ pub struct Cursor<'s> {
     lo: Bound<Vec<u8>>,
     hi: Bound<Vec<u8>>,
     dir: Direction,
-    /// The batch's keys and values, back to back.
+    /// The batch: its entries' keys and values back to back, or a copy of
+    /// the leaf's page followed by the entries whose values were in
+    /// overflow pages (C3).
     buf: Vec<u8>,
     /// Per entry of the batch: where its key starts, where its value
     /// starts (the key's end) and where the value ends, in `buf`.
@@ -271,19 +274,31 @@ impl<'s> Cursor<'s> {
 
     /// Whether this visit copies the whole leaf `page` into the batch
     /// (C3) rather than entry by entry, and if so where in the buffer the
-    /// copy starts: when at least half of its `n` entries are in the
-    /// scan's range (`in_range`) and the batch takes them all
-    /// (`stops(t)`: it would stop after taking `t`). Then one copy of the
-    /// page costs less than copying each entry; a batch that takes a few
-    /// entries (a `LIMIT`, a lookup) still copies only those.
+    /// copy starts: when the batch takes all `in_range` entries the scan
+    /// wants from it (`stops(t)`: it would stop after taking `t`), they
+    /// are at least half of its entries, and they hold at least a quarter
+    /// of the page's bytes (as the leaf's cells do on average). Then one
+    /// copy of the page costs less than copying each entry; a batch that
+    /// takes a few entries (a `LIMIT`, a lookup) or a leaf that is mostly
+    /// free space still copies only the entries. `in_range` is `None`
+    /// when the far bound's search failed: then the entries are copied,
+    /// and the walk reports the damage if it reaches it.
     fn copies_leaf(
         &mut self,
         page: &[u8],
-        n: usize,
-        in_range: usize,
+        leaf: &node::LeafView<'_>,
+        in_range: Option<usize>,
         stops: impl Fn(usize) -> bool,
     ) -> Option<usize> {
-        if in_range == 0 || in_range * 2 < n || (1..in_range).any(stops) {
+        let (n, in_range) = (leaf.nslots(), in_range?);
+        // The in-range entries' share of the cell bytes, as a share of
+        // the page.
+        let bytes = leaf.cell_bytes().saturating_mul(in_range) / n.max(1);
+        if in_range == 0
+            || in_range * 2 < n
+            || bytes.saturating_mul(4) < page.len()
+            || (1..in_range).any(stops)
+        {
             return None;
         }
         let base = self.buf.len();
@@ -498,31 +513,33 @@ impl<'s> Cursor<'s> {
                     || taken >= expected
                     || (taken >= want && left > want.saturating_mul(2)))
         };
-        // The slots from `lo` on and those below `hi`.
-        let from_lo = |lo: &Bound<Vec<u8>>| -> Result<usize> {
+        // The first slot from `lo` on, and the first from `hi` up.
+        let from_lo = |lo: &Bound<Vec<u8>>| -> std::result::Result<usize, node::NodeError> {
             Ok(match lo {
                 Bound::Unbounded => 0,
-                Bound::Included(k) => leaf.search(k).map_err(t.ne(id))?.unwrap_or_else(|i| i),
-                Bound::Excluded(k) => match leaf.search(k).map_err(t.ne(id))? {
+                Bound::Included(k) => leaf.search(k)?.unwrap_or_else(|i| i),
+                Bound::Excluded(k) => match leaf.search(k)? {
                     Ok(i) => i + 1,
                     Err(i) => i,
                 },
             })
         };
-        let below = |hi: &Bound<Vec<u8>>| -> Result<usize> {
+        let below = |hi: &Bound<Vec<u8>>| -> std::result::Result<usize, node::NodeError> {
             Ok(match hi {
                 Bound::Unbounded => n,
-                Bound::Included(k) => match leaf.search(k).map_err(t.ne(id))? {
+                Bound::Included(k) => match leaf.search(k)? {
                     Ok(i) => i + 1,
                     Err(i) => i,
                 },
-                Bound::Excluded(k) => leaf.search(k).map_err(t.ne(id))?.unwrap_or_else(|i| i),
+                Bound::Excluded(k) => leaf.search(k)?.unwrap_or_else(|i| i),
             })
         };
         if forward {
-            let start = from_lo(&self.lo)?;
-            let in_range = below(&self.hi)?.saturating_sub(start);
-            let copy = self.copies_leaf(&cur, n, in_range, |t| stop(t, n - start - t));
+            let start = from_lo(&self.lo).map_err(t.ne(id))?;
+            // Only to choose how to copy: a search the walk below would
+            // not make fails nothing (the walk reports damage it meets).
+            let in_range = below(&self.hi).ok().map(|e| e.saturating_sub(start));
+            let copy = self.copies_leaf(&cur, &leaf, in_range, |t| stop(t, n - start - t));
             for j in start..n {
                 if copy.is_none() {
                     leaf.prefetch(j + PREFETCH_AHEAD);
@@ -547,9 +564,9 @@ impl<'s> Cursor<'s> {
                 }
             }
         } else {
-            let end = below(&self.hi)?;
-            let in_range = end.saturating_sub(from_lo(&self.lo)?);
-            let copy = self.copies_leaf(&cur, n, in_range, |t| stop(t, end - t));
+            let end = below(&self.hi).map_err(t.ne(id))?;
+            let in_range = from_lo(&self.lo).ok().map(|s| end.saturating_sub(s));
+            let copy = self.copies_leaf(&cur, &leaf, in_range, |t| stop(t, end - t));
             for j in (0..end).rev() {
                 if copy.is_none()
                     && let Some(ahead) = j.checked_sub(PREFETCH_AHEAD)
@@ -779,6 +796,21 @@ mod tests {
                 }
             }
         }
+        // A scan expecting a few entries copies those: its first batch
+        // is the entries, not the page.
+        for dir in [Direction::Forward, Direction::Backward] {
+            let mut c = tree.range(Unbounded, Unbounded, dir).expect(7);
+            c.next_entry().unwrap().unwrap();
+            let copied: usize = c.ents.iter().map(|&(k, _, e)| e - k).sum();
+            assert_eq!((c.ents.len(), c.buf.len()), (7, copied), "{dir:?}");
+        }
+        // A leaf that is mostly free space is not copied whole: a tree of
+        // one small entry.
+        let small = Tree::create(&store).unwrap();
+        small.put(b"k", b"v").unwrap();
+        let mut c = small.range(Unbounded, Unbounded, Direction::Forward);
+        assert_eq!(c.next_entry().unwrap().unwrap(), (&b"k"[..], &b"v"[..]));
+        assert_eq!(c.buf.len(), 2);
     }
 
     /// A root whose separators repeat (damage with a valid checksum) used

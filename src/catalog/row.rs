@@ -226,16 +226,20 @@ impl ValueRef<'_> {
     }
 
     /// Make `slot` this value, reusing the buffer of text or bytes it
-    /// already holds: a reader that decodes row after row into the same
-    /// values allocates only when a value outgrows its slot.
+    /// already holds if that is at most twice (plus 64 bytes) as large as
+    /// the value: a reader that decodes row after row into the same
+    /// values allocates only when a value outgrows its slot, and a value
+    /// a caller keeps holds no more memory than a copy grown by doubling
+    /// would (not the largest value the slot ever held).
     #[inline]
     pub fn assign_to(&self, slot: &mut Value) {
+        let fits = |capacity: usize, len: usize| capacity <= len.saturating_mul(2) + 64;
         match (*self, slot) {
-            (ValueRef::Text(t), Value::Text(s)) => {
+            (ValueRef::Text(t), Value::Text(s)) if fits(s.capacity(), t.len()) => {
                 s.clear();
                 s.push_str(t);
             }
-            (ValueRef::Bytes(b), Value::Bytes(v)) => {
+            (ValueRef::Bytes(b), Value::Bytes(v)) if fits(v.capacity(), b.len()) => {
                 v.clear();
                 v.extend_from_slice(b);
             }
@@ -760,6 +764,34 @@ mod tests {
             Column::new("x", ColumnType::Bool, true),
             Column::new("y", ColumnType::Bool, true),
         ]
+    }
+
+    /// A slot's buffer is reused for a value of about its size, and not
+    /// kept for a much smaller one (a row a caller keeps must not hold
+    /// the memory of the largest value read before it).
+    #[test]
+    fn assign_to_reuses_buffers_of_about_the_size() {
+        let mut slot = Value::Text(String::with_capacity(100));
+        ValueRef::Text("sixty bytes of text, give or take some; reused: fits in 100")
+            .assign_to(&mut slot);
+        let Value::Text(s) = &slot else {
+            panic!("{slot:?}")
+        };
+        assert_eq!(s.capacity(), 100);
+        let mut slot = Value::Text("x".repeat(1 << 20));
+        ValueRef::Text("y").assign_to(&mut slot);
+        assert!(
+            matches!(&slot, Value::Text(s) if s == "y" && s.capacity() < 100),
+            "{slot:?}"
+        );
+        let mut slot = Value::Bytes(vec![1; 1 << 20]);
+        ValueRef::Bytes(&[2]).assign_to(&mut slot);
+        assert!(matches!(&slot, Value::Bytes(b) if b == &[2] && b.capacity() < 100));
+        let mut slot = Value::Int64(3);
+        ValueRef::Text("z").assign_to(&mut slot);
+        assert_eq!(slot, Value::Text("z".into()));
+        ValueRef::Null.assign_to(&mut slot);
+        assert_eq!(slot, Value::Null);
     }
 
     #[test]

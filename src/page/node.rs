@@ -786,6 +786,15 @@ impl<'a> LeafView<'a> {
         leaf_cell_parts(cell_at(self.page, &self.h, i)?)
     }
 
+    /// Bytes of the page that live cells take (the cell area less its
+    /// garbage).
+    pub fn cell_bytes(&self) -> usize {
+        self.h
+            .len
+            .saturating_sub(self.h.cell_start)
+            .saturating_sub(self.h.garbage)
+    }
+
     /// [`LeafView::cell`] and where its key starts in the page. A leaf
     /// cell is `klen | vkind | vlen | key | value`, so an inline value
     /// starts `key.len()` bytes after the key. What a reader of a copy of

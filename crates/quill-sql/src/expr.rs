@@ -749,7 +749,6 @@ fn text_peer(v: &Value) -> ColumnType {
     }
 }
 
-/// A scalar function's value.
 /// A scalar function's value (`args` borrowed where they were columns
 /// or constants).
 fn scalar(name: &str, mut args: Vec<Cow<'_, Value>>) -> SqlResult<Value> {

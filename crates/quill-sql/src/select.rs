@@ -163,12 +163,9 @@ impl Acc {
                     }
                 };
                 if replace {
-                    match (e.as_mut(), v) {
-                        (Some(Value::Text(cur)), Value::Text(t)) => {
-                            cur.clear();
-                            cur.push_str(t);
-                        }
-                        (_, v) => *e = Some(v.clone()),
+                    match e.as_mut() {
+                        Some(cur) => ValueRef::from(v).assign_to(cur),
+                        None => *e = Some(v.clone()),
                     }
                 }
             }
@@ -1297,8 +1294,9 @@ pub fn run(plan: &Plan, tx: Option<&mut OwnedTxn>, ctx: Ctx<'_>) -> SqlResult<Ou
                     }
                     0
                 } else {
-                    // The key is encoded from values where they are; it
-                    // is copied out only for a new group.
+                    // The key is encoded from values where they are; a
+                    // new group evaluates it again to keep it (once per
+                    // group, not per row; the expressions are pure).
                     kbuf.clear();
                     for g in groups {
                         let v = g.eval_ref(row)?;
