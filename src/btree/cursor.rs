@@ -53,11 +53,15 @@
 //! is left: a scan over leaves that are not cached then rarely waits for
 //! a read. Only children whose key range meets the scan's are asked for,
 //! and under an [`Cursor::expect`] hint only as many leaves past the one
-//! descended to as the expected entries fill. The window stays under one
-//! parent: the first leaf under the next parent is read on demand, and
-//! the window starts again there. The requests are hints (the store's
-//! RA2): planning them reads only the parent the descent holds anyway, a
-//! damaged cell stops the planning and nothing else, and whether a page
+//! descended to as the expected entries fill. A window that reaches the
+//! parent's last child goes on under the next parent (the grandparent's
+//! next child, found by the descent): once the descent's latches are
+//! released, the scan reads that parent, which its next descent would
+//! read anyway, and asks for the rest of the window from its first
+//! children, so the first leaf under each parent is not read on demand.
+//! The requests are hints (the store's RA2): planning them reads only
+//! the parents the scan reads anyway, a damaged cell or a parent that is
+//! no longer one stops the planning and nothing else, and whether a page
 //! was read ahead changes no entry the scan returns.
 
 use std::ops::Bound;
@@ -127,6 +131,16 @@ pub struct Cursor<'s> {
     ahead: Option<(PageId, usize)>,
     /// The pages of one read-ahead request (reused).
     ahead_ids: Vec<PageId>,
+    /// The parent after the one this descent goes through, in scan
+    /// order, under the same grandparent (found at level 2; `None` in a
+    /// tree of two levels, at the grandparent's end, or past the range).
+    next_parent: Option<PageId>,
+    /// Read-ahead asked for under a parent the scan has not reached yet:
+    /// the parent and how many of its first children in scan order.
+    ahead_next: Option<(PageId, usize)>,
+    /// Read-ahead to ask for under the next parent once the descent's
+    /// latches are released: its children `from..to` in scan order.
+    cross: Option<(PageId, usize, usize)>,
 }
 
 fn owned(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
@@ -150,6 +164,14 @@ fn below_hi(hi: &Bound<Vec<u8>>, k: &[u8]) -> bool {
         Bound::Included(h) => k <= h.as_slice(),
         Bound::Excluded(h) => k < h.as_slice(),
         Bound::Unbounded => true,
+    }
+}
+
+/// Whether some key below `upper` may lie in a range starting at `lo`.
+fn above_lo_strict(lo: &Bound<Vec<u8>>, upper: &[u8]) -> bool {
+    match lo {
+        Bound::Unbounded => true,
+        Bound::Included(l) | Bound::Excluded(l) => l.as_slice() < upper,
     }
 }
 
@@ -198,6 +220,9 @@ impl<'s> Cursor<'s> {
             per_leaf: 0,
             ahead: None,
             ahead_ids: Vec::new(),
+            next_parent: None,
+            ahead_next: None,
+            cross: None,
         }
     }
 
@@ -227,6 +252,11 @@ impl<'s> Cursor<'s> {
                 self.buf.reserve(self.tree.store.pool().page_size());
             }
             let filled = self.fill();
+            if filled.is_ok()
+                && let Some((parent, from, to)) = self.cross.take()
+            {
+                self.cross_to(parent, from, to);
+            }
             if self.expected != usize::MAX {
                 // The hint is used up once that many entries were copied;
                 // more batches start small again.
@@ -391,7 +421,9 @@ impl<'s> Cursor<'s> {
     /// At `parent` (page `pid`, latched shared by the descent), which
     /// leads to the leaf at child `i` of its `n`: ask for the next leaves
     /// in scan order to be read ahead (see "Read-ahead" above), unless
-    /// more than half the window is asked for already.
+    /// more than half the window is asked for already. A window that
+    /// runs past the parent's last child goes on under the next parent
+    /// (`cross_to`, once the latches are released).
     fn read_ahead(&mut self, parent: &[u8], pid: PageId, i: usize, n: usize) {
         // Never more than a sixteenth of the pool per scan, so that pages
         // read ahead are still there when the scan comes to them.
@@ -406,12 +438,28 @@ impl<'s> Cursor<'s> {
         if window == 0 {
             return;
         }
-        if self.dir == Direction::Forward {
+        let forward = self.dir == Direction::Forward;
+        // Arriving under the parent a window crossed into: what was asked
+        // there counts.
+        if let Some((p, k)) = self.ahead_next
+            && p == pid
+            && self.ahead.is_none_or(|(q, _)| q != pid)
+        {
+            self.ahead = Some((pid, if forward { k } else { n.saturating_sub(k) }));
+            self.ahead_next = None;
+        }
+        // Asked for under the next parent already.
+        let next_asked = match (self.next_parent, self.ahead_next) {
+            (Some(np), Some((p, k))) if p == np => k,
+            _ => 0,
+        };
+        if forward {
             let start = match self.ahead {
                 Some((p, next)) if p == pid && next > i + 1 => next,
                 _ => i + 1,
             };
-            if start - (i + 1) > window / 2 {
+            let asked = start - (i + 1) + if start >= n { next_asked } else { 0 };
+            if asked > window / 2 {
                 return;
             }
             for j in start..(i + 1 + window).min(n) {
@@ -421,28 +469,90 @@ impl<'s> Cursor<'s> {
                     _ => break,
                 }
             }
-            self.ahead = Some((pid, start + self.ahead_ids.len()));
+            let end = start + self.ahead_ids.len();
+            self.ahead = Some((pid, end));
+            // Asked up to the last child, each in range: the window goes
+            // on under the next parent.
+            let want = (i + 1 + window).saturating_sub(n);
+            if end >= n
+                && want > next_asked
+                && let Some(np) = self.next_parent
+            {
+                self.cross = Some((np, next_asked, want));
+            }
         } else {
             let start = match self.ahead {
                 Some((p, low)) if p == pid && low < i => low,
                 _ => i,
             };
-            if i - start > window / 2 {
+            let asked = i - start + if start == 0 { next_asked } else { 0 };
+            if asked > window / 2 {
                 return;
             }
             for j in (i.saturating_sub(window)..start).rev() {
                 // Child `j` holds the keys below the next separator.
-                let more = |upper: &[u8]| match &self.lo {
-                    Bound::Unbounded => true,
-                    Bound::Included(l) | Bound::Excluded(l) => l.as_slice() < upper,
-                };
                 match (node::key(parent, j + 1), node::child(parent, j)) {
-                    (Ok(upper), Ok(c)) if more(upper) => self.ahead_ids.push(PageId(c)),
+                    (Ok(upper), Ok(c)) if above_lo_strict(&self.lo, upper) => {
+                        self.ahead_ids.push(PageId(c))
+                    }
                     _ => break,
                 }
             }
-            self.ahead = Some((pid, start - self.ahead_ids.len()));
+            let low = start - self.ahead_ids.len();
+            self.ahead = Some((pid, low));
+            let want = window.saturating_sub(i);
+            if low == 0
+                && want > next_asked
+                && let Some(np) = self.next_parent
+            {
+                self.cross = Some((np, next_asked, want));
+            }
         }
+        if !self.ahead_ids.is_empty() {
+            self.tree.store.read_ahead(&self.ahead_ids);
+        }
+    }
+
+    /// Ask for children `from..to` (in scan order) of `parent`, the
+    /// parent after the one the scan is under, to be read ahead: a window
+    /// that reached the end of one parent goes on under the next. Called
+    /// with no latch held; only a hint (RA2): `parent` is read (the read
+    /// the scan's descent into it would make a little later) and used
+    /// only if it is still a node just above the leaves (it may have
+    /// changed since the descent saw its id; a failed read or check asks
+    /// for nothing and leaves the error to the descent, if it comes). Its
+    /// first child in scan order was found in range at level 2 (its
+    /// separator there); the others are checked against the range as in
+    /// [`Cursor::read_ahead`].
+    fn cross_to(&mut self, parent: PageId, from: usize, to: usize) {
+        let Ok(page) = self.tree.store.pool().fetch_read(parent) else {
+            return;
+        };
+        if self.tree.check_node(parent, &page, None).is_err() || node::level(&page) != 1 {
+            return;
+        }
+        let n = node::nslots(&page);
+        self.ahead_ids.clear();
+        for k in from..to.min(n) {
+            let child = if self.dir == Direction::Forward {
+                // Child `k` holds the keys from its separator on.
+                let in_range =
+                    k == 0 || matches!(node::key(&page, k), Ok(sep) if below_hi(&self.hi, sep));
+                node::child(&page, k).ok().filter(|_| in_range)
+            } else {
+                // Child `j` holds the keys below the next separator.
+                let j = n - 1 - k;
+                let in_range = j + 1 == n
+                    || matches!(node::key(&page, j + 1), Ok(upper) if above_lo_strict(&self.lo, upper));
+                node::child(&page, j).ok().filter(|_| in_range)
+            };
+            match child {
+                Some(c) => self.ahead_ids.push(PageId(c)),
+                None => break,
+            }
+        }
+        drop(page);
+        self.ahead_next = Some((parent, from + self.ahead_ids.len()));
         if !self.ahead_ids.is_empty() {
             self.tree.store.read_ahead(&self.ahead_ids);
         }
@@ -460,6 +570,7 @@ impl<'s> Cursor<'s> {
         };
         let mut tries = 0;
         let (cur, fence) = 'descent: loop {
+            self.next_parent = None;
             let mut cur = pool.fetch_read(t.root)?;
             t.check_node(t.root, &cur, None)?;
             let mut fence: Option<Vec<u8>> = None;
@@ -488,6 +599,24 @@ impl<'s> Cursor<'s> {
                 }
                 let child = PageId(node::child(&cur, i).map_err(t.ne(id))?);
                 let level = node::level(&cur);
+                if level == 2 && self.plans_read_ahead() {
+                    // The next parent, if any of its keys is in range:
+                    // forward, child `i + 1` (keys from `fence` on);
+                    // backward, child `i - 1` (keys below `fence`).
+                    let next = if forward { i + 1 } else { i.wrapping_sub(1) };
+                    let in_range = fence.as_deref().is_some_and(|f| {
+                        if forward {
+                            below_hi(&self.hi, f)
+                        } else {
+                            above_lo_strict(&self.lo, f)
+                        }
+                    });
+                    self.next_parent = if in_range && next < n {
+                        node::child(&cur, next).ok().map(PageId)
+                    } else {
+                        None
+                    };
+                }
                 if level == 1 && self.plans_read_ahead() {
                     self.read_ahead(&cur, id, i, n);
                 }
@@ -585,12 +714,8 @@ impl<'s> Cursor<'s> {
             }
             if !self.done {
                 // Keys below the fence remain; some may be in range.
-                let more = |f: &Vec<u8>| match &self.lo {
-                    Bound::Unbounded => true,
-                    Bound::Included(l) | Bound::Excluded(l) => l < f,
-                };
                 match fence {
-                    Some(f) if more(&f) => {
+                    Some(f) if above_lo_strict(&self.lo, &f) => {
                         self.leaf_done(n);
                         self.resume(id, Bound::Excluded(f))?;
                     }
