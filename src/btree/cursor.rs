@@ -525,7 +525,14 @@ impl<'s> Cursor<'s> {
     /// separator there); the others are checked against the range as in
     /// [`Cursor::read_ahead`].
     fn cross_to(&mut self, parent: PageId, from: usize, to: usize) {
-        let Ok(page) = self.tree.store.pool().fetch_read(parent) else {
+        let pool = self.tree.store.pool();
+        // A thread that must not wait skips it rather than be refused
+        // (`wait` W1) for a hint: the descent reads the parent when, and
+        // if, the scan gets there.
+        if !crate::wait::may_wait() && !pool.is_cached(parent) {
+            return;
+        }
+        let Ok(page) = pool.fetch_read(parent) else {
             return;
         };
         if self.tree.check_node(parent, &page, None).is_err() || node::level(&page) != 1 {
