@@ -54,15 +54,17 @@
 //! a read. Only children whose key range meets the scan's are asked for,
 //! and under an [`Cursor::expect`] hint only as many leaves past the one
 //! descended to as the expected entries fill. A window that reaches the
-//! parent's last child goes on under the next parent (the grandparent's
-//! next child, found by the descent): once the descent's latches are
-//! released, the scan reads that parent, which its next descent would
-//! read anyway, and asks for the rest of the window from its first
-//! children, so the first leaf under each parent is not read on demand.
-//! The requests are hints (the store's RA2): planning them reads only
-//! the parents the scan reads anyway, a damaged cell or a parent that is
-//! no longer one stops the planning and nothing else, and whether a page
-//! was read ahead changes no entry the scan returns.
+//! parent's last child goes on under the next parent under the same
+//! grandparent (found by the descent): once the descent's latches are
+//! released, the scan reads that parent (which it reads anyway if it
+//! gets there) and asks for the rest of the window from its first
+//! children, so the first leaf under a parent is not read on demand
+//! (but at a grandparent's end, and on a thread that must not wait when
+//! the parent is not cached). The requests are hints (the store's RA2):
+//! planning them reads only the parents the scan is under or about to
+//! be, a damaged cell or a parent that is no longer one stops the
+//! planning and nothing else, and whether a page was read ahead changes
+//! no entry the scan returns.
 
 use std::ops::Bound;
 
@@ -141,6 +143,10 @@ pub struct Cursor<'s> {
     /// Read-ahead to ask for under the next parent once the descent's
     /// latches are released: its children `from..to` in scan order.
     cross: Option<(PageId, usize, usize)>,
+    /// A next parent `cross_to` could not use (not readable now, or no
+    /// longer a parent): not tried again, so a damaged page costs one
+    /// read, not one per descent.
+    cross_failed: Option<PageId>,
 }
 
 fn owned(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
@@ -223,6 +229,7 @@ impl<'s> Cursor<'s> {
             next_parent: None,
             ahead_next: None,
             cross: None,
+            cross_failed: None,
         }
     }
 
@@ -477,6 +484,7 @@ impl<'s> Cursor<'s> {
             if end >= n
                 && want > next_asked
                 && let Some(np) = self.next_parent
+                && self.cross_failed != Some(np)
             {
                 self.cross = Some((np, next_asked, want));
             }
@@ -504,6 +512,7 @@ impl<'s> Cursor<'s> {
             if low == 0
                 && want > next_asked
                 && let Some(np) = self.next_parent
+                && self.cross_failed != Some(np)
             {
                 self.cross = Some((np, next_asked, want));
             }
@@ -516,28 +525,33 @@ impl<'s> Cursor<'s> {
     /// Ask for children `from..to` (in scan order) of `parent`, the
     /// parent after the one the scan is under, to be read ahead: a window
     /// that reached the end of one parent goes on under the next. Called
-    /// with no latch held; only a hint (RA2): `parent` is read (the read
-    /// the scan's descent into it would make a little later) and used
-    /// only if it is still a node just above the leaves (it may have
-    /// changed since the descent saw its id; a failed read or check asks
-    /// for nothing and leaves the error to the descent, if it comes). Its
-    /// first child in scan order was found in range at level 2 (its
-    /// separator there); the others are checked against the range as in
-    /// [`Cursor::read_ahead`].
+    /// with no latch held; only a hint (RA2): `parent` is read (the scan
+    /// reads it when it gets there) and used only if it is still a node
+    /// just above the leaves (it may have changed since the descent saw
+    /// its id). If it cannot be used, nothing is asked for, it is not
+    /// tried again, and any error is left to the descent, if it comes.
+    /// A thread that must not wait (`wait`) uses it only if it is cached
+    /// and not latched exclusively (a hint is not worth refusing the
+    /// statement for, W1). Its first child in scan order was found in
+    /// range at level 2 (its separator there); the others are checked
+    /// against the range as in [`Cursor::read_ahead`].
     fn cross_to(&mut self, parent: PageId, from: usize, to: usize) {
         let pool = self.tree.store.pool();
-        // A thread that must not wait skips it rather than be refused
-        // (`wait` W1) for a hint: the descent reads the parent when, and
-        // if, the scan gets there.
-        if !crate::wait::may_wait() && !pool.is_cached(parent) {
-            return;
-        }
-        let Ok(page) = pool.fetch_read(parent) else {
+        let page = if crate::wait::may_wait() {
+            pool.fetch_read(parent).ok()
+        } else if pool.is_cached(parent) {
+            // Try-latched: no wait, and no read if it was evicted
+            // meanwhile.
+            pool.try_fetch_read_cached(parent)
+        } else {
+            None
+        };
+        let Some(page) =
+            page.filter(|p| self.tree.check_node(parent, p, None).is_ok() && node::level(p) == 1)
+        else {
+            self.cross_failed = Some(parent);
             return;
         };
-        if self.tree.check_node(parent, &page, None).is_err() || node::level(&page) != 1 {
-            return;
-        }
         let n = node::nslots(&page);
         self.ahead_ids.clear();
         for k in from..to.min(n) {
@@ -578,6 +592,7 @@ impl<'s> Cursor<'s> {
         let mut tries = 0;
         let (cur, fence) = 'descent: loop {
             self.next_parent = None;
+            self.cross = None;
             let mut cur = pool.fetch_read(t.root)?;
             t.check_node(t.root, &cur, None)?;
             let mut fence: Option<Vec<u8>> = None;

@@ -589,6 +589,29 @@ impl BufferPool {
         }
     }
 
+    /// A shared latch on page `id` only if it is cached and no thread
+    /// holds it exclusively: never reads from disk and never waits (not
+    /// even for a read in flight), so never refuses a thread that must
+    /// not wait (`wait` W1). For hints (a scan's read-ahead planning).
+    pub fn try_fetch_read_cached(&self, id: PageId) -> Option<PageRead<'_>> {
+        let idx = self.pin_cached(id)?;
+        let f = self.frame(idx);
+        match f.latch.try_read() {
+            Some(g) if g.id == id && g.state == State::Valid => {
+                self.note_hit(f);
+                Some(PageRead {
+                    g,
+                    _pin: Pin { pool: self, idx },
+                })
+            }
+            g => {
+                drop(g);
+                self.unpin(idx);
+                None
+            }
+        }
+    }
+
     /// [`BufferPool::fetch_read`] that does not wait for a latch: `None`
     /// when the page is cached and another thread holds it exclusively.
     /// A descent uses it for the child while it holds the parent, so that
@@ -859,7 +882,8 @@ impl BufferPool {
         self.counters.hits.incr();
     }
 
-    /// Whether page `id` is cached (for tests and status).
+    /// Whether page `id` is cached (or being read into the pool): for
+    /// tests, status and read-ahead's hints.
     pub fn is_cached(&self, id: PageId) -> bool {
         self.shard(id.0).read().contains_key(&id.0)
     }
