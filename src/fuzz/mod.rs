@@ -437,6 +437,19 @@ fn exercise_node(page: &[u8]) {
                 node::cell(page, i).and_then(node::decode_leaf).ok(),
                 "a leaf view reads cell {i} differently"
             );
+            // Where a reader of a copy of the page finds the cell (cursor
+            // C3): the key at the offset, an inline value right after it.
+            if let Ok((c, at)) = view.cell_at_offset(i) {
+                assert_eq!(
+                    page.get(at..at + c.key.len()),
+                    Some(c.key),
+                    "key of cell {i}"
+                );
+                if let node::LeafValue::Inline(v) = c.value {
+                    let v_at = at + c.key.len();
+                    assert_eq!(page.get(v_at..v_at + v.len()), Some(v), "value of cell {i}");
+                }
+            }
         }
         for probe in &probes {
             assert_eq!(view.search(probe).ok(), node::search_leaf(page, probe).ok());

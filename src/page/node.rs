@@ -781,9 +781,7 @@ impl<'a> LeafView<'a> {
 
     /// Cell `i`, key and value, parsed once.
     pub fn cell(&self, i: usize) -> Result<LeafCell<'a>, NodeError> {
-        // `cell_at` parsed the cell's header (level 0) and checked the
-        // cell is exactly as long as it says.
-        leaf_cell_parts(cell_at(self.page, &self.h, i)?)
+        self.cell_at_offset(i).map(|(cell, _)| cell)
     }
 
     /// Bytes of the page that live cells take (the cell area less its
@@ -801,7 +799,8 @@ impl<'a> LeafView<'a> {
     /// the page needs to find the cell there.
     pub fn cell_at_offset(&self, i: usize) -> Result<(LeafCell<'a>, usize), NodeError> {
         let (off, len) = cell_span(self.page, &self.h, i)?;
-        // N8: `cell_span` checked `off + len <= page.len()`.
+        // N8: `cell_span` parsed the cell's header (level 0) and checked
+        // that the cell is as long as it says and `off + len <= page.len()`.
         #[allow(clippy::indexing_slicing)]
         let cell = leaf_cell_parts(&self.page[off..off + len])?;
         Ok((cell, off + LEAF_CELL_HEADER))

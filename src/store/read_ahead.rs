@@ -252,6 +252,11 @@ mod tests {
     /// A closed store on `fs` holding one tree of `n` entries of 100-byte
     /// values, and the tree's root (each open starts with an empty pool).
     fn big_tree(fs: &Arc<SimFs>, n: usize) -> PageId {
+        tree_of(fs, n, key)
+    }
+
+    /// [`big_tree`] with the keys `key` gives.
+    fn tree_of(fs: &Arc<SimFs>, n: usize, key: impl Fn(usize) -> Vec<u8>) -> PageId {
         let store = Store::create(fs.clone(), Path::new("/db"), test_options()).unwrap();
         let tree = Tree::create(&store).unwrap();
         for i in 0..n {
@@ -341,42 +346,18 @@ mod tests {
         // few children per inner node, so many parents.
         let long = |i: usize| format!("{}-{i:06}", "k".repeat(200)).into_bytes();
         let n = 4000;
-        let root = {
-            let store = Store::create(fs.clone(), Path::new("/db"), test_options()).unwrap();
-            let tree = Tree::create(&store).unwrap();
-            for i in 0..n {
-                tree.put(&long(i), &[(i % 251) as u8; 100]).unwrap();
-            }
-            let root = tree.root();
-            store.close().unwrap();
-            root
-        };
-        // Parents (nodes just above the leaves) and leaves.
+        let root = tree_of(&fs, n, long);
+        // Three levels: the root is every parent's grandparent, so every
+        // parent's end can be crossed.
         let (parents, leaves) = {
             let store = open(&fs, false);
-            let all = leaves(&store, root);
-            // Three levels: the root is every parent's grandparent, so
-            // every parent's end can be crossed.
-            assert_eq!(node::level(&store.pool().fetch_read(root).unwrap()), 2);
-            let mut parents = 0;
-            let mut level = vec![root];
-            loop {
-                let mut below = Vec::new();
-                for &id in &level {
-                    let p = store.pool().fetch_read(id).unwrap();
-                    if node::level(&p) == 1 {
-                        parents += 1;
-                    }
-                    below
-                        .extend((0..node::nslots(&p)).map(|i| PageId(node::child(&p, i).unwrap())));
-                }
-                if parents > 0 {
-                    break;
-                }
-                level = below;
-            }
+            let root_page = store.pool().fetch_read(root).unwrap();
+            assert_eq!(node::level(&root_page), 2);
+            let parents = node::nslots(&root_page);
+            drop(root_page);
+            let leaves = leaves(&store, root).len() as u64;
             store.close().unwrap();
-            (parents, all.len() as u64)
+            (parents, leaves)
         };
         assert!(parents >= 10, "{parents} parents");
         for dir in [Direction::Forward, Direction::Backward] {
