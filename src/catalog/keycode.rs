@@ -126,6 +126,56 @@ fn encode_value(value: ValueRef<'_>, out: &mut Vec<u8>) {
     }
 }
 
+/// `key` after the encoding of `value`, if `key` starts with it (as
+/// `key.strip_prefix` of [`encode_key_refs`]'s bytes for `value` answers):
+/// how a reader checks that an index entry's key holds a row's values, one
+/// column at a time, without building the row's key. Integers,
+/// timestamps, floats, bools and NULL are compared from a few bytes on
+/// the stack; text and bytes are encoded into `scratch` (cleared first).
+pub(crate) fn strip_encoded<'k>(
+    value: ValueRef<'_>,
+    key: &'k [u8],
+    scratch: &mut Vec<u8>,
+) -> Option<&'k [u8]> {
+    let mut fixed = [TAG_VALUE; 9];
+    let n = match value {
+        ValueRef::Null => {
+            fixed[0] = TAG_NULL;
+            1
+        }
+        ValueRef::Bool(b) => {
+            fixed[1] = u8::from(b);
+            2
+        }
+        ValueRef::Int32(v) => {
+            fixed[1..5].copy_from_slice(&(v.cast_unsigned() ^ SIGN32).to_be_bytes());
+            5
+        }
+        ValueRef::Int64(v) | ValueRef::Timestamp(v) => {
+            fixed[1..9].copy_from_slice(&(v.cast_unsigned() ^ SIGN64).to_be_bytes());
+            9
+        }
+        ValueRef::Float64(f) => {
+            fixed[1..9].copy_from_slice(&float_to_key(f).to_be_bytes());
+            9
+        }
+        ValueRef::Text(_) | ValueRef::Bytes(_) => {
+            scratch.clear();
+            encode_value(value, scratch);
+            return key.strip_prefix(scratch.as_slice());
+        }
+    };
+    debug_assert!(
+        {
+            let mut enc = Vec::new();
+            encode_value(value, &mut enc);
+            fixed.get(..n) == Some(enc.as_slice())
+        },
+        "keycode: strip_encoded's fixed encoding differs from encode_value's"
+    );
+    key.strip_prefix(fixed.get(..n)?)
+}
+
 fn float_to_key(f: f64) -> u64 {
     let bits = if f.is_nan() {
         CANONICAL_NAN
@@ -198,6 +248,19 @@ pub fn key_prefix_len<'t>(
     let mut r = Reader::new(bytes);
     let mut buf = Vec::new();
     for ty in types {
+        // An integer or timestamp with its value tag, whole: every payload
+        // of that width is valid, so it is stepped over (a secondary
+        // key's columns are mostly these). Anything else, and any damage,
+        // is read as `decode_key_prefix` reads it.
+        let width = match ty {
+            ColumnType::Int32 => 4,
+            ColumnType::Int64 | ColumnType::Timestamp => 8,
+            _ => 0,
+        };
+        if width > 0 && r.rest().first() == Some(&TAG_VALUE) && r.rest().len() > width {
+            r.take(1 + width, "key value")?;
+            continue;
+        }
         read_value(&mut r, ty, &mut buf)?;
     }
     Ok(r.pos())
@@ -680,6 +743,35 @@ mod tests {
             }
             check_prefix_len(truncated, &types)?;
             check_prefix_len(&flipped, &types)?;
+        }
+    }
+
+    proptest! {
+        /// `strip_encoded` answers as `strip_prefix` of the value's
+        /// encoding, on keys that start with it and on keys that do not
+        /// (another tuple's, cut short, or garbage).
+        #[test]
+        fn strip_encoded_is_strip_prefix_of_the_encoding(
+            (types, values) in arb_typed_tuple(),
+            (_, others) in arb_typed_tuple(),
+            garbage in proptest::collection::vec(any::<u8>(), 0..12),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let whole = key(&values);
+            let mut scratch = vec![7u8; 3];
+            for (i, v) in values.iter().enumerate() {
+                let at = key_prefix_len(&whole, &types[..i]).unwrap();
+                let tail = &whole[at..];
+                let mut enc = Vec::new();
+                encode_key_refs([v.into()], &mut enc);
+                for k in [tail, &tail[..cut.index(tail.len() + 1)], &key(&others), &garbage[..]] {
+                    prop_assert_eq!(
+                        strip_encoded(v.into(), k, &mut scratch),
+                        k.strip_prefix(enc.as_slice()),
+                        "{:?} in {:02x?}", v, k
+                    );
+                }
+            }
         }
     }
 

@@ -326,6 +326,32 @@ pub(crate) fn sec_key_of_ref(
     sec_key_with(schema, i, out, |k| Ok::<_, Error>(row.get(k)?))
 }
 
+/// Whether `sec`, the secondary part of an entry of index `i`, is the
+/// key of `row` (as `sec_key_of_ref` then `==` answers, without building
+/// the row's key: its columns are compared with `sec` one at a time, and
+/// the first that differs ends the check). `scratch` is for text and
+/// bytes columns.
+pub(crate) fn sec_key_is(
+    schema: &TableSchema,
+    i: usize,
+    row: &RowRef<'_>,
+    sec: &[u8],
+    scratch: &mut Vec<u8>,
+) -> Result<bool> {
+    let Some(ix) = schema.def.indexes.get(i) else {
+        debug_assert!(false, "an index position of the schema");
+        return Ok(false);
+    };
+    let mut rest = sec;
+    for &k in &ix.columns {
+        match keycode::strip_encoded(row.get(k)?, rest, scratch) {
+            Some(r) => rest = r,
+            None => return Ok(false),
+        }
+    }
+    Ok(rest.is_empty())
+}
+
 /// Append the encoded key of index `i` of a row whose column `k` is
 /// `column(k)` to `out`.
 fn sec_key_with<'v, E>(

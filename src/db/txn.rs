@@ -1769,8 +1769,9 @@ pub struct Rows<'db> {
     /// its record's header; `Place::Owned`'s `start` says where the row
     /// starts). Reused from row to row.
     owned: Vec<u8>,
-    /// The secondary key of the row found through an index, rebuilt to be
-    /// checked against its entry's key (reused from row to row).
+    /// Scratch for checking a row found through an index against its
+    /// entry's key (`table::sec_key_is`: text and bytes columns are
+    /// encoded here), reused from row to row.
     key: Vec<u8>,
     place: Place,
 }
@@ -1907,8 +1908,7 @@ impl Rows<'_> {
                 let row_ref = RowRef::new(&schema.def.columns, row)?;
                 // Keep the entry only if the version has its key (else it
                 // is an entry of another version).
-                table::sec_key_of_ref(schema, i, &row_ref, &mut self.key)?;
-                if self.key == sec {
+                if table::sec_key_is(schema, i, &row_ref, sec, &mut self.key)? {
                     self.place = Place::Owned {
                         start,
                         layout: Some(row_ref.layout()),
