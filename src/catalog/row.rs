@@ -22,7 +22,7 @@
 //!
 //! Invariants (besides RF1 of [`crate::catalog`]):
 //! * RF2. The null bitmap has a bit for every column: [`encode_row`] sets
-//!   bits only after [`check_row`] matched one value per column, and
+//!   bits only after [`check_row`](super::check_row) matched one value per column, and
 //!   [`decode_row`] reads bits only for the columns it took the bitmap for,
 //!   so bitmap bytes are indexed directly (a miss would silently drop a
 //!   NULL, or read a value as NULL).
@@ -35,16 +35,26 @@
 //!   fuzz targets try, `fuzz::check_row_ref`); only a row it refuses is
 //!   walked again, for the error.
 
-use super::{CatalogError, Column, ColumnType, Reader, Value, check_row};
+use super::types::check_filled_row;
+use super::{CatalogError, Column, ColumnType, FilledRow, Reader, Value};
 
 /// The format version byte that starts every row this build writes.
 pub const ROW_FORMAT_VERSION: u8 = 1;
 
 /// Encodes one row of `columns`. The values are checked first
-/// ([`check_row`]): one per column, matching types, NULL only where
+/// ([`check_row`](super::check_row)): one per column, matching types, NULL only where
 /// allowed, text and bytes within their limits.
 pub fn encode_row(columns: &[Column], values: &[Value]) -> Result<Vec<u8>, CatalogError> {
-    check_row(columns, values)?;
+    encode_filled_row(columns, FilledRow::new(values))
+}
+
+/// [`encode_row`] for a row with a value filled in (an automatic key):
+/// the same bytes as for the row with that value in place.
+pub(crate) fn encode_filled_row(
+    columns: &[Column],
+    values: FilledRow<'_>,
+) -> Result<Vec<u8>, CatalogError> {
+    check_filled_row(columns, values)?;
     let bitmap_len = columns.len().div_ceil(8);
     let var_len: usize = values
         .iter()
@@ -952,6 +962,44 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// A row with one value filled in checks and encodes exactly as
+        /// the row with that value in place: the same bytes, or the same
+        /// error (a NULL filled into a NOT NULL column, a value of another
+        /// column's type).
+        #[test]
+        fn a_filled_row_is_the_row_with_the_value_in_place(
+            (columns, rows) in arb_schema_and_rows(6, 2..3),
+            at in any::<prop::sample::Index>(),
+            null in any::<bool>(),
+            shift in any::<bool>(),
+        ) {
+            let (a, b) = (&rows[0], &rows[1]);
+            let at = at.index(columns.len());
+            // Usually the other row's value of that column; sometimes a
+            // NULL, or the value of the next column (maybe the wrong type).
+            let value = if null {
+                Value::Null
+            } else if shift {
+                b[(at + 1) % b.len()].clone()
+            } else {
+                b[at].clone()
+            };
+            let filled = FilledRow::with(a, at, &value);
+            let mut whole = a.clone();
+            whole[at] = value.clone();
+            let read: Vec<Value> = filled.iter().cloned().collect();
+            prop_assert!(same_bits(&read, &whole));
+            prop_assert_eq!(filled.len(), whole.len());
+            prop_assert_eq!(
+                encode_filled_row(&columns, filled),
+                encode_row(&columns, &whole)
+            );
+            prop_assert_eq!(
+                encode_filled_row(&columns, FilledRow::new(a)),
+                encode_row(&columns, a)
+            );
+        }
 
         #[test]
         fn utf8_is_std_from_utf8(bytes in proptest::collection::vec(

@@ -245,16 +245,95 @@ pub fn check_value(column: &Column, value: &Value) -> Result<(), CatalogError> {
 /// Checks a whole row: one value per column, each passing
 /// [`check_value`]. Reports the first problem in column order.
 pub fn check_row(columns: &[Column], values: &[Value]) -> Result<(), CatalogError> {
-    if columns.len() != values.len() {
+    check_filled_row(columns, FilledRow::new(values))
+}
+
+/// [`check_row`] for a row with a value filled in.
+pub(crate) fn check_filled_row(columns: &[Column], row: FilledRow<'_>) -> Result<(), CatalogError> {
+    if columns.len() != row.len() {
         return Err(CatalogError::ColumnCount {
             expected: columns.len(),
-            found: values.len(),
+            found: row.len(),
         });
     }
     columns
         .iter()
-        .zip(values)
+        .zip(row.iter())
         .try_for_each(|(column, value)| check_value(column, value))
+}
+
+/// A row's values, one per column, with at most one of them replaced:
+/// what an insert writes when it fills an automatic key into a column
+/// given as NULL, read in place instead of copying the row to change one
+/// value.
+#[derive(Clone, Copy, Debug)]
+pub struct FilledRow<'v> {
+    values: &'v [Value],
+    /// The column replaced and its value.
+    fill: Option<(usize, &'v Value)>,
+}
+
+impl<'v> From<&'v [Value]> for FilledRow<'v> {
+    fn from(values: &'v [Value]) -> FilledRow<'v> {
+        FilledRow::new(values)
+    }
+}
+
+impl<'v> From<&'v Vec<Value>> for FilledRow<'v> {
+    fn from(values: &'v Vec<Value>) -> FilledRow<'v> {
+        FilledRow::new(values)
+    }
+}
+
+impl<'v, const N: usize> From<&'v [Value; N]> for FilledRow<'v> {
+    fn from(values: &'v [Value; N]) -> FilledRow<'v> {
+        FilledRow::new(values)
+    }
+}
+
+impl<'v> FilledRow<'v> {
+    /// `values` as they are.
+    pub fn new(values: &'v [Value]) -> FilledRow<'v> {
+        FilledRow { values, fill: None }
+    }
+
+    /// `values` with column `at` (one of them) read as `value`.
+    pub fn with(values: &'v [Value], at: usize, value: &'v Value) -> FilledRow<'v> {
+        debug_assert!(
+            at < values.len(),
+            "FilledRow: column {at} of {}",
+            values.len()
+        );
+        FilledRow {
+            values,
+            fill: Some((at, value)),
+        }
+    }
+
+    /// Values in the row (columns, for a row that passed [`check_row`]).
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Whether the row has no values.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// The value of column `k`, `None` past the last.
+    #[inline]
+    pub fn get(&self, k: usize) -> Option<&'v Value> {
+        match self.fill {
+            Some((at, v)) if at == k => Some(v),
+            _ => self.values.get(k),
+        }
+    }
+
+    /// The values in column order.
+    pub fn iter(&self) -> impl Iterator<Item = &'v Value> + use<'v> {
+        let row = *self;
+        (0..row.len()).filter_map(move |k| row.get(k))
+    }
 }
 
 #[cfg(test)]

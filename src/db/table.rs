@@ -46,7 +46,7 @@ use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
 use crate::btree::{Direction, Tree};
 use crate::catalog::schema::TableSchema;
-use crate::catalog::{ColumnType, Value, decode_key, decode_row, keycode};
+use crate::catalog::{ColumnType, FilledRow, Value, decode_key, decode_row, keycode};
 use crate::catalog::{RowRef, ValueRef};
 use crate::page::PageId;
 use crate::store::Store;
@@ -272,7 +272,8 @@ pub(crate) fn secondary<'s>(store: &'s Store, schema: &TableSchema, i: usize) ->
 
 /// Encoded primary key of a row (not for hidden keys). `values` has one
 /// value per column (checked at insert, produced so by `decode`).
-pub(crate) fn pk_of(schema: &TableSchema, values: &[Value]) -> Vec<u8> {
+pub(crate) fn pk_of<'v>(schema: &TableSchema, values: impl Into<FilledRow<'v>>) -> Vec<u8> {
+    let values = values.into();
     debug_assert_eq!(
         values.len(),
         schema.def.columns.len(),
@@ -284,20 +285,25 @@ pub(crate) fn pk_of(schema: &TableSchema, values: &[Value]) -> Vec<u8> {
             .def
             .primary_key
             .iter()
-            .map(|&k| column_ref(values, k)),
+            .map(|&k| column_ref(&values, k)),
         &mut out,
     );
     out
 }
 
 /// Column `k` of a row of one value per column, borrowed.
-fn column_ref(values: &[Value], k: usize) -> ValueRef<'_> {
+fn column_ref<'v>(values: &FilledRow<'v>, k: usize) -> ValueRef<'v> {
     values.get(k).map_or(ValueRef::Null, ValueRef::from)
 }
 
 /// Encoded key of secondary index `i` (a position in the schema's
 /// indexes) for a row of one value per column.
-pub(crate) fn sec_key_of(schema: &TableSchema, i: usize, values: &[Value]) -> Vec<u8> {
+pub(crate) fn sec_key_of<'v>(
+    schema: &TableSchema,
+    i: usize,
+    values: impl Into<FilledRow<'v>>,
+) -> Vec<u8> {
+    let values = values.into();
     debug_assert_eq!(
         values.len(),
         schema.def.columns.len(),
@@ -305,7 +311,7 @@ pub(crate) fn sec_key_of(schema: &TableSchema, i: usize, values: &[Value]) -> Ve
     );
     let mut out = Vec::with_capacity(32);
     let key = sec_key_with(schema, i, &mut out, |k| {
-        Ok::<_, std::convert::Infallible>(column_ref(values, k))
+        Ok::<_, std::convert::Infallible>(column_ref(&values, k))
     });
     match key {
         Ok(()) => out,
@@ -382,7 +388,12 @@ fn sec_key_with<'v, E>(
 }
 
 /// Whether a secondary key has a NULL column (not checked for uniqueness).
-pub(crate) fn sec_key_has_null(schema: &TableSchema, i: usize, values: &[Value]) -> bool {
+pub(crate) fn sec_key_has_null<'v>(
+    schema: &TableSchema,
+    i: usize,
+    values: impl Into<FilledRow<'v>>,
+) -> bool {
+    let values = values.into();
     schema.def.indexes.get(i).is_some_and(|ix| {
         ix.columns
             .iter()

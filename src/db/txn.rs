@@ -26,8 +26,9 @@ use std::sync::Arc;
 
 use crate::btree::{Cursor, Direction};
 use crate::catalog::row::RowLayout;
+use crate::catalog::row::encode_filled_row;
 use crate::catalog::schema::TableSchema;
-use crate::catalog::{RowRef, Value, encode_key, encode_row, keycode};
+use crate::catalog::{FilledRow, RowRef, Value, encode_key, encode_row, keycode};
 use crate::log::Durability;
 use crate::txn::lock::KeyBytes;
 use crate::txn::undo::REC_HEADER;
@@ -390,11 +391,12 @@ pub type KeyBound<'a> = Bound<&'a [Value]>;
 /// (undo U9). The old version is read in place: only its index columns
 /// are decoded.
 type ChangedKeys = (Vec<(usize, Vec<u8>)>, Vec<Vec<u8>>);
-fn changed_keys(
+fn changed_keys<'v>(
     schema: &TableSchema,
     old: Option<&RowRef<'_>>,
-    values: &[Value],
+    values: impl Into<FilledRow<'v>>,
 ) -> Result<ChangedKeys> {
+    let values = values.into();
     let mut new_keys = Vec::new();
     let mut old_keys = Vec::new();
     let mut was = Vec::new();
@@ -927,13 +929,14 @@ impl<'a> Ctx<'a> {
 
     /// Fail with [`Error::DuplicateKey`] if another live row has `values`'
     /// key in unique index `i`.
-    fn check_unique(
+    fn check_unique<'v>(
         &mut self,
         schema: &TableSchema,
         i: usize,
-        values: &[Value],
+        values: impl Into<FilledRow<'v>>,
         pk: &[u8],
     ) -> Result<()> {
+        let values = values.into();
         if table::sec_key_has_null(schema, i, values) {
             return Ok(());
         }
@@ -991,8 +994,9 @@ impl<'a> Ctx<'a> {
         t.state.check_live(&guard)?;
         let schema: &TableSchema = &guard;
         let store = &self.db.store;
-        // Copied only to fill in an automatic key.
-        let mut values = Cow::Borrowed(values);
+        // An automatic key drawn for a NULL is read in its column's place
+        // (`FilledRow`): the row is not copied to change one value.
+        let drawn_key: Value;
         if values.len() != schema.def.columns.len() {
             return Err(Error::InvalidArgument {
                 what: "row",
@@ -1004,29 +1008,26 @@ impl<'a> Ctx<'a> {
                 ),
             });
         }
-        let (pk_vals, pk, drawn) = match table::TableState::auto_key_column(schema) {
+        let (pk_vals, pk, drawn, values) = match table::TableState::auto_key_column(schema) {
             Some(None) => {
                 let v = vec![Value::Int64(t.state.next_auto(store, schema)?)];
                 let pk = encode(&v);
-                (v, pk, true)
+                (v, pk, true, FilledRow::new(values))
             }
             Some(Some(col)) => {
-                let drawn = match values.get(col) {
+                let (filled, drawn) = match values.get(col) {
                     Some(Value::Null) => {
-                        let id = t.state.next_auto(store, schema)?;
-                        if let Some(slot) = values.to_mut().get_mut(col) {
-                            *slot = Value::Int64(id);
-                        }
-                        true
+                        drawn_key = Value::Int64(t.state.next_auto(store, schema)?);
+                        (FilledRow::with(values, col, &drawn_key), true)
                     }
                     Some(Value::Int64(v)) => {
                         t.state.saw_key(store, schema, *v)?;
-                        false
+                        (FilledRow::new(values), false)
                     }
-                    _ => false,
+                    _ => (FilledRow::new(values), false),
                 };
-                let v: Vec<Value> = values.get(col).cloned().into_iter().collect();
-                (v, table::pk_of(schema, &values), drawn)
+                let v: Vec<Value> = filled.get(col).cloned().into_iter().collect();
+                (v, table::pk_of(schema, filled), drawn, filled)
             }
             None => {
                 let v = schema
@@ -1035,11 +1036,16 @@ impl<'a> Ctx<'a> {
                     .iter()
                     .filter_map(|&k| values.get(k).cloned())
                     .collect();
-                (v, table::pk_of(schema, &values), false)
+                (
+                    v,
+                    table::pk_of(schema, values),
+                    false,
+                    FilledRow::new(values),
+                )
             }
         };
-        // `encode_row` checks the values first (`check_row`).
-        let row = encode_row(&schema.def.columns, &values)?;
+        // `encode_filled_row` checks the values first (`check_row`).
+        let row = encode_filled_row(&schema.def.columns, values)?;
         self.lock(table::row_lock(schema.id, &pk), LockMode::Exclusive)?;
         // A fresh automatic key has no record if, with its row lock held,
         // the table has still stored no explicit key (TB3): no lookup.
@@ -1083,14 +1089,14 @@ impl<'a> Ctx<'a> {
         // The entries the new version needs: every index's, except where
         // the delete-marked version's entry has the same key (still there).
         let n = schema.def.indexes.len();
-        let (new_keys, old_keys) = changed_keys(schema, old_row.as_ref(), &values)?;
+        let (new_keys, old_keys) = changed_keys(schema, old_row.as_ref(), values)?;
         let old_len = cur.as_ref().map(|(_, r)| REC_HEADER + r.len());
         self.check_fits(schema, &pk, &new_keys, Some(row.len()), old_len)?;
         // An index being built checks uniqueness when it is finished
         // (catalog C6, `online_index` OI4).
         for (i, ix) in schema.def.indexes.iter().enumerate() {
             if ix.unique && schema.index_is_ready(i) {
-                self.check_unique(schema, i, &values, &pk)?;
+                self.check_unique(schema, i, values, &pk)?;
             }
         }
         let (kind, changed) = match &old_row {
