@@ -331,8 +331,14 @@ impl<'v> FilledRow<'v> {
 
     /// The values in column order.
     pub fn iter(&self) -> impl Iterator<Item = &'v Value> + use<'v> {
-        let row = *self;
-        (0..row.len()).filter_map(move |k| row.get(k))
+        let fill = self.fill;
+        self.values
+            .iter()
+            .enumerate()
+            .map(move |(k, v)| match fill {
+                Some((at, f)) if at == k => f,
+                _ => v,
+            })
     }
 }
 
