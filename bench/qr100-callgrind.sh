@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Instructions per read under callgrind, for each build given: the figures
-# bench/results/oltp.md and insert.md quote for issue 15 item 4.
+# Instructions per read (or per insert) under callgrind, for each build
+# given: the figures bench/results/oltp.md and insert.md quote for issue 15
+# items 3 and 4.
 #   bash bench/qr100-callgrind.sh NAME=BINARY [NAME=BINARY ...]
 # KIND=qr (default): per qr100 query (Quill's 10-row secondary-index reads,
 #   the bench's QuillOps::index_range and what it calls); 100k-row table,
 #   l.i0, l.x, then qr100 for 3 s.
 # KIND=ro: per sysbench read-only transaction (10 point selects and 4
 #   100-row range reads, QuillOps' Ops methods); one 20k-row table, 3 s.
+# KIND=li0: per l.i0 insert (QuillOps::insert and what it calls: the
+#   engine's part of a row, not the harness building it nor the commit
+#   every 100 rows); 100k rows, big transactions, 1 client.
 # DIR (default /tmp/read-cg) scratch. Collection is switched on while a
 # read runs; each thread's instructions go to a file of their own
 # (--separate-threads), and only the busiest thread's, the client's, are
@@ -34,11 +38,17 @@ for nb in "$@"; do
         --dir "$DIR/db" --engines quill --tables 1 --table-size 20000 --threads 1 \
         --shapes read-only --seconds 3 --warmup 0 --json "$DIR/run.json" > /dev/null 2>&1
       what="read-only transaction" ;;
-    *) echo "KIND is qr or ro, not $KIND" >&2; exit 2 ;;
+    li0)
+      valgrind --tool=callgrind --callgrind-out-file="$DIR/cg" --separate-threads=yes \
+        --toggle-collect='*QuillOps*as*Ops>::insert*' "$bin" bench insert --dir "$DIR/db" \
+        --engines quill --clients 1 --total-rows 100000 --txn-sizes big --steps l.i0 \
+        --seconds 3 --warmup 0 --json "$DIR/run.json" > /dev/null 2>&1
+      what="l.i0 insert" ;;
+    *) echo "KIND is qr, ro or li0, not $KIND" >&2; exit 2 ;;
   esac
   # The reads are counted by callgrind itself, as calls into the collected
-  # functions (qr: index_range; ro: pk_range, four per transaction), not
-  # from the run's JSON: under valgrind the client's last reads fall after
+  # functions (qr: index_range; ro: pk_range, four per transaction; li0:
+  # insert), not from the run's JSON: under valgrind the client's last reads fall after
   # the measured window, and counting from the window's figures moved the
   # result by up to 30% from run to run of one build (until 2026-11-29).
   # (annotate to a file first: grep -m1 stopping early would kill the
@@ -46,6 +56,7 @@ for nb in "$@"; do
   case "$KIND" in
     qr) callee='Ops>::index_range'; per=1 ;;
     ro) callee='Ops>::pk_range'; per=4 ;;
+    li0) callee='Ops>::insert'; per=1 ;;
   esac
   total=0; calls=0
   for f in "$DIR"/cg-*; do

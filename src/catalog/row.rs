@@ -45,14 +45,17 @@ pub const ROW_FORMAT_VERSION: u8 = 1;
 /// ([`check_row`](super::check_row)): one per column, matching types, NULL only where
 /// allowed, text and bytes within their limits.
 pub fn encode_row(columns: &[Column], values: &[Value]) -> Result<Vec<u8>, CatalogError> {
-    encode_filled_row(columns, FilledRow::new(values))
+    encode_filled_row(columns, FilledRow::new(values), 0)
 }
 
 /// [`encode_row`] for a row with a value filled in (an automatic key):
-/// the same bytes as for the row with that value in place.
+/// the same bytes as for the row with that value in place, after `room`
+/// zero bytes (where a caller writes a header in front of the row, in the
+/// same buffer).
 pub(crate) fn encode_filled_row(
     columns: &[Column],
     values: FilledRow<'_>,
+    room: usize,
 ) -> Result<Vec<u8>, CatalogError> {
     check_filled_row(columns, values)?;
     let bitmap_len = columns.len().div_ceil(8);
@@ -64,17 +67,23 @@ pub(crate) fn encode_filled_row(
             _ => 8,
         })
         .fold(0, usize::saturating_add);
-    let mut out = Vec::with_capacity(bitmap_len.saturating_add(1).saturating_add(var_len));
+    let mut out = Vec::with_capacity(
+        room.saturating_add(bitmap_len)
+            .saturating_add(1)
+            .saturating_add(var_len),
+    );
+    out.resize(room, 0);
     out.push(ROW_FORMAT_VERSION);
-    out.resize(bitmap_len.saturating_add(1), 0);
+    out.resize(room.saturating_add(bitmap_len).saturating_add(1), 0);
     for (i, value) in values.iter().enumerate() {
         match value {
             Value::Null => {
                 // RF2: `i < columns.len()` (check_row) and the bitmap's
-                // `div_ceil(columns.len(), 8)` bytes follow the version.
+                // `div_ceil(columns.len(), 8)` bytes follow the room and
+                // the version.
                 #[allow(clippy::indexing_slicing)]
                 {
-                    out[1 + i / 8] |= 1 << (i % 8);
+                    out[room + 1 + i / 8] |= 1 << (i % 8);
                 }
             }
             Value::Bool(b) => out.push(u8::from(*b)),
@@ -86,7 +95,8 @@ pub(crate) fn encode_filled_row(
         }
     }
     debug_assert!(
-        decode_row(columns, &out).is_ok(),
+        out.get(room..)
+            .is_some_and(|row| decode_row(columns, row).is_ok()),
         "catalog RF1: decode_row rejects what encode_row wrote"
     );
     Ok(out)
@@ -992,13 +1002,17 @@ mod tests {
             prop_assert!(same_bits(&read, &whole));
             prop_assert_eq!(filled.len(), whole.len());
             prop_assert_eq!(
-                encode_filled_row(&columns, filled),
+                encode_filled_row(&columns, filled, 0),
                 encode_row(&columns, &whole)
             );
-            prop_assert_eq!(
-                encode_filled_row(&columns, FilledRow::new(a)),
-                encode_row(&columns, a)
-            );
+            // With room in front: the same row after it.
+            let roomy = encode_filled_row(&columns, FilledRow::new(a), 3);
+            let row = encode_row(&columns, a);
+            prop_assert_eq!(roomy.is_ok(), row.is_ok());
+            if let (Ok(roomy), Ok(row)) = (roomy, row) {
+                prop_assert_eq!(&roomy[..3], &[0u8; 3][..]);
+                prop_assert_eq!(&roomy[3..], row.as_slice());
+            }
         }
 
         #[test]

@@ -28,7 +28,7 @@ use crate::btree::{Cursor, Direction};
 use crate::catalog::row::RowLayout;
 use crate::catalog::row::encode_filled_row;
 use crate::catalog::schema::TableSchema;
-use crate::catalog::{FilledRow, RowRef, Value, encode_key, encode_row, keycode};
+use crate::catalog::{FilledRow, RowRef, Value, encode_key, keycode};
 use crate::log::Durability;
 use crate::txn::lock::KeyBytes;
 use crate::txn::undo::REC_HEADER;
@@ -365,9 +365,15 @@ impl Txn<'_> {
             }
             None => Vec::new(),
         };
-        self.0
-            .ctx()
-            .write_version(schema, pk, kind, cur, changed, keys, row)
+        self.0.ctx().write_version(
+            schema,
+            pk,
+            kind,
+            cur,
+            changed,
+            keys,
+            &mut Record::of_row(row),
+        )
     }
 
     /// Write the commit mark and nothing else: what a crash between a
@@ -376,6 +382,41 @@ impl Txn<'_> {
     pub(crate) fn mark_only(&mut self) -> Result<crate::Lsn> {
         let ctx = self.0.ctx();
         ctx.db.undo.mark_committed(&ctx.db.store, ctx.id)
+    }
+}
+
+/// A clustered record being written: room for its [`RecHeader`] (the
+/// first `REC_HEADER` bytes), then the row. The row is encoded after the
+/// room and the header written over it once the version's undo is known,
+/// so a record is built in one buffer, not copied behind its header.
+struct Record(Vec<u8>);
+
+impl Record {
+    /// A record of a copy of `row` (a row not encoded for it).
+    fn of_row(row: &[u8]) -> Record {
+        let mut buf = Vec::with_capacity(REC_HEADER + row.len());
+        buf.resize(REC_HEADER, 0);
+        buf.extend_from_slice(row);
+        Record(buf)
+    }
+
+    /// The row.
+    fn row(&self) -> &[u8] {
+        debug_assert!(
+            self.0.len() >= REC_HEADER,
+            "a record has room for its header"
+        );
+        self.0.get(REC_HEADER..).unwrap_or_default()
+    }
+
+    /// The record value with `hdr` in front of the row.
+    fn with_header(&mut self, hdr: RecHeader) -> &[u8] {
+        hdr.write_to(&mut self.0);
+        debug_assert!(
+            RecHeader::decode(&self.0).is_ok_and(|(h, _)| h == hdr),
+            "a record's header reads back as written"
+        );
+        &self.0
     }
 }
 
@@ -747,7 +788,7 @@ impl<'a> Ctx<'a> {
     /// Write the change's undo record (logged first, UL1: `kind`, the
     /// replaced version `cur`, the `changed` index mask and `old_keys`,
     /// the replaced keys of those indexes in index order, undo U9), then
-    /// the new clustered version `row` naming it (delete-marked for a
+    /// the new clustered version in `version` naming it (delete-marked for a
     /// delete).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn write_version(
@@ -758,7 +799,7 @@ impl<'a> Ctx<'a> {
         cur: Option<&Rec>,
         changed: u64,
         old_keys: Vec<Vec<u8>>,
-        row: &[u8],
+        version: &mut Record,
     ) -> Result<()> {
         let seq = self.seq + 1;
         let (prev_trx, prev_roll) = cur.map_or((0, RollPtr::NONE), |(h, _)| (h.trx, h.roll));
@@ -770,7 +811,7 @@ impl<'a> Ctx<'a> {
             prev_trx,
             prev_roll,
             key: pk.to_vec(),
-            old: cur.map(|(h, r)| OldVersion::for_change(h, r, row, old_keys)),
+            old: cur.map(|(h, r)| OldVersion::for_change(h, r, version.row(), old_keys)),
             changed,
         };
         let roll = match self.append_undo(&rec)? {
@@ -790,25 +831,26 @@ impl<'a> Ctx<'a> {
             }
         };
         self.seq = seq;
-        self.put_version(schema, pk, roll, kind == UndoKind::DeleteMark, row)
+        self.put_version(schema, pk, roll, kind == UndoKind::DeleteMark, version)
     }
 
-    /// Put the clustered version `row` of `pk` written by this
-    /// transaction, naming its undo by `roll`.
+    /// Put the clustered version in `rec` of `pk` written by this
+    /// transaction, naming its undo by `roll` (its header is written in
+    /// front of the row, in the same buffer).
     fn put_version(
         &self,
         schema: &TableSchema,
         pk: &[u8],
         roll: RollPtr,
         deleted: bool,
-        row: &[u8],
+        rec: &mut Record,
     ) -> Result<()> {
         let hdr = RecHeader {
             trx: self.id,
             roll,
             deleted,
         };
-        table::clustered(&self.db.store, schema).put(pk, &hdr.encode(row))?;
+        table::clustered(&self.db.store, schema).put(pk, rec.with_header(hdr))?;
         Ok(())
     }
 
@@ -818,7 +860,12 @@ impl<'a> Ctx<'a> {
     /// joins it without writing undo at all. `false` if the row cannot go
     /// into a run (no insert undo segment for this transaction): the
     /// caller writes it as any insert.
-    fn write_insert_in_run(&mut self, schema: &TableSchema, pk: &[u8], row: &[u8]) -> Result<bool> {
+    fn write_insert_in_run(
+        &mut self,
+        schema: &TableSchema,
+        pk: &[u8],
+        rec: &mut Record,
+    ) -> Result<bool> {
         let seq = self.seq + 1;
         let joins = self
             .runs
@@ -854,7 +901,7 @@ impl<'a> Ctx<'a> {
             });
         }
         self.seq = seq;
-        self.put_version(schema, pk, RollPtr::insert(seq), false, row)?;
+        self.put_version(schema, pk, RollPtr::insert(seq), false, rec)?;
         Ok(true)
     }
 
@@ -1045,7 +1092,7 @@ impl<'a> Ctx<'a> {
             }
         };
         // `encode_filled_row` checks the values first (`check_row`).
-        let row = encode_filled_row(&schema.def.columns, values)?;
+        let mut rec = Record(encode_filled_row(&schema.def.columns, values, REC_HEADER)?);
         self.lock(table::row_lock(schema.id, &pk), LockMode::Exclusive)?;
         // A fresh automatic key has no record if, with its row lock held,
         // the table has still stored no explicit key (TB3): no lookup.
@@ -1091,7 +1138,7 @@ impl<'a> Ctx<'a> {
         let n = schema.def.indexes.len();
         let (new_keys, old_keys) = changed_keys(schema, old_row.as_ref(), values)?;
         let old_len = cur.as_ref().map(|(_, r)| REC_HEADER + r.len());
-        self.check_fits(schema, &pk, &new_keys, Some(row.len()), old_len)?;
+        self.check_fits(schema, &pk, &new_keys, Some(rec.row().len()), old_len)?;
         // An index being built checks uniqueness when it is finished
         // (catalog C6, `online_index` OI4).
         for (i, ix) in schema.def.indexes.iter().enumerate() {
@@ -1111,9 +1158,9 @@ impl<'a> Ctx<'a> {
         let in_run = kind == UndoKind::Insert
             && drawn
             && cur.is_none()
-            && self.write_insert_in_run(schema, &pk, &row)?;
+            && self.write_insert_in_run(schema, &pk, &mut rec)?;
         if !in_run {
-            self.write_version(schema, &pk, kind, cur.as_ref(), changed, old_keys, &row)?;
+            self.write_version(schema, &pk, kind, cur.as_ref(), changed, old_keys, &mut rec)?;
         }
         for (i, k) in &new_keys {
             if let Some(tree) = table::secondary(store, schema, *i) {
@@ -1217,11 +1264,15 @@ impl<'a> Ctx<'a> {
                 *slot = v.clone();
             }
         }
-        // `encode_row` checks the values first (`check_row`).
-        let row = encode_row(&schema.def.columns, &values)?;
+        // `encode_filled_row` checks the values first (`check_row`).
+        let mut rec = Record(encode_filled_row(
+            &schema.def.columns,
+            FilledRow::new(&values),
+            REC_HEADER,
+        )?);
         let (changed, old_keys) = changed_keys(schema, Some(&old_row), &values)?;
         let old_len = Some(REC_HEADER + cur.1.len());
-        self.check_fits(schema, &pk, &changed, Some(row.len()), old_len)?;
+        self.check_fits(schema, &pk, &changed, Some(rec.row().len()), old_len)?;
         for (i, _) in &changed {
             if schema.def.indexes.get(*i).is_some_and(|x| x.unique) && schema.index_is_ready(*i) {
                 self.check_unique(schema, *i, &values, &pk)?;
@@ -1236,7 +1287,7 @@ impl<'a> Ctx<'a> {
             Some(&cur),
             mask,
             old_keys,
-            &row,
+            &mut rec,
         )?;
         for (i, k) in changed {
             if let Some(tree) = table::secondary(store, schema, i) {
@@ -1274,7 +1325,7 @@ impl<'a> Ctx<'a> {
             Some(&cur),
             mask,
             Vec::new(),
-            &cur.1,
+            &mut Record::of_row(&cur.1),
         )?;
         Ok(true)
     }
