@@ -53,7 +53,8 @@ pub mod types;
 
 pub use keycode::{decode_key, encode_key, encode_key_refs};
 pub use row::{RowRef, ValueRef, decode_row, encode_row};
-pub use types::{CatalogError, Column, ColumnType, FilledRow, Value, check_row, check_value};
+pub(crate) use types::FilledRow;
+pub use types::{CatalogError, Column, ColumnType, Value, check_row, check_value};
 
 /// A bounds-checked cursor over encoded bytes, shared by the decoders so
 /// that no decoder indexes a slice directly.

@@ -267,7 +267,7 @@ pub(crate) fn check_filled_row(columns: &[Column], row: FilledRow<'_>) -> Result
 /// given as NULL, read in place instead of copying the row to change one
 /// value.
 #[derive(Clone, Copy, Debug)]
-pub struct FilledRow<'v> {
+pub(crate) struct FilledRow<'v> {
     values: &'v [Value],
     /// The column replaced and its value.
     fill: Option<(usize, &'v Value)>,
@@ -293,12 +293,12 @@ impl<'v, const N: usize> From<&'v [Value; N]> for FilledRow<'v> {
 
 impl<'v> FilledRow<'v> {
     /// `values` as they are.
-    pub fn new(values: &'v [Value]) -> FilledRow<'v> {
+    pub(crate) fn new(values: &'v [Value]) -> FilledRow<'v> {
         FilledRow { values, fill: None }
     }
 
     /// `values` with column `at` (one of them) read as `value`.
-    pub fn with(values: &'v [Value], at: usize, value: &'v Value) -> FilledRow<'v> {
+    pub(crate) fn with(values: &'v [Value], at: usize, value: &'v Value) -> FilledRow<'v> {
         debug_assert!(
             at < values.len(),
             "FilledRow: column {at} of {}",
@@ -311,18 +311,13 @@ impl<'v> FilledRow<'v> {
     }
 
     /// Values in the row (columns, for a row that passed [`check_row`]).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.values.len()
-    }
-
-    /// Whether the row has no values.
-    pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
     }
 
     /// The value of column `k`, `None` past the last.
     #[inline]
-    pub fn get(&self, k: usize) -> Option<&'v Value> {
+    pub(crate) fn get(&self, k: usize) -> Option<&'v Value> {
         match self.fill {
             Some((at, v)) if at == k => Some(v),
             _ => self.values.get(k),
@@ -330,7 +325,7 @@ impl<'v> FilledRow<'v> {
     }
 
     /// The values in column order.
-    pub fn iter(&self) -> impl Iterator<Item = &'v Value> + use<'v> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &'v Value> + use<'v> {
         let fill = self.fill;
         self.values
             .iter()

@@ -336,7 +336,9 @@ pub(crate) fn sec_key_of_ref(
 /// key of `row` (as `sec_key_of_ref` then `==` answers, without building
 /// the row's key: its columns are compared with `sec` one at a time, and
 /// the first that differs ends the check). `scratch` is for text and
-/// bytes columns.
+/// bytes columns. A damaged column after the first that differs is not
+/// read, so it is no error here: the row is skipped for this entry
+/// anyway, and `Db::check` reports the damage.
 pub(crate) fn sec_key_is(
     schema: &TableSchema,
     i: usize,

@@ -392,6 +392,12 @@ impl Txn<'_> {
 struct Record(Vec<u8>);
 
 impl Record {
+    /// A record of the row `values` of `columns`, checked and encoded
+    /// after room for the header ([`encode_filled_row`]).
+    fn encode(columns: &[crate::catalog::Column], values: FilledRow<'_>) -> Result<Record> {
+        Ok(Record(encode_filled_row(columns, values, REC_HEADER)?))
+    }
+
     /// A record of a copy of `row` (a row not encoded for it).
     fn of_row(row: &[u8]) -> Record {
         let mut buf = Vec::with_capacity(REC_HEADER + row.len());
@@ -878,7 +884,7 @@ impl<'a> Ctx<'a> {
                 r.last_key.extend_from_slice(pk);
             }
         } else {
-            let rec = UndoRecord {
+            let undo = UndoRecord {
                 kind: UndoKind::InsertRun,
                 undo_no: seq,
                 table: schema.id,
@@ -889,15 +895,15 @@ impl<'a> Ctx<'a> {
                 old: None,
                 changed: UndoRecord::changed_mask(schema.def.indexes.len(), []),
             };
-            if self.append_undo(&rec)?.is_none() {
+            if self.append_undo(&undo)?.is_none() {
                 return Ok(false);
             }
             self.runs.push(RunSpan {
                 table: schema.id,
                 first: seq,
                 last: seq,
-                last_key: rec.key.clone(),
-                key: rec.key,
+                last_key: undo.key.clone(),
+                key: undo.key,
             });
         }
         self.seq = seq;
@@ -1091,8 +1097,8 @@ impl<'a> Ctx<'a> {
                 )
             }
         };
-        // `encode_filled_row` checks the values first (`check_row`).
-        let mut rec = Record(encode_filled_row(&schema.def.columns, values, REC_HEADER)?);
+        // `Record::encode` checks the values first (`check_filled_row`).
+        let mut rec = Record::encode(&schema.def.columns, values)?;
         self.lock(table::row_lock(schema.id, &pk), LockMode::Exclusive)?;
         // A fresh automatic key has no record if, with its row lock held,
         // the table has still stored no explicit key (TB3): no lookup.
@@ -1264,12 +1270,8 @@ impl<'a> Ctx<'a> {
                 *slot = v.clone();
             }
         }
-        // `encode_filled_row` checks the values first (`check_row`).
-        let mut rec = Record(encode_filled_row(
-            &schema.def.columns,
-            FilledRow::new(&values),
-            REC_HEADER,
-        )?);
+        // `Record::encode` checks the values first (`check_filled_row`).
+        let mut rec = Record::encode(&schema.def.columns, FilledRow::new(&values))?;
         let (changed, old_keys) = changed_keys(schema, Some(&old_row), &values)?;
         let old_len = Some(REC_HEADER + cur.1.len());
         self.check_fits(schema, &pk, &changed, Some(rec.row().len()), old_len)?;

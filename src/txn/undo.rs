@@ -127,6 +127,8 @@ const OLD_DELTA: u8 = 1;
 const VARINT_MAX: usize = crate::varint::MAX_LEN;
 /// Bytes of the clustered record header.
 pub const REC_HEADER: usize = 18;
+// `RecHeader::write_to` lays out version, flags and two u64s.
+const _: () = assert!(REC_HEADER == 1 + 1 + 8 + 8);
 
 /// Where an undo record lives: its sequence number within the
 /// transaction that wrote the version (the record header's `trx`), so the

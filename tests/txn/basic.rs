@@ -365,6 +365,110 @@ fn hidden_row_ids_and_automatic_keys() {
     tx.commit().unwrap();
 }
 
+/// An automatic key drawn for a NULL is the key everywhere the row goes:
+/// the returned key, the row, the primary key, and secondary and unique
+/// index keys that include the key column (the insert reads the drawn key
+/// in the column's place instead of copying the row). A second insert of
+/// the same unique key with another drawn id is a duplicate.
+#[test]
+fn a_drawn_key_is_in_every_index_that_has_its_column() {
+    let fs = SimFs::new(5);
+    let db = open(&fs, opts(200));
+    let def = TableDef {
+        name: "orders".into(),
+        columns: vec![
+            Column::new("id", ColumnType::Int64, false),
+            Column::new("qty", ColumnType::Int32, false),
+            Column::new("note", ColumnType::Text { max_len: 20 }, true),
+        ],
+        primary_key: vec![0],
+        indexes: vec![
+            IndexDef {
+                name: "by_qty_id".into(),
+                columns: vec![1, 0],
+                unique: true,
+            },
+            IndexDef {
+                name: "by_id".into(),
+                columns: vec![0],
+                unique: true,
+            },
+            IndexDef {
+                name: "by_note".into(),
+                columns: vec![2],
+                unique: false,
+            },
+        ],
+    };
+    let t = db.create_table(def).unwrap();
+    let mut tx = db.begin().unwrap();
+    let mut keys = Vec::new();
+    for (qty, note) in [(5, "b"), (3, "a"), (5, "c")] {
+        let k = tx
+            .insert(
+                &t,
+                &[Value::Null, Value::Int32(qty), Value::Text(note.into())],
+            )
+            .unwrap();
+        keys.push(int(&k[0]));
+    }
+    tx.commit().unwrap();
+    assert_eq!(keys, vec![1, 2, 3]);
+    let row = |id: i64, qty: i32, note: &str| {
+        vec![
+            Value::Int64(id),
+            Value::Int32(qty),
+            Value::Text(note.into()),
+        ]
+    };
+    let mut tx = db.begin().unwrap();
+    let scan = |tx: &mut quill::Txn<'_>, name: &str| -> Rows {
+        tx.index_scan(&t, name, Unbounded, Unbounded, Direction::Forward)
+            .unwrap()
+            .collect::<quill::Result<_>>()
+            .unwrap()
+    };
+    assert_eq!(
+        scan(&mut tx, "by_qty_id"),
+        vec![row(2, 3, "a"), row(1, 5, "b"), row(3, 5, "c")]
+    );
+    assert_eq!(
+        scan(&mut tx, "by_id"),
+        vec![row(1, 5, "b"), row(2, 3, "a"), row(3, 5, "c")]
+    );
+    assert_eq!(
+        scan(&mut tx, "by_note"),
+        vec![row(2, 3, "a"), row(1, 5, "b"), row(3, 5, "c")]
+    );
+    // Point reads through each unique index by a key holding the id.
+    let by = |tx: &mut quill::Txn<'_>, name: &str, key: &[Value]| -> Rows {
+        tx.index_scan(&t, name, Included(key), Included(key), Direction::Forward)
+            .unwrap()
+            .collect::<quill::Result<_>>()
+            .unwrap()
+    };
+    assert_eq!(
+        by(&mut tx, "by_qty_id", &[Value::Int32(5), Value::Int64(3)]),
+        vec![row(3, 5, "c")]
+    );
+    assert_eq!(
+        by(&mut tx, "by_id", &[Value::Int64(2)]),
+        vec![row(2, 3, "a")]
+    );
+    assert_eq!(
+        tx.get(&t, &[Value::Int64(3)]).unwrap(),
+        Some(row(3, 5, "c"))
+    );
+    // An explicit key equal to a drawn one is a duplicate of it.
+    assert!(matches!(
+        tx.insert(&t, &row(2, 9, "z")),
+        Err(Error::DuplicateKey { .. })
+    ));
+    tx.commit().unwrap();
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+}
+
 /// Automatic keys skip the duplicate-key lookup only while no explicit key
 /// was stored (TB3). The race that rule must survive: an automatic insert
 /// draws key 1 while the table has no explicit key, then waits for key 1's
