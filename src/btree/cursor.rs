@@ -470,24 +470,14 @@ impl<'s> Cursor<'s> {
                 return;
             }
             for j in start..(i + 1 + window).min(n) {
-                // Child `j` holds the keys from its separator on.
-                match (node::key(parent, j), node::child(parent, j)) {
-                    (Ok(sep), Ok(c)) if below_hi(&self.hi, sep) => self.ahead_ids.push(PageId(c)),
-                    _ => break,
+                match self.child_in_range(parent, j, n) {
+                    Some(c) => self.ahead_ids.push(c),
+                    None => break,
                 }
             }
             let end = start + self.ahead_ids.len();
             self.ahead = Some((pid, end));
-            // Asked up to the last child, each in range: the window goes
-            // on under the next parent.
-            let want = (i + 1 + window).saturating_sub(n);
-            if end >= n
-                && want > next_asked
-                && let Some(np) = self.next_parent
-                && self.cross_failed != Some(np)
-            {
-                self.cross = Some((np, next_asked, want));
-            }
+            self.plan_cross(end >= n, (i + 1 + window).saturating_sub(n), next_asked);
         } else {
             let start = match self.ahead {
                 Some((p, low)) if p == pid && low < i => low,
@@ -498,27 +488,50 @@ impl<'s> Cursor<'s> {
                 return;
             }
             for j in (i.saturating_sub(window)..start).rev() {
-                // Child `j` holds the keys below the next separator.
-                match (node::key(parent, j + 1), node::child(parent, j)) {
-                    (Ok(upper), Ok(c)) if above_lo_strict(&self.lo, upper) => {
-                        self.ahead_ids.push(PageId(c))
-                    }
-                    _ => break,
+                match self.child_in_range(parent, j, n) {
+                    Some(c) => self.ahead_ids.push(c),
+                    None => break,
                 }
             }
             let low = start - self.ahead_ids.len();
             self.ahead = Some((pid, low));
-            let want = window.saturating_sub(i);
-            if low == 0
-                && want > next_asked
-                && let Some(np) = self.next_parent
-                && self.cross_failed != Some(np)
-            {
-                self.cross = Some((np, next_asked, want));
-            }
+            self.plan_cross(low == 0, window.saturating_sub(i), next_asked);
         }
         if !self.ahead_ids.is_empty() {
             self.tree.store.read_ahead(&self.ahead_ids);
+        }
+    }
+
+    /// Child `j` of `parent` (a node of `n` children), if some of its
+    /// keys may be in the scan's range on the side the scan goes to:
+    /// forward, child `j` holds the keys from its separator on (the first
+    /// child's lower bound is not in the node: the caller found it in
+    /// range); backward, the keys below the next separator (the last
+    /// child's upper bound likewise). `None` also for a damaged cell.
+    fn child_in_range(&self, parent: &[u8], j: usize, n: usize) -> Option<PageId> {
+        let in_range = match self.dir {
+            Direction::Forward => {
+                j == 0 || matches!(node::key(parent, j), Ok(sep) if below_hi(&self.hi, sep))
+            }
+            Direction::Backward => {
+                j + 1 == n
+                    || matches!(node::key(parent, j + 1), Ok(upper) if above_lo_strict(&self.lo, upper))
+            }
+        };
+        node::child(parent, j).ok().filter(|_| in_range).map(PageId)
+    }
+
+    /// A window that `reached_end` of its parent (asked up to the last
+    /// child in scan order, each in range) and wants `want` leaves under
+    /// the next parent, of which `next_asked` were asked for: plan the
+    /// rest for `cross_to`, if there is a next parent it may still use.
+    fn plan_cross(&mut self, reached_end: bool, want: usize, next_asked: usize) {
+        if reached_end
+            && want > next_asked
+            && let Some(np) = self.next_parent
+            && self.cross_failed != Some(np)
+        {
+            self.cross = Some((np, next_asked, want));
         }
     }
 
@@ -555,20 +568,12 @@ impl<'s> Cursor<'s> {
         let n = node::nslots(&page);
         self.ahead_ids.clear();
         for k in from..to.min(n) {
-            let child = if self.dir == Direction::Forward {
-                // Child `k` holds the keys from its separator on.
-                let in_range =
-                    k == 0 || matches!(node::key(&page, k), Ok(sep) if below_hi(&self.hi, sep));
-                node::child(&page, k).ok().filter(|_| in_range)
-            } else {
-                // Child `j` holds the keys below the next separator.
-                let j = n - 1 - k;
-                let in_range = j + 1 == n
-                    || matches!(node::key(&page, j + 1), Ok(upper) if above_lo_strict(&self.lo, upper));
-                node::child(&page, j).ok().filter(|_| in_range)
+            let j = match self.dir {
+                Direction::Forward => k,
+                Direction::Backward => n - 1 - k,
             };
-            match child {
-                Some(c) => self.ahead_ids.push(PageId(c)),
+            match self.child_in_range(&page, j, n) {
+                Some(c) => self.ahead_ids.push(c),
                 None => break,
             }
         }
