@@ -35,14 +35,7 @@ serve() { # serve BIN DIR PORT
   for _ in $(seq 100); do sql "$3" -c 'select 1' > /dev/null 2>&1 && return; sleep 0.1; done
   echo "server $1 on port $3 did not start: $(cat "$2.log")" >&2; exit 1
 }
-python3 - "$ROWS" > "$DIR/load.sql" <<'EOF'
-import sys
-rows = int(sys.argv[1])
-print("create table t (id bigint primary key, k int, pad text);")
-for b in range(0, rows, 1000):
-    vals = ",".join(f"({i},{i * 7 % 1000},'{'x' * 300}')" for i in range(b, min(b + 1000, rows)))
-    print(f"insert into t values {vals};")
-EOF
+python3 bench/sql-scan-load.py "$ROWS" > "$DIR/load.sql"
 echo "loading $ROWS rows with ${NAMES[0]}"
 serve "${BINS[0]}" "$DIR/load" "$PORT"
 sql "$PORT" -f "$DIR/load.sql" > /dev/null

@@ -27,14 +27,7 @@ up() { for _ in $(seq 120); do sql -c 'select 1' > /dev/null 2>&1 && return; sle
 down() { pkill -INT -f -- "--listen 127.0.0.1:$PORT" || true
   for _ in $(seq 60); do pgrep -f -- "--listen 127.0.0.1:$PORT" > /dev/null || return 0; sleep 0.5; done; }
 trap down EXIT
-python3 - "$ROWS" > "$DIR/load.sql" <<'PY'
-import sys
-rows = int(sys.argv[1])
-print("create table t (id bigint primary key, k int, pad text);")
-for b in range(0, rows, 1000):
-    vals = ",".join(f"({i},{i * 7 % 1000},'{'x' * 300}')" for i in range(b, min(b + 1000, rows)))
-    print(f"insert into t values {vals};")
-PY
+python3 "$(dirname "$0")/sql-scan-load.py" "$ROWS" > "$DIR/load.sql"
 first=${1#*=}
 "$first" serve --dir "$DIR/load" --listen "127.0.0.1:$PORT" --pool 256M > "$DIR/server.log" 2>&1 &
 up; sql -f "$DIR/load.sql" > /dev/null; down
