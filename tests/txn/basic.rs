@@ -138,12 +138,7 @@ fn entries_of_other_versions_are_skipped() {
     tx.commit().unwrap();
     // A snapshot from its first statement on (read committed would take
     // one per statement).
-    let mut old = db
-        .begin_with(quill::TxnOptions {
-            isolation: quill::Isolation::RepeatableRead,
-            ..Default::default()
-        })
-        .unwrap();
+    let mut old = db.begin_with(RR).unwrap();
     assert!(old.get(&t, &[Value::Int64(1)]).unwrap().is_some());
 
     let mut tx = db.begin().unwrap();
@@ -161,12 +156,8 @@ fn entries_of_other_versions_are_skipped() {
     tx.insert(&t, &acct(3, "y", 5)).unwrap();
     tx.commit().unwrap();
 
-    let index = |tx: &mut quill::Txn<'_>, name: &str| -> Rows {
-        tx.index_scan(&t, name, Unbounded, Unbounded, Direction::Forward)
-            .unwrap()
-            .collect::<quill::Result<_>>()
-            .unwrap()
-    };
+    let index =
+        |tx: &mut quill::Txn<'_>, name: &str| index_rows(tx, &t, name, Unbounded, Unbounded);
     let mut new = db.begin().unwrap();
     assert_eq!(
         index(&mut new, "by_owner"),
@@ -422,12 +413,7 @@ fn a_drawn_key_is_in_every_index_that_has_its_column() {
         ]
     };
     let mut tx = db.begin().unwrap();
-    let scan = |tx: &mut quill::Txn<'_>, name: &str| -> Rows {
-        tx.index_scan(&t, name, Unbounded, Unbounded, Direction::Forward)
-            .unwrap()
-            .collect::<quill::Result<_>>()
-            .unwrap()
-    };
+    let scan = |tx: &mut quill::Txn<'_>, name: &str| index_rows(tx, &t, name, Unbounded, Unbounded);
     assert_eq!(
         scan(&mut tx, "by_qty_id"),
         vec![row(2, 3, "a"), row(1, 5, "b"), row(3, 5, "c")]
@@ -441,11 +427,8 @@ fn a_drawn_key_is_in_every_index_that_has_its_column() {
         vec![row(2, 3, "a"), row(1, 5, "b"), row(3, 5, "c")]
     );
     // Point reads through each unique index by a key holding the id.
-    let by = |tx: &mut quill::Txn<'_>, name: &str, key: &[Value]| -> Rows {
-        tx.index_scan(&t, name, Included(key), Included(key), Direction::Forward)
-            .unwrap()
-            .collect::<quill::Result<_>>()
-            .unwrap()
+    let by = |tx: &mut quill::Txn<'_>, name: &str, key: &[Value]| {
+        index_rows(tx, &t, name, Included(key), Included(key))
     };
     assert_eq!(
         by(&mut tx, "by_qty_id", &[Value::Int32(5), Value::Int64(3)]),
@@ -552,12 +535,7 @@ fn create_index_on_a_populated_table() {
     // An older snapshot: the build waits for it (undo U9: the update's
     // undo record cannot name a key of an index created after it, so no
     // version older than the index may need an entry in it).
-    let mut reader = db
-        .begin_with(quill::TxnOptions {
-            isolation: quill::Isolation::RepeatableRead,
-            ..Default::default()
-        })
-        .unwrap();
+    let mut reader = db.begin_with(RR).unwrap();
     assert!(reader.get(&t, &[Value::Int64(5)]).unwrap().is_some());
     let mut tx = db.begin().unwrap();
     tx.update(&t, &[Value::Int64(5)], &[(2, Value::Int64(777))])
@@ -1139,12 +1117,7 @@ fn insert_undo_with_savepoints_and_mixed_changes() {
     assert!(report.is_ok(), "{:?}", report.problems);
     // A reader whose snapshot predates an insert does not see it, and
     // reads no undo to know it.
-    let mut old = db
-        .begin_with(quill::TxnOptions {
-            isolation: quill::Isolation::RepeatableRead,
-            ..Default::default()
-        })
-        .unwrap();
+    let mut old = db.begin_with(RR).unwrap();
     assert_eq!(old.get(&t, &[Value::Int64(500)]).unwrap(), None);
     let mut tx = db.begin().unwrap();
     tx.insert(&t, &acct(500, "o500", 500)).unwrap();

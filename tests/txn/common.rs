@@ -1,9 +1,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use quill::btree::Direction;
 use quill::catalog::schema::{IndexDef, TableDef};
 use quill::catalog::{Column, ColumnType, Value};
-use quill::db::{Db, Options};
+use quill::db::{Db, Isolation, Options, TxnOptions};
 use quill::io::{SimFs, Vfs};
 use quill::log::LogOptions;
 use quill::store::StoreOptions;
@@ -79,4 +80,25 @@ pub fn int(v: &Value) -> i64 {
         Value::Int64(x) => *x,
         other => panic!("not an int64: {other:?}"),
     }
+}
+
+/// Repeatable read: one snapshot from the transaction's first statement.
+pub const RR: TxnOptions = TxnOptions {
+    isolation: Isolation::RepeatableRead,
+    durability: quill::Durability::Sync,
+};
+
+/// The rows index `name` of `t` holds between `lo` and `hi` (key
+/// prefixes), in key order, as `tx` sees them.
+pub fn index_rows(
+    tx: &mut quill::Txn<'_>,
+    t: &quill::Table,
+    name: &str,
+    lo: std::ops::Bound<&[Value]>,
+    hi: std::ops::Bound<&[Value]>,
+) -> Vec<Vec<Value>> {
+    tx.index_scan(t, name, lo, hi, Direction::Forward)
+        .unwrap()
+        .collect::<quill::Result<_>>()
+        .unwrap()
 }

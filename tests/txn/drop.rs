@@ -303,10 +303,7 @@ fn a_drop_past_the_lists_room_frees_earlier_trees_or_waits_for_them() -> Result<
         ..accounts()
     })?;
     fill(&db, &reader_table, 0, 5)?;
-    let mut reader = db.begin_with(quill::db::TxnOptions {
-        isolation: quill::db::Isolation::RepeatableRead,
-        ..quill::db::TxnOptions::default()
-    })?;
+    let mut reader = db.begin_with(RR)?;
     assert!(reader.get(&reader_table, &[Value::Int64(1)])?.is_some());
     for round in 0..42 {
         let t = db.create_table(accounts())?;

@@ -5,16 +5,11 @@ use std::time::{Duration, Instant};
 
 use quill::btree::Direction;
 use quill::catalog::Value;
-use quill::db::{Db, Isolation, TxnOptions};
+use quill::db::{Db, TxnOptions};
 use quill::io::SimFs;
 use quill::{Durability, Error};
 
 use crate::common::*;
-
-const RR: TxnOptions = TxnOptions {
-    isolation: Isolation::RepeatableRead,
-    durability: Durability::Sync,
-};
 
 fn setup(db: &Db, n: i64, balance: i64) -> quill::Table {
     let t = db.create_table(accounts()).unwrap();
