@@ -99,81 +99,84 @@ fn debug_check_canonical(values: &[Value], bytes: &[u8]) {
 /// Appends the encoding of one value, borrowed (a column read in place,
 /// [`crate::catalog::RowRef::get`]): a tuple encoded value by value is
 /// what [`encode_key`] gives for the owned values.
+#[inline]
 fn encode_value(value: ValueRef<'_>, out: &mut Vec<u8>) {
+    if let Some(fixed) = fixed_encoding(value) {
+        out.extend_from_slice(fixed.as_slice());
+        return;
+    }
+    out.push(TAG_VALUE);
     match value {
-        ValueRef::Null => out.push(TAG_NULL),
-        ValueRef::Bool(b) => out.extend_from_slice(&[TAG_VALUE, u8::from(b)]),
+        ValueRef::Text(s) => encode_escaped(s.as_bytes(), out),
+        ValueRef::Bytes(b) => encode_escaped(b, out),
+        // Every other value has a fixed encoding (above).
+        _ => debug_assert!(false, "keycode: {value:?} has no fixed encoding"),
+    }
+}
+
+/// The encoding of a value of fixed length (NULL, bool, integers,
+/// timestamps, floats), on the stack; `None` for text and bytes.
+#[inline]
+fn fixed_encoding(value: ValueRef<'_>) -> Option<FixedKey> {
+    let mut b = [TAG_VALUE; 9];
+    let len = match value {
+        ValueRef::Null => {
+            b[0] = TAG_NULL;
+            1
+        }
+        ValueRef::Bool(v) => {
+            b[1] = u8::from(v);
+            2
+        }
         ValueRef::Int32(v) => {
-            out.push(TAG_VALUE);
-            out.extend_from_slice(&(v.cast_unsigned() ^ SIGN32).to_be_bytes());
+            b[1..5].copy_from_slice(&(v.cast_unsigned() ^ SIGN32).to_be_bytes());
+            5
         }
         ValueRef::Int64(v) | ValueRef::Timestamp(v) => {
-            out.push(TAG_VALUE);
-            out.extend_from_slice(&(v.cast_unsigned() ^ SIGN64).to_be_bytes());
+            b[1..9].copy_from_slice(&(v.cast_unsigned() ^ SIGN64).to_be_bytes());
+            9
         }
         ValueRef::Float64(f) => {
-            out.push(TAG_VALUE);
-            out.extend_from_slice(&float_to_key(f).to_be_bytes());
+            b[1..9].copy_from_slice(&float_to_key(f).to_be_bytes());
+            9
         }
-        ValueRef::Text(s) => {
-            out.push(TAG_VALUE);
-            encode_escaped(s.as_bytes(), out);
-        }
-        ValueRef::Bytes(b) => {
-            out.push(TAG_VALUE);
-            encode_escaped(b, out);
-        }
+        ValueRef::Text(_) | ValueRef::Bytes(_) => return None,
+    };
+    Some(FixedKey { b, len })
+}
+
+/// A value's encoding of at most 9 bytes (a tag and 8 bytes).
+struct FixedKey {
+    b: [u8; 9],
+    len: usize,
+}
+
+impl FixedKey {
+    #[inline]
+    fn as_slice(&self) -> &[u8] {
+        self.b.get(..self.len).unwrap_or(&self.b)
     }
 }
 
 /// `key` after the encoding of `value`, if `key` starts with it (as
 /// `key.strip_prefix` of [`encode_key_refs`]'s bytes for `value` answers):
 /// how a reader checks that an index entry's key holds a row's values, one
-/// column at a time, without building the row's key. Integers,
-/// timestamps, floats, bools and NULL are compared from a few bytes on
-/// the stack; text and bytes are encoded into `scratch` (cleared first).
+/// column at a time, without building the row's key. Values of fixed
+/// length are compared from the stack ([`fixed_encoding`]); text and
+/// bytes are encoded into `scratch` (cleared first).
 pub(crate) fn strip_encoded<'k>(
     value: ValueRef<'_>,
     key: &'k [u8],
     scratch: &mut Vec<u8>,
 ) -> Option<&'k [u8]> {
-    let mut fixed = [TAG_VALUE; 9];
-    let n = match value {
-        ValueRef::Null => {
-            fixed[0] = TAG_NULL;
-            1
-        }
-        ValueRef::Bool(b) => {
-            fixed[1] = u8::from(b);
-            2
-        }
-        ValueRef::Int32(v) => {
-            fixed[1..5].copy_from_slice(&(v.cast_unsigned() ^ SIGN32).to_be_bytes());
-            5
-        }
-        ValueRef::Int64(v) | ValueRef::Timestamp(v) => {
-            fixed[1..9].copy_from_slice(&(v.cast_unsigned() ^ SIGN64).to_be_bytes());
-            9
-        }
-        ValueRef::Float64(f) => {
-            fixed[1..9].copy_from_slice(&float_to_key(f).to_be_bytes());
-            9
-        }
-        ValueRef::Text(_) | ValueRef::Bytes(_) => {
+    match fixed_encoding(value) {
+        Some(fixed) => key.strip_prefix(fixed.as_slice()),
+        None => {
             scratch.clear();
             encode_value(value, scratch);
-            return key.strip_prefix(scratch.as_slice());
+            key.strip_prefix(scratch.as_slice())
         }
-    };
-    debug_assert!(
-        {
-            let mut enc = Vec::new();
-            encode_value(value, &mut enc);
-            fixed.get(..n) == Some(enc.as_slice())
-        },
-        "keycode: strip_encoded's fixed encoding differs from encode_value's"
-    );
-    key.strip_prefix(fixed.get(..n)?)
+    }
 }
 
 fn float_to_key(f: f64) -> u64 {

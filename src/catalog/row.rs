@@ -22,7 +22,8 @@
 //!
 //! Invariants (besides RF1 of [`crate::catalog`]):
 //! * RF2. The null bitmap has a bit for every column: [`encode_row`] sets
-//!   bits only after [`check_row`](super::check_row) matched one value per column, and
+//!   bits only after [`check_row`](super::check_row) matched one value
+//!   per column, and
 //!   [`decode_row`] reads bits only for the columns it took the bitmap for,
 //!   so bitmap bytes are indexed directly (a miss would silently drop a
 //!   NULL, or read a value as NULL).
@@ -42,8 +43,8 @@ use super::{CatalogError, Column, ColumnType, FilledRow, Reader, Value};
 pub const ROW_FORMAT_VERSION: u8 = 1;
 
 /// Encodes one row of `columns`. The values are checked first
-/// ([`check_row`](super::check_row)): one per column, matching types, NULL only where
-/// allowed, text and bytes within their limits.
+/// ([`check_row`](super::check_row)): one per column, matching types,
+/// NULL only where allowed, text and bytes within their limits.
 pub fn encode_row(columns: &[Column], values: &[Value]) -> Result<Vec<u8>, CatalogError> {
     encode_filled_row(columns, FilledRow::new(values), 0)
 }
