@@ -11,6 +11,9 @@
 # KIND=li0: per l.i0 insert (QuillOps::insert and what it calls: the
 #   engine's part of a row, not the harness building it nor the commit
 #   every 100 rows); 100k rows, big transactions, 1 client.
+# KIND=upd: per sysbench update-non-index update (QuillOps::update and
+#   what it calls: the engine's row read, undo and write, not the
+#   transaction's begin and commit); one 20k-row table, 1 thread, 3 s.
 # DIR (default /tmp/read-cg) scratch. Collection is switched on while a
 # read runs; each thread's instructions go to a file of their own
 # (--separate-threads), and only the busiest thread's, the client's, are
@@ -44,7 +47,13 @@ for nb in "$@"; do
         --engines quill --clients 1 --total-rows 100000 --txn-sizes big --steps l.i0 \
         --seconds 3 --warmup 0 --json "$DIR/run.json" > /dev/null 2>&1
       what="l.i0 insert" ;;
-    *) echo "KIND is qr, ro or li0, not $KIND" >&2; exit 2 ;;
+    upd)
+      valgrind --tool=callgrind --callgrind-out-file="$DIR/cg" --separate-threads=yes \
+        --toggle-collect='*QuillOps*as*Ops>::update*' "$bin" bench oltp \
+        --dir "$DIR/db" --engines quill --tables 1 --table-size 20000 --threads 1 \
+        --shapes update-non-index --seconds 3 --warmup 0 --json "$DIR/run.json" > /dev/null 2>&1
+      what="update-non-index update" ;;
+    *) echo "KIND is qr, ro, li0 or upd, not $KIND" >&2; exit 2 ;;
   esac
   # The reads are counted by callgrind itself, as calls into the collected
   # functions (qr: index_range; ro: pk_range, four per transaction; li0:
@@ -57,6 +66,7 @@ for nb in "$@"; do
     qr) callee='Ops>::index_range'; per=1 ;;
     ro) callee='Ops>::pk_range'; per=4 ;;
     li0) callee='Ops>::insert'; per=1 ;;
+    upd) callee='Ops>::update'; per=1 ;;
   esac
   total=0; calls=0
   for f in "$DIR"/cg-*; do

@@ -34,6 +34,14 @@
 //!   for [`ATTEMPT_BUDGET`]: a long scan or a write of many rows would
 //!   hold the event loop's thread as a wait would. The work thrown away is at most
 //!   that budget.
+//! * W5. A transaction's write call refused so is undone whole and
+//!   releases the row locks it took that the transaction did not hold
+//!   before: the statement will run again, maybe much later on another
+//!   thread, and a lock on a key it no longer writes would only keep
+//!   others waiting. An insert refused so gives back the automatic key it
+//!   drew (table TB3). Locks taken by earlier calls of the same SQL
+//!   statement stay until the transaction ends, as after any failed
+//!   statement.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};

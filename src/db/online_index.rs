@@ -317,7 +317,7 @@ fn visit_row(
             .locks
             .lock_cancelable(me, &lock, LockMode::Exclusive, cancel)
         {
-            Ok(()) => break,
+            Ok(_) => break,
             Err(Error::LockTimeout { .. } | Error::Deadlock { .. }) => {
                 report.lock_retries += 1;
                 tracing::info!(

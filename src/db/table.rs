@@ -26,7 +26,11 @@
 //!   an explicit insert of the same key comes first: the counter starts
 //!   above the largest key the tree holds (live or delete-marked) and only
 //!   grows, keys never change, and every other key written since is
-//!   another draw. So such an insert skips the duplicate-key lookup if,
+//!   another draw. The one step back: an insert refused without waiting
+//!   (wait W5) gives back the key it drew (`give_back_auto`) after its
+//!   statement removed the record and released the key's row lock, and
+//!   only while that key is still the last drawn and no explicit key was
+//!   stored, so the key is again absent and above every stored key. So such an insert skips the duplicate-key lookup if,
 //!   after taking the key's row lock, the table has still stored no
 //!   explicit key (`TableState::no_explicit_keys`). The check after the
 //!   lock closes the race with an explicit insert of the same key: an
@@ -232,6 +236,21 @@ impl TableState {
         }
         *a = Some(next + 1);
         Ok(next)
+    }
+
+    /// Give back automatic key `k`, drawn by an insert that was refused
+    /// and undone with its new locks released (wait W5): the next draw
+    /// returns it again, unless a later key was drawn or an explicit key
+    /// stored since (TB3). Otherwise it is a gap, as any undone insert's
+    /// key is.
+    pub(crate) fn give_back_auto(&self, k: i64) {
+        let mut a = self.autoinc.lock();
+        // `explicit` is read under the counter's lock: `saw_key` sets it
+        // before it takes the lock, so an explicit key either stops this
+        // or is applied to the counter after it.
+        if *a == k.checked_add(1) && !self.explicit.load(Ordering::SeqCst) {
+            *a = Some(k);
+        }
     }
 
     /// An explicit key `v` is being stored (called before its row lock):

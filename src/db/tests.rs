@@ -977,3 +977,33 @@ fn a_bulk_index_build_does_not_hold_up_ddl_on_other_tables() {
     assert_eq!(check.index_entries, 20);
     assert_clean(&db);
 }
+
+/// A drawn key goes back to the counter only while it is the last one
+/// drawn and no explicit key has been stored (table TB3): otherwise the
+/// next draw could meet a key already written, or skip the lookup over it.
+#[test]
+fn a_key_is_given_back_only_while_it_is_the_last_drawn() {
+    let fs = SimFs::new(33);
+    let db = open(&fs);
+    let t = create_plain_notes(&db);
+    let (st, store) = (&t.state, &db.inner.store);
+    let schema = st.latest();
+    let next = || st.next_auto(store, &schema).unwrap();
+    let k = next();
+    st.give_back_auto(k);
+    assert_eq!(next(), k, "the last key drawn goes back");
+    let later = next();
+    st.give_back_auto(k);
+    assert_eq!(next(), later + 1, "a key drawn before another stays drawn");
+    st.give_back_auto(later - 5);
+    assert_eq!(next(), later + 2);
+    st.saw_key(store, &schema, later + 10).unwrap();
+    let k = next();
+    assert_eq!(k, later + 11);
+    st.give_back_auto(k);
+    assert_eq!(
+        next(),
+        k + 1,
+        "after an explicit key no key goes back (freshness is over)"
+    );
+}

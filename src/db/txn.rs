@@ -34,7 +34,8 @@ use crate::txn::lock::KeyBytes;
 use crate::txn::undo::REC_HEADER;
 use crate::txn::undo_seg::{Segment, UndoSegments};
 use crate::txn::{
-    LockMode, OldVersion, ReadView, RecHeader, RollPtr, SlotToken, TrxId, UndoKind, UndoRecord,
+    Acquired, LockMode, OldVersion, ReadView, RecHeader, RollPtr, SlotToken, TrxId, UndoKind,
+    UndoRecord,
 };
 use crate::{Error, Result};
 
@@ -714,6 +715,7 @@ impl<'a> Ctx<'a> {
             self.statement_view()?;
         }
         let save = self.seq;
+        let locks_before = self.locks.len();
         // W4: a write is a row boundary (nothing of this call done yet).
         crate::wait::step()?;
         match f(self) {
@@ -735,19 +737,38 @@ impl<'a> Ctx<'a> {
                     self.ended = "a failed statement could not be undone";
                     let _ = self.rollback_inner();
                     return Err(undo);
+                } else if matches!(e, Error::WouldWait { .. }) {
+                    // W5: refused and undone, so nothing holds the keys
+                    // this call locked newly (`lock` lists only those):
+                    // the transaction lets them go rather than keep
+                    // others waiting while its statement moves threads.
+                    debug_assert!(
+                        locks_before <= self.locks.len(),
+                        "a write call released locks"
+                    );
+                    let from = locks_before.min(self.locks.len());
+                    let taken = self.locks.split_off(from);
+                    self.db.locks.release(self.id, &taken);
                 }
                 Err(e)
             }
         }
     }
 
-    fn lock(&mut self, key: KeyBytes, mode: LockMode) -> Result<()> {
+    /// Lock `key` for this transaction until it ends (or until the call
+    /// that took it is refused, W5). `locks` lists each key once, when
+    /// it is first locked, so its tail past a point is exactly what was
+    /// locked newly since.
+    fn lock(&mut self, key: KeyBytes, mode: LockMode) -> Result<Acquired> {
         let key = self.db.locks.key(key);
-        self.db
-            .locks
-            .lock_cancelable(self.id, &key, mode, self.st.cancel.as_deref())?;
-        self.locks.push(key);
-        Ok(())
+        let acquired =
+            self.db
+                .locks
+                .lock_cancelable(self.id, &key, mode, self.st.cancel.as_deref())?;
+        if acquired == Acquired::New {
+            self.locks.push(key);
+        }
+        Ok(acquired)
     }
 
     /// A write or locking read builds on `rec`, the row's newest version:
@@ -1039,10 +1060,25 @@ impl<'a> Ctx<'a> {
     }
 
     pub(crate) fn insert(&mut self, t: &Table, values: &[Value]) -> Result<Vec<Value>> {
-        self.statement(|tx| tx.insert_inner(t, values))
+        let mut drawn = None;
+        let r = self.statement(|tx| tx.insert_inner(t, values, &mut drawn));
+        if let (Err(Error::WouldWait { .. }), Some(key)) = (&r, drawn) {
+            // W5: the call is undone and its new locks released, so the
+            // key it drew is nobody's: the statement's run outside draws
+            // it again unless another key was drawn meanwhile (TB3).
+            t.state.give_back_auto(key);
+        }
+        r
     }
 
-    fn insert_inner(&mut self, t: &Table, values: &[Value]) -> Result<Vec<Value>> {
+    /// [`Self::insert`]'s statement; `drawn` is set to the automatic key
+    /// it draws, unless the transaction held that key's lock before.
+    fn insert_inner(
+        &mut self,
+        t: &Table,
+        values: &[Value],
+        drawn_out: &mut Option<i64>,
+    ) -> Result<Vec<Value>> {
         let guard = t.state.schema_read()?;
         t.state.check_live(&guard)?;
         let schema: &TableSchema = &guard;
@@ -1063,14 +1099,18 @@ impl<'a> Ctx<'a> {
         }
         let (pk_vals, pk, drawn, values) = match table::TableState::auto_key_column(schema) {
             Some(None) => {
-                let v = vec![Value::Int64(t.state.next_auto(store, schema)?)];
+                let k = t.state.next_auto(store, schema)?;
+                *drawn_out = Some(k);
+                let v = vec![Value::Int64(k)];
                 let pk = encode(&v);
                 (v, pk, true, FilledRow::new(values))
             }
             Some(Some(col)) => {
                 let (filled, drawn) = match values.get(col) {
                     Some(Value::Null) => {
-                        drawn_key = Value::Int64(t.state.next_auto(store, schema)?);
+                        let k = t.state.next_auto(store, schema)?;
+                        *drawn_out = Some(k);
+                        drawn_key = Value::Int64(k);
                         (FilledRow::with(values, col, &drawn_key), true)
                     }
                     Some(Value::Int64(v)) => {
@@ -1099,7 +1139,11 @@ impl<'a> Ctx<'a> {
         };
         // `Record::encode` checks the values first (`check_filled_row`).
         let mut rec = Record::encode(&schema.def.columns, values)?;
-        self.lock(table::row_lock(schema.id, &pk), LockMode::Exclusive)?;
+        if self.lock(table::row_lock(schema.id, &pk), LockMode::Exclusive)? == Acquired::Held {
+            // Locked by an earlier statement (a locking read of the key
+            // before it existed): a refusal would not release it (W5).
+            *drawn_out = None;
+        }
         // A fresh automatic key has no record if, with its row lock held,
         // the table has still stored no explicit key (TB3): no lookup.
         // Debug builds look anyway and check.
@@ -1393,7 +1437,8 @@ impl<'a> Ctx<'a> {
             // registry R7 to note.
             let pending = tx.undurable_commit(&cur);
             if pending > 0 {
-                // W1: only the row's lock is taken; `statement` keeps it.
+                // W1: only the row's lock is taken; `statement` lets it
+                // go if this call took it (W5).
                 crate::wait::check("a log sync (the row's last commit is not yet durable)")?;
                 tx.db.store.log().make_durable(crate::Lsn(pending))?;
             }

@@ -149,6 +149,17 @@ pub struct LockKey {
 /// each key once for its lock and its release ([`LockKey`]).
 type Shard = Mutex<HashTable<(KeyBytes, Entry)>>;
 
+/// What a granted request changed for its transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Acquired {
+    /// It held no lock on the key before: releasing the key undoes
+    /// exactly this request.
+    New,
+    /// It already held the key (in this mode, or shared before an
+    /// upgrade to exclusive).
+    Held,
+}
+
 /// Counters for `quill status`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LockStats {
@@ -236,7 +247,7 @@ impl LockTable {
 
     /// Lock `key` for `trx` in `mode`, waiting if needed (L2, L4). The
     /// caller remembers its keys and passes them to [`LockTable::release`].
-    pub fn lock(&self, trx: TrxId, key: &LockKey, mode: LockMode) -> Result<()> {
+    pub fn lock(&self, trx: TrxId, key: &LockKey, mode: LockMode) -> Result<Acquired> {
         self.lock_cancelable(trx, key, mode, None)
     }
 
@@ -250,7 +261,7 @@ impl LockTable {
         key: &LockKey,
         mode: LockMode,
         cancel: Option<&AtomicBool>,
-    ) -> Result<()> {
+    ) -> Result<Acquired> {
         debug_assert_eq!(key.hash, self.hash(&key.bytes), "a key of another table");
         self.acquire(trx, key.hash, &key.bytes, mode, cancel)
     }
@@ -263,8 +274,8 @@ impl LockTable {
         key: &[u8],
         mode: LockMode,
         cancel: Option<&AtomicBool>,
-    ) -> Result<()> {
-        let waiter = {
+    ) -> Result<Acquired> {
+        let (waiter, acquired) = {
             let mut shard = self.shard(h).lock();
             let e = match shard.entry(h, |(k, _)| k.as_slice() == key, self.rehasher()) {
                 hashbrown::hash_table::Entry::Occupied(o) => &mut o.into_mut().1,
@@ -274,16 +285,21 @@ impl LockTable {
                         .into_mut()
                         .1
                         .grant(trx, mode);
-                    return Ok(());
+                    return Ok(Acquired::New);
                 }
             };
             if e.holds(trx, mode) {
-                return Ok(());
+                return Ok(Acquired::Held);
             }
             let upgrade = e.holders.iter().any(|&(t, _)| t == trx);
+            let acquired = if upgrade {
+                Acquired::Held
+            } else {
+                Acquired::New
+            };
             if e.compatible(trx, mode) && (e.queue.is_empty() || upgrade) {
                 e.grant(trx, mode);
-                return Ok(());
+                return Ok(acquired);
             }
             // W1: a thread that must not block gets WouldWait here,
             // before it queues, having changed nothing (as a victim, L4).
@@ -310,7 +326,7 @@ impl LockTable {
             } else {
                 e.queue.push_back(w.clone());
             }
-            w
+            (w, acquired)
         };
         self.stats.lock().waits += 1;
         let started = Instant::now();
@@ -332,13 +348,13 @@ impl LockTable {
                 }
             }
             if *st == Some(true) {
-                return Ok(());
+                return Ok(acquired);
             }
         }
         // Timed out: leave the queue unless granted in the meantime.
         let mut shard = self.shard(h).lock();
         if *waiter.state.lock() == Some(true) {
-            return Ok(());
+            return Ok(acquired);
         }
         // L5/L7: not granted (checked under this shard lock), so still
         // queued, so the entry exists.
@@ -462,8 +478,10 @@ mod tests {
         ));
         t.release(1, &[key_of(&t, b"a")]);
         t.release(2, &[key_of(&t, b"a")]);
-        t.lock(3, &key_of(&t, b"a"), LockMode::Exclusive).unwrap();
-        t.lock(3, &key_of(&t, b"a"), LockMode::Shared).unwrap(); // already stronger
+        let a = key_of(&t, b"a");
+        assert_eq!(t.lock(3, &a, LockMode::Exclusive).unwrap(), Acquired::New);
+        // Already stronger.
+        assert_eq!(t.lock(3, &a, LockMode::Shared).unwrap(), Acquired::Held);
         assert!(matches!(
             t.lock(4, &key_of(&t, b"a"), LockMode::Shared),
             Err(Error::LockTimeout { .. })
@@ -558,8 +576,9 @@ mod tests {
     #[test]
     fn upgrade_when_alone() {
         let t = table(50);
-        t.lock(1, &key_of(&t, b"k"), LockMode::Shared).unwrap();
-        t.lock(1, &key_of(&t, b"k"), LockMode::Exclusive).unwrap();
+        let k = key_of(&t, b"k");
+        assert_eq!(t.lock(1, &k, LockMode::Shared).unwrap(), Acquired::New);
+        assert_eq!(t.lock(1, &k, LockMode::Exclusive).unwrap(), Acquired::Held);
         assert!(matches!(
             t.lock(2, &key_of(&t, b"k"), LockMode::Shared),
             Err(Error::LockTimeout { .. })
@@ -574,7 +593,7 @@ mod tests {
         let h = std::thread::spawn(move || t2.lock(2, &key_of(&t2, b"k"), LockMode::Exclusive));
         std::thread::sleep(Duration::from_millis(20));
         t.release(1, &[key_of(&t, b"k")]);
-        h.join().unwrap().unwrap();
+        assert_eq!(h.join().unwrap().unwrap(), Acquired::New);
         assert_eq!(t.stats().waits, 1);
     }
 
@@ -644,7 +663,12 @@ mod tests {
                         for _ in 0..3 {
                             let k = rng.random_range(0..8u8);
                             match t.lock(trx, &key_of(&t, &[k]), LockMode::Exclusive) {
-                                Ok(()) => {
+                                Ok(acquired) => {
+                                    assert_eq!(
+                                        acquired == Acquired::New,
+                                        !held.contains(&k),
+                                        "a lock reported new exactly when not held"
+                                    );
                                     if !held.contains(&k) {
                                         let c = holders[k as usize].fetch_add(1, Ordering::SeqCst);
                                         assert_eq!(c, 0, "two exclusive holders of {k}");

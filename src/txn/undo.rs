@@ -60,7 +60,9 @@
 //!   freshly drawn automatic key whose sequence number is at least `s`
 //!   and below the transaction's next undo record's: each such row
 //!   carries the roll pointer `RollPtr::insert(its own number)` and has a
-//!   key at or above `k` (automatic keys only grow), and no record was
+//!   key at or above `k` (automatic keys only grow, but for a key
+//!   given back by a refused insert, table TB3, whose statement's
+//!   rollback ended the run), and no record was
 //!   written for it. Rollback removes the rows of `t` from `k` on whose
 //!   header names the transaction with an insert pointer in that range.
 //! * U6. A roll pointer with [`RollPtr::INSERT_BIT`] set names an insert

@@ -4,7 +4,8 @@
 //! the statement, and the same statement run again outside completes.
 //! The pool is never poisoned by an attempt (W2).
 
-use quill::catalog::Value;
+use quill::catalog::schema::{IndexDef, TableDef};
+use quill::catalog::{Column, ColumnType, Value};
 use quill::io::SimFs;
 use quill::page::PageId;
 use quill::wait::without_waiting;
@@ -162,5 +163,172 @@ fn a_page_read_is_refused_without_a_trace_and_done_outside() {
     assert!(db.check().unwrap().is_ok());
     db.close().unwrap();
     let db = open(&fs, opts(64));
+    assert!(db.check().unwrap().is_ok());
+}
+
+/// `orders(id int64 pk, qty int32)`, its id drawn when NULL, with a
+/// unique index on qty.
+fn orders() -> TableDef {
+    TableDef {
+        name: "orders".into(),
+        columns: vec![
+            Column::new("id", ColumnType::Int64, false),
+            Column::new("qty", ColumnType::Int32, false),
+        ],
+        primary_key: vec![0],
+        indexes: vec![IndexDef {
+            name: "by_qty".into(),
+            columns: vec![1],
+            unique: true,
+        }],
+    }
+}
+
+fn order(qty: i32) -> Vec<Value> {
+    vec![Value::Null, Value::Int32(qty)]
+}
+
+/// Write every page and drop them all from the pool, so the next write
+/// must read pages.
+fn evict_all(db: &quill::Db) {
+    db.store().flush_all().unwrap();
+    let pool = db.store().pool();
+    let evicted = (1..1_000).filter(|&p| pool.evict(PageId(p))).count();
+    assert!(evicted > 0, "nothing evicted");
+}
+
+/// Waits for row locks end within a test's patience.
+fn short_lock_waits() -> quill::Options {
+    quill::Options {
+        lock_wait_timeout: std::time::Duration::from_millis(200),
+        ..opts(64)
+    }
+}
+
+/// An insert refused after it drew an automatic key (a page to read)
+/// leaves no trace (wait W5): another transaction inserts at once with
+/// the key the refused one drew, without waiting for its lock, and the
+/// refused statement's rerun draws the next. This is a fresh server's
+/// first `INSERT ... RETURNING id`, which gave 2.
+#[test]
+fn a_refused_insert_gives_back_its_key_and_its_lock() {
+    let fs = SimFs::new(75);
+    let db = open(&fs, short_lock_waits());
+    let t = db.create_table(orders()).unwrap();
+    let mut tx = db.begin().unwrap();
+    assert_eq!(tx.insert(&t, &order(0)).unwrap(), vec![Value::Int64(1)]);
+    tx.commit().unwrap();
+
+    evict_all(&db);
+    let mut a = db.begin_owned().unwrap();
+    let sp = a.savepoint();
+    let (r, refused) = without_waiting(|| a.insert(&t, &order(7)));
+    assert!(
+        refused
+            && matches!(
+                r,
+                Err(Error::WouldWait {
+                    what: "a page read"
+                })
+            ),
+        "{r:?}"
+    );
+    a.rollback_to_savepoint(sp).unwrap();
+
+    let waits = db.stats().locks.waits;
+    let mut b = db.begin_owned().unwrap();
+    assert_eq!(b.insert(&t, &order(8)).unwrap(), vec![Value::Int64(2)]);
+    assert_eq!(db.stats().locks.waits, waits, "b waited for a's lock");
+    assert_eq!(a.insert(&t, &order(7)).unwrap(), vec![Value::Int64(3)]);
+    b.commit().unwrap();
+    a.commit().unwrap();
+
+    let mut tx = db.begin().unwrap();
+    assert_eq!(tx.insert(&t, &order(9)).unwrap(), vec![Value::Int64(4)]);
+    tx.commit().unwrap();
+    let mut r = db.begin().unwrap();
+    let qty = |r: &mut quill::Txn<'_>, id: i64| {
+        r.get(&t, &[Value::Int64(id)]).unwrap().unwrap()[1].clone()
+    };
+    for (id, q) in [(1, 0), (2, 8), (3, 7), (4, 9)] {
+        assert_eq!(qty(&mut r, id), Value::Int32(q), "row {id}");
+    }
+    drop(r);
+    assert!(db.check().unwrap().is_ok());
+}
+
+/// A key the transaction had locked before the refused insert drew it
+/// (a locking read of a row not there yet) stays locked, so it is not
+/// given back: nobody else could insert it without waiting.
+#[test]
+fn a_key_locked_before_the_refused_insert_is_not_given_back() {
+    let fs = SimFs::new(76);
+    let db = open(&fs, short_lock_waits());
+    let t = db.create_table(orders()).unwrap();
+    let mut tx = db.begin().unwrap();
+    assert_eq!(tx.insert(&t, &order(0)).unwrap(), vec![Value::Int64(1)]);
+    tx.commit().unwrap();
+
+    let mut a = db.begin_owned().unwrap();
+    assert_eq!(a.get_for_update(&t, &[Value::Int64(2)]).unwrap(), None);
+    evict_all(&db);
+    let sp = a.savepoint();
+    let (r, refused) = without_waiting(|| a.insert(&t, &order(7)));
+    assert!(
+        refused && matches!(r, Err(Error::WouldWait { .. })),
+        "{r:?}"
+    );
+    a.rollback_to_savepoint(sp).unwrap();
+
+    let mut b = db.begin_owned().unwrap();
+    assert_eq!(b.insert(&t, &order(8)).unwrap(), vec![Value::Int64(3)]);
+    b.commit().unwrap();
+    assert_eq!(a.insert(&t, &order(7)).unwrap(), vec![Value::Int64(4)]);
+    // Key 2's lock is still a's.
+    let mut c = db.begin_owned().unwrap();
+    assert!(matches!(
+        c.insert(&t, &[Value::Int64(2), Value::Int32(5)]),
+        Err(Error::LockTimeout { .. })
+    ));
+    a.commit().unwrap();
+    assert!(db.check().unwrap().is_ok());
+}
+
+/// A refused update lets go of the row lock it took (W5): another
+/// transaction updates the row at once; the refused statement's rerun
+/// then waits for that one as any later statement would.
+#[test]
+fn a_refused_update_releases_its_row_lock() {
+    let fs = SimFs::new(78);
+    let db = open(&fs, short_lock_waits());
+    let t = db.create_table(accounts()).unwrap();
+    let mut tx = db.begin().unwrap();
+    for id in 0..500 {
+        tx.insert(&t, &acct(id, &format!("owner-{id:04}"), id))
+            .unwrap();
+    }
+    tx.commit().unwrap();
+
+    evict_all(&db);
+    let mut a = db.begin_owned().unwrap();
+    let sp = a.savepoint();
+    let (r, refused) = without_waiting(|| a.update(&t, &[Value::Int64(250)], &set(1)));
+    assert!(
+        refused && matches!(r, Err(Error::WouldWait { .. })),
+        "{r:?}"
+    );
+    a.rollback_to_savepoint(sp).unwrap();
+
+    let waits = db.stats().locks.waits;
+    let mut b = db.begin_owned().unwrap();
+    assert!(b.update(&t, &[Value::Int64(250)], &set(2)).unwrap());
+    assert_eq!(db.stats().locks.waits, waits, "b waited for a's lock");
+    assert!(matches!(
+        a.update(&t, &[Value::Int64(250)], &set(1)),
+        Err(Error::LockTimeout { .. })
+    ));
+    b.commit().unwrap();
+    assert_eq!(balance(&db, &t, 250), 2);
+    drop(a);
     assert!(db.check().unwrap().is_ok());
 }

@@ -719,9 +719,13 @@ impl Session {
     /// to commit), its block is not marked failed, and nothing was sent
     /// or committed, so running the statement again is the same as
     /// running it once, but for two traces PostgreSQL's rollbacks leave
-    /// too: automatic keys the attempt drew are not given back (a gap),
-    /// and row locks it took stay held until the block ends (as after any
-    /// failed statement; the rerun normally takes the same ones). If that
+    /// too: automatic keys drawn by the attempt's rows before the refused
+    /// one are not given back (a gap), and row locks those rows took stay
+    /// held until the block ends (as after any failed statement; the
+    /// rerun normally takes the same ones). The refused row's own call
+    /// leaves neither (engine wait W5): it releases the locks it took
+    /// and gives back its key, so a one-row INSERT's rerun draws the key
+    /// the attempt drew. If that
     /// undo itself fails, the block is failed and the undo's error is the
     /// statement's result. A refused autocommit write is rolled back here,
     /// on the caller's thread (W2 lets that rollback read pages).

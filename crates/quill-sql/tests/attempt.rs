@@ -216,3 +216,30 @@ fn preparing_on_a_table_under_ddl_is_refused_not_waited_for() {
     let p = s.try_prepare(sql, &[]).expect("not refused").unwrap();
     assert_eq!(p.param_types().len(), 2);
 }
+
+/// A one-row INSERT into a `bigserial` table refused after it drew its
+/// key (its pages are on disk) draws the same key when it runs again:
+/// a fresh server's first `RETURNING id` is 1, not 2 (engine wait W5).
+#[test]
+fn a_refused_insert_returns_the_key_its_attempt_drew() {
+    let (_d, db) = db();
+    let mut s = Session::new(Arc::clone(&db));
+    s.execute("CREATE TABLE b(id BIGSERIAL PRIMARY KEY, v INT)")
+        .remove(0)
+        .unwrap();
+    let insert = "INSERT INTO b (v) VALUES (1) RETURNING id";
+    for want in [1, 2] {
+        db.store().flush_all().unwrap();
+        let pool = db.store().pool();
+        assert!(
+            (1..1_000)
+                .filter(|&p| pool.evict(quill::page::PageId(p)))
+                .count()
+                > 0
+        );
+        let parsed = s.try_execute_deferred(insert).expect_err("refused");
+        let out = rerun(&mut s, parsed);
+        out.commit.unwrap().commit().unwrap();
+        assert_eq!(out.output.rows, vec![vec![Value::Int64(want)]]);
+    }
+}
