@@ -59,7 +59,6 @@ pub(crate) fn encode_filled_row(
     room: usize,
 ) -> Result<Vec<u8>, CatalogError> {
     check_filled_row(columns, values)?;
-    let bitmap_len = columns.len().div_ceil(8);
     let var_len: usize = values
         .iter()
         .map(|v| match v {
@@ -68,6 +67,64 @@ pub(crate) fn encode_filled_row(
             _ => 8,
         })
         .fold(0, usize::saturating_add);
+    Ok(encode_checked(
+        columns,
+        values.iter().map(ValueRef::from),
+        room,
+        var_len,
+    ))
+}
+
+/// The row `old` becomes with `changes` (column, new value; the last one
+/// for a column counts) applied: the bytes [`encode_filled_row`] writes
+/// for the old row's values with the changes in place, after `room`
+/// bytes, without making owned values of the columns that stay. Only the
+/// new values are checked ([`check_value`](super::check_value)); the
+/// others are the old row's, read as [`RowRef::iter`] reads them (text
+/// checked to be UTF-8: a damaged column is an error here, not copied
+/// into the new version).
+pub(crate) fn encode_updated_row(
+    old: &RowRef<'_>,
+    changes: &[(usize, Value)],
+    room: usize,
+) -> Result<Vec<u8>, CatalogError> {
+    let columns = old.columns;
+    for (c, v) in changes {
+        let column = columns.get(*c).ok_or_else(|| CatalogError::ColumnCount {
+            expected: columns.len(),
+            found: c.saturating_add(1),
+        })?;
+        super::check_value(column, v)?;
+    }
+    let mut values: smallvec::SmallVec<[ValueRef<'_>; 16]> =
+        smallvec::SmallVec::with_capacity(columns.len());
+    for (i, v) in old.iter().enumerate() {
+        values.push(match changes.iter().rev().find(|(c, _)| *c == i) {
+            Some((_, new)) => ValueRef::from(new),
+            None => v?,
+        });
+    }
+    let var_len = changes
+        .iter()
+        .map(|(_, v)| match v {
+            Value::Text(s) => s.len().saturating_add(5),
+            Value::Bytes(b) => b.len().saturating_add(5),
+            _ => 8,
+        })
+        .fold(old.bytes.len(), usize::saturating_add);
+    Ok(encode_checked(columns, values.into_iter(), room, var_len))
+}
+
+/// Encode `values`, one per column and checked against `columns`, after
+/// `room` zero bytes; `var_len` is about the fields' length (for the
+/// buffer's capacity).
+fn encode_checked<'v>(
+    columns: &[Column],
+    values: impl Iterator<Item = ValueRef<'v>>,
+    room: usize,
+    var_len: usize,
+) -> Vec<u8> {
+    let bitmap_len = columns.len().div_ceil(8);
     let mut out = Vec::with_capacity(
         room.saturating_add(bitmap_len)
             .saturating_add(1)
@@ -76,31 +133,39 @@ pub(crate) fn encode_filled_row(
     out.resize(room, 0);
     out.push(ROW_FORMAT_VERSION);
     out.resize(room.saturating_add(bitmap_len).saturating_add(1), 0);
-    for (i, value) in values.iter().enumerate() {
+    let mut n = 0;
+    for (i, value) in values.enumerate() {
+        n += 1;
         match value {
-            Value::Null => {
-                // RF2: `i < columns.len()` (check_row) and the bitmap's
-                // `div_ceil(columns.len(), 8)` bytes follow the room and
-                // the version.
+            ValueRef::Null => {
+                // RF2: `i < columns.len()` (checked by the callers) and
+                // the bitmap's `div_ceil(columns.len(), 8)` bytes follow
+                // the room and the version.
                 #[allow(clippy::indexing_slicing)]
                 {
                     out[room + 1 + i / 8] |= 1 << (i % 8);
                 }
             }
-            Value::Bool(b) => out.push(u8::from(*b)),
-            Value::Int32(v) => out.extend_from_slice(&v.to_le_bytes()),
-            Value::Int64(v) | Value::Timestamp(v) => out.extend_from_slice(&v.to_le_bytes()),
-            Value::Float64(f) => out.extend_from_slice(&f.to_bits().to_le_bytes()),
-            Value::Text(s) => put_var(&mut out, s.as_bytes()),
-            Value::Bytes(b) => put_var(&mut out, b),
+            ValueRef::Bool(b) => out.push(u8::from(b)),
+            ValueRef::Int32(v) => out.extend_from_slice(&v.to_le_bytes()),
+            ValueRef::Int64(v) | ValueRef::Timestamp(v) => out.extend_from_slice(&v.to_le_bytes()),
+            ValueRef::Float64(f) => out.extend_from_slice(&f.to_bits().to_le_bytes()),
+            ValueRef::Text(s) => put_var(&mut out, s.as_bytes()),
+            ValueRef::Bytes(b) => put_var(&mut out, b),
         }
     }
+    assert_eq!(
+        n,
+        columns.len(),
+        "catalog RF2: a row of {n} values for {} columns was encoded",
+        columns.len()
+    );
     debug_assert!(
         out.get(room..)
             .is_some_and(|row| decode_row(columns, row).is_ok()),
         "catalog RF1: decode_row rejects what encode_row wrote"
     );
-    Ok(out)
+    out
 }
 
 fn put_var(out: &mut Vec<u8>, bytes: &[u8]) {
@@ -1013,6 +1078,54 @@ mod tests {
             if let (Ok(roomy), Ok(row)) = (roomy, row) {
                 prop_assert_eq!(&roomy[..3], &[0u8; 3][..]);
                 prop_assert_eq!(&roomy[3..], row.as_slice());
+            }
+        }
+
+        /// An updated row encodes as the old row's values with the
+        /// changes in place (the last change of a column counts): the
+        /// same bytes, or an error exactly when the whole row with the
+        /// changes would be refused. Rows of up to 12 columns, so some
+        /// columns are past the kept positions.
+        #[test]
+        fn an_updated_row_is_the_old_row_with_the_changes_in_place(
+            (columns, rows) in arb_schema_and_rows(12, 2..3),
+            picks in proptest::collection::vec((any::<prop::sample::Index>(), 0u8..4), 0..5),
+            room in 0usize..20,
+        ) {
+            let (a, b) = (&rows[0], &rows[1]);
+            let Ok(old_bytes) = encode_row(&columns, a) else {
+                return Ok(());
+            };
+            let old = RowRef::new(&columns, &old_bytes).unwrap();
+            // Mostly the other row's value of that column; sometimes a
+            // NULL, or the value of the next column (maybe the wrong type).
+            let changes: Vec<(usize, Value)> = picks
+                .iter()
+                .map(|(at, how)| {
+                    let at = at.index(columns.len());
+                    let v = match how {
+                        0 => Value::Null,
+                        1 => b[(at + 1) % b.len()].clone(),
+                        _ => b[at].clone(),
+                    };
+                    (at, v)
+                })
+                .collect();
+            let mut whole = a.clone();
+            for (c, v) in &changes {
+                whole[*c] = v.clone();
+            }
+            let updated = encode_updated_row(&old, &changes, room);
+            // Every change is checked, even one a later change of its
+            // column replaces; the whole row checks only the last.
+            let all_valid = changes.iter().all(|(c, v)| super::super::check_value(&columns[*c], v).is_ok());
+            match encode_row(&columns, &whole) {
+                Ok(want) if all_valid => {
+                    let got = updated.unwrap();
+                    prop_assert_eq!(&got[..room], &vec![0u8; room][..]);
+                    prop_assert_eq!(&got[room..], want.as_slice());
+                }
+                _ => prop_assert!(updated.is_err()),
             }
         }
 

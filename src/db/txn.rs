@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use crate::btree::{Cursor, Direction};
 use crate::catalog::row::RowLayout;
-use crate::catalog::row::encode_filled_row;
+use crate::catalog::row::{encode_filled_row, encode_updated_row};
 use crate::catalog::schema::TableSchema;
 use crate::catalog::{FilledRow, RowRef, Value, encode_key, keycode};
 use crate::log::Durability;
@@ -399,6 +399,12 @@ impl Record {
         Ok(Record(encode_filled_row(columns, values, REC_HEADER)?))
     }
 
+    /// A record of the row `old` becomes with `changes` applied
+    /// ([`encode_updated_row`]: only the new values are checked).
+    fn encode_updated(old: &RowRef<'_>, changes: &[(usize, Value)]) -> Result<Record> {
+        Ok(Record(encode_updated_row(old, changes, REC_HEADER)?))
+    }
+
     /// A record of a copy of `row` (a row not encoded for it).
     fn of_row(row: &[u8]) -> Record {
         let mut buf = Vec::with_capacity(REC_HEADER + row.len());
@@ -460,6 +466,16 @@ fn changed_keys<'v>(
         new_keys.push((i, k));
     }
     Ok((new_keys, old_keys))
+}
+
+/// Whether index `i` of `schema` has a column that `changes` (column,
+/// value) sets: if not, an update leaves its key as it was.
+fn index_reads_any(schema: &TableSchema, i: usize, changes: &[(usize, Value)]) -> bool {
+    schema.def.indexes.get(i).is_none_or(|ix| {
+        ix.columns
+            .iter()
+            .any(|c| changes.iter().any(|(x, _)| x == c))
+    })
 }
 
 fn encode(vals: &[Value]) -> Vec<u8> {
@@ -1308,6 +1324,28 @@ impl<'a> Ctx<'a> {
         // The old version's layout is checked once: its values become
         // the new version's, and its index keys are read in place.
         let old_row = RowRef::new(&schema.def.columns, &cur.1)?;
+        let old_len = Some(REC_HEADER + cur.1.len());
+        if !schema
+            .live_indexes()
+            .any(|i| index_reads_any(schema, i, changes))
+        {
+            // No index has a changed column, so every entry stays and no
+            // uniqueness is at stake: the new row is the old one with the
+            // changes in place, encoded without owned values of the rest.
+            let mut rec = Record::encode_updated(&old_row, changes)?;
+            self.check_fits(schema, &pk, &[], Some(rec.row().len()), old_len)?;
+            let unchanged = UndoRecord::changed_mask(schema.def.indexes.len(), []);
+            self.write_version(
+                schema,
+                &pk,
+                UndoKind::Update,
+                Some(&cur),
+                unchanged,
+                Vec::new(),
+                &mut rec,
+            )?;
+            return Ok(true);
+        }
         let mut values = old_row.to_values()?;
         for (c, v) in changes {
             if let Some(slot) = values.get_mut(*c) {
@@ -1317,7 +1355,6 @@ impl<'a> Ctx<'a> {
         // `Record::encode` checks the values first (`check_filled_row`).
         let mut rec = Record::encode(&schema.def.columns, FilledRow::new(&values))?;
         let (changed, old_keys) = changed_keys(schema, Some(&old_row), &values)?;
-        let old_len = Some(REC_HEADER + cur.1.len());
         self.check_fits(schema, &pk, &changed, Some(rec.row().len()), old_len)?;
         for (i, _) in &changed {
             if schema.def.indexes.get(*i).is_some_and(|x| x.unique) && schema.index_is_ready(*i) {

@@ -47,7 +47,7 @@
 //!   that existed when fixed headers were written (1 to 8), so a record
 //!   decodes only as bytes some build's encoder made.
 
-use crate::bytes::common_prefix;
+use crate::bytes::{common_prefix, common_suffix, equal_run};
 use crate::page::node;
 use crate::page::{self, PAGE_HEADER, PageId, PageType};
 use crate::{Error, Result};
@@ -248,17 +248,14 @@ pub fn cell_patch(old: &[u8], new: &[u8]) -> Option<Vec<u8>> {
     let mut i = 0usize;
     // The next differing byte, then the end of its range: a run of
     // differences that swallows gaps of fewer than `MERGE_GAP` + 1 equal
-    // bytes.
+    // bytes (both searches eight bytes at a time).
     while let Some(start) = first_difference(old, new, i) {
-        let mut end = start + 1;
-        let (o, w) = (old.get(end..)?, new.get(end..)?);
-        for (j, (a, b)) in (end..).zip(o.iter().zip(w)) {
-            if a != b {
-                end = j + 1;
-            } else if j - end >= MERGE_GAP {
-                break;
-            }
-        }
+        // The range ends where `MERGE_GAP + 1` equal bytes start, or after
+        // its last difference if no such run follows.
+        let end = match equal_run::<{ MERGE_GAP + 1 }>(old, new, start + 1) {
+            Some(end) => end,
+            None => n - common_suffix(old.get(start + 1..)?, new.get(start + 1..)?),
+        };
         crate::varint::put(&mut out, (start - prev_end) as u64);
         crate::varint::put(&mut out, (end - start) as u64);
         out.extend_from_slice(new.get(start..end)?);
