@@ -39,9 +39,11 @@
 //!   before: the statement will run again, maybe much later on another
 //!   thread, and a lock on a key it no longer writes would only keep
 //!   others waiting. An insert refused so gives back the automatic key it
-//!   drew (table TB3). Locks taken by earlier calls of the same SQL
-//!   statement stay until the transaction ends, as after any failed
-//!   statement.
+//!   drew (table TB3), if it had taken that key's row lock newly. Locks
+//!   taken by earlier calls of the same SQL statement stay until the
+//!   transaction ends, as after any failed statement, and so does a
+//!   shared lock the call upgraded to exclusive (the transaction held the
+//!   key before; the lock table has no downgrade).
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};

@@ -447,7 +447,10 @@ impl DbInner {
 /// the record is in an insert undo segment: UL3, undo U6): restore the
 /// previous version, or remove an inserted record, and remove secondary
 /// entries no version still needs (TB1). The caller holds the row's lock
-/// or runs alone (recovery).
+/// or runs alone (recovery), or the change is one already undone whose
+/// lock a refused call released (wait W5; a rollback to a savepoint reads
+/// a segment's undone records again): then the header no longer names
+/// the record, whoever has written the row since, and nothing is done.
 pub(crate) fn undo_change(db: &DbInner, rec: &UndoRecord, roll: RollPtr) -> Result<()> {
     let Some(t) = db.table_by_id(rec.table) else {
         return Ok(());

@@ -1087,8 +1087,8 @@ impl<'a> Ctx<'a> {
         r
     }
 
-    /// [`Self::insert`]'s statement; `drawn` is set to the automatic key
-    /// it draws, unless the transaction held that key's lock before.
+    /// [`Self::insert`]'s statement; `drawn_out` is set to the automatic
+    /// key it draws once it has taken that key's row lock newly.
     fn insert_inner(
         &mut self,
         t: &Table,
@@ -1102,6 +1102,7 @@ impl<'a> Ctx<'a> {
         // An automatic key drawn for a NULL is read in its column's place
         // (`FilledRow`): the row is not copied to change one value.
         let drawn_key: Value;
+        let mut drew = None;
         if values.len() != schema.def.columns.len() {
             return Err(Error::InvalidArgument {
                 what: "row",
@@ -1116,7 +1117,7 @@ impl<'a> Ctx<'a> {
         let (pk_vals, pk, drawn, values) = match table::TableState::auto_key_column(schema) {
             Some(None) => {
                 let k = t.state.next_auto(store, schema)?;
-                *drawn_out = Some(k);
+                drew = Some(k);
                 let v = vec![Value::Int64(k)];
                 let pk = encode(&v);
                 (v, pk, true, FilledRow::new(values))
@@ -1125,7 +1126,7 @@ impl<'a> Ctx<'a> {
                 let (filled, drawn) = match values.get(col) {
                     Some(Value::Null) => {
                         let k = t.state.next_auto(store, schema)?;
-                        *drawn_out = Some(k);
+                        drew = Some(k);
                         drawn_key = Value::Int64(k);
                         (FilledRow::with(values, col, &drawn_key), true)
                     }
@@ -1155,10 +1156,13 @@ impl<'a> Ctx<'a> {
         };
         // `Record::encode` checks the values first (`check_filled_row`).
         let mut rec = Record::encode(&schema.def.columns, values)?;
-        if self.lock(table::row_lock(schema.id, &pk), LockMode::Exclusive)? == Acquired::Held {
-            // Locked by an earlier statement (a locking read of the key
-            // before it existed): a refusal would not release it (W5).
-            *drawn_out = None;
+        if self.lock(table::row_lock(schema.id, &pk), LockMode::Exclusive)? == Acquired::New {
+            // A refusal from here on releases the lock with the key (W5).
+            // Not so for a key locked by an earlier statement (a locking
+            // read of it before it existed), nor for one refused at its
+            // lock (another transaction holds it): a rerun drawing it
+            // again would wait.
+            *drawn_out = drew;
         }
         // A fresh automatic key has no record if, with its row lock held,
         // the table has still stored no explicit key (TB3): no lookup.

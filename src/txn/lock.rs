@@ -37,8 +37,8 @@
 //!   waiter never waits on a key nobody holds (it would sleep until its
 //!   timeout for nothing).
 //! * L7. A key's entry exists exactly while it has holders or waiters.
-//!   Releasing a key that has no entry is not an error: a transaction
-//!   that locked a key twice (shared, then exclusive) lists it twice.
+//!   Releasing a key that has no entry is not an error (a caller that
+//!   lists a key twice releases it once).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasher, RandomState};
@@ -429,7 +429,8 @@ impl LockTable {
         }
     }
 
-    /// Release `trx`'s locks on `keys` (at commit or rollback).
+    /// Release `trx`'s locks on `keys` (at commit or rollback, or those a
+    /// refused call took, wait W5).
     pub fn release(&self, trx: TrxId, keys: &[LockKey]) {
         for key in keys {
             debug_assert_eq!(key.hash, self.hash(&key.bytes), "a key of another table");

@@ -332,3 +332,173 @@ fn a_refused_update_releases_its_row_lock() {
     drop(a);
     assert!(db.check().unwrap().is_ok());
 }
+
+/// `items(id int64, qty int32)` indexed on qty: `id` is the primary key
+/// (drawn when NULL) or, without `pk`, a plain column beside a hidden
+/// row id.
+fn items(pk: bool) -> TableDef {
+    TableDef {
+        name: "items".into(),
+        columns: vec![
+            Column::new("id", ColumnType::Int64, !pk),
+            Column::new("qty", ColumnType::Int32, false),
+        ],
+        primary_key: if pk { vec![0] } else { vec![] },
+        indexes: vec![IndexDef {
+            name: "by_qty".into(),
+            columns: vec![1],
+            unique: false,
+        }],
+    }
+}
+
+/// Write every page and drop only the secondary index's root (a leaf in
+/// these small tables): an insert then writes its clustered record and
+/// is refused at its index entry.
+fn evict_index_root(db: &quill::Db, t: &Table) {
+    db.store().flush_all().unwrap();
+    let root = t.schema().index_roots[0];
+    assert!(
+        db.store().pool().evict(PageId(root)),
+        "index root not evicted"
+    );
+}
+
+/// Attempt an insert of `order(qty)` where waits are refused, expect a
+/// refusal, and undo the rest of the statement as a server does.
+fn refused_insert(a: &mut quill::OwnedTxn, t: &Table, qty: i32) {
+    let sp = a.savepoint();
+    let (r, refused) = without_waiting(|| a.insert(t, &order(qty)));
+    assert!(
+        refused && matches!(r, Err(Error::WouldWait { .. })),
+        "{r:?}"
+    );
+    a.rollback_to_savepoint(sp).unwrap();
+}
+
+fn rows(db: &quill::Db, t: &Table) -> usize {
+    let mut r = db.begin().unwrap();
+    let all = r
+        .scan(
+            t,
+            quill::db::KeyBound::Unbounded,
+            quill::db::KeyBound::Unbounded,
+            quill::btree::Direction::Forward,
+        )
+        .unwrap();
+    let mut n = 0;
+    for row in all {
+        row.unwrap();
+        n += 1;
+    }
+    n
+}
+
+/// Refused after its clustered record was written (at the index entry):
+/// the record is removed with the statement, so the key given back is
+/// free for another transaction's insert, with a primary key and with a
+/// hidden row id.
+#[test]
+fn a_key_given_back_after_its_record_was_written_is_free() {
+    for pk in [true, false] {
+        let fs = SimFs::new(79);
+        let db = open(&fs, short_lock_waits());
+        let t = db.create_table(items(pk)).unwrap();
+        let mut tx = db.begin().unwrap();
+        assert_eq!(tx.insert(&t, &order(0)).unwrap(), vec![Value::Int64(1)]);
+        tx.commit().unwrap();
+        evict_index_root(&db, &t);
+        let mut a = db.begin_owned().unwrap();
+        refused_insert(&mut a, &t, 7);
+        let mut b = db.begin_owned().unwrap();
+        assert_eq!(
+            b.insert(&t, &order(8)).unwrap(),
+            vec![Value::Int64(2)],
+            "pk {pk}"
+        );
+        b.commit().unwrap();
+        assert_eq!(
+            a.insert(&t, &order(7)).unwrap(),
+            vec![Value::Int64(3)],
+            "pk {pk}"
+        );
+        a.commit().unwrap();
+        assert_eq!(rows(&db, &t), 3, "pk {pk}");
+        assert!(db.check().unwrap().is_ok(), "pk {pk}");
+    }
+}
+
+/// A refused insert that had opened a run of inserts (undo U7) leaves
+/// its run record behind in the insert undo segment; the key it gave
+/// back is drawn again, by the same transaction or another. A crash
+/// before the first transaction ends rolls back all of its rows and none
+/// of the other's.
+#[test]
+fn recovery_after_a_key_given_back_from_a_run() {
+    for again_by_a in [true, false] {
+        let fs = SimFs::new(80);
+        let db = open(&fs, short_lock_waits());
+        let t = db.create_table(items(true)).unwrap();
+        let mut tx = db.begin().unwrap();
+        tx.insert(&t, &order(0)).unwrap();
+        tx.commit().unwrap();
+        let mut a = db.begin_owned().unwrap();
+        assert_eq!(a.insert(&t, &order(1)).unwrap(), vec![Value::Int64(2)]);
+        // Ends the run: the next insert opens a new one.
+        assert!(
+            a.update(&t, &[Value::Int64(2)], &[(1, Value::Int32(100))])
+                .unwrap()
+        );
+        evict_index_root(&db, &t);
+        refused_insert(&mut a, &t, 2);
+        if again_by_a {
+            assert_eq!(a.insert(&t, &order(2)).unwrap(), vec![Value::Int64(3)]);
+            assert_eq!(a.insert(&t, &order(3)).unwrap(), vec![Value::Int64(4)]);
+        } else {
+            let mut b = db.begin_owned().unwrap();
+            assert_eq!(b.insert(&t, &order(8)).unwrap(), vec![Value::Int64(3)]);
+            b.commit().unwrap();
+            assert_eq!(a.insert(&t, &order(2)).unwrap(), vec![Value::Int64(4)]);
+        }
+        db.store().flush_all().unwrap();
+        let crashed = fs.crash(quill::io::CrashMode::KeepUnsynced);
+        std::mem::forget(a); // the process is gone: no rollback
+        drop(t);
+        drop(db);
+        let db = open(&crashed, short_lock_waits());
+        assert_eq!(db.stats().recovery.unwrap().rolled_back.len(), 1);
+        let t = db.table("items").unwrap();
+        let want = if again_by_a { 1 } else { 2 };
+        assert_eq!(rows(&db, &t), want, "again by a: {again_by_a}");
+        assert!(db.check().unwrap().is_ok());
+    }
+}
+
+/// An insert refused at its drawn key's own row lock (another
+/// transaction locked that key before it existed) took no lock and gives
+/// back nothing: its rerun draws the next key and does not wait.
+#[test]
+fn a_key_refused_at_its_own_lock_is_not_given_back() {
+    let fs = SimFs::new(81);
+    let db = open(&fs, short_lock_waits());
+    let t = db.create_table(items(true)).unwrap();
+    let mut tx = db.begin().unwrap();
+    tx.insert(&t, &order(0)).unwrap();
+    tx.commit().unwrap();
+    let mut holder = db.begin_owned().unwrap();
+    assert_eq!(holder.get_for_update(&t, &[Value::Int64(2)]).unwrap(), None);
+    let mut a = db.begin_owned().unwrap();
+    let sp = a.savepoint();
+    let (r, refused) = without_waiting(|| a.insert(&t, &order(7)));
+    assert!(
+        refused && matches!(r, Err(Error::WouldWait { what: "a row lock" })),
+        "{r:?}"
+    );
+    a.rollback_to_savepoint(sp).unwrap();
+    let waits = db.stats().locks.waits;
+    assert_eq!(a.insert(&t, &order(7)).unwrap(), vec![Value::Int64(3)]);
+    assert_eq!(db.stats().locks.waits, waits, "the rerun waited");
+    a.commit().unwrap();
+    drop(holder);
+    assert!(db.check().unwrap().is_ok());
+}

@@ -237,6 +237,10 @@ fn a_refused_insert_returns_the_key_its_attempt_drew() {
                 .count()
                 > 0
         );
+        // The table's one page back in the pool, as on a fresh server: the
+        // insert loads its key counter from it and draws, then meets a
+        // page it must read.
+        s.execute("SELECT count(*) FROM b").remove(0).unwrap();
         let parsed = s.try_execute_deferred(insert).expect_err("refused");
         let out = rerun(&mut s, parsed);
         out.commit.unwrap().commit().unwrap();
