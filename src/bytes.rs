@@ -39,10 +39,10 @@ pub(crate) fn common_suffix(a: &[u8], b: &[u8]) -> usize {
 /// The first `p >= from` where `a` and `b` (of equal length) have `RUN`
 /// equal bytes in a row, `a[p..p + RUN] == b[p..p + RUN]`; `None` if
 /// there is none. Eight bytes at a time: each window of eight finds a
-/// run that starts in its first `9 - RUN` bytes, and the next window
-/// starts right after those (a redo patch looks for the end of every
-/// changed range so, and a byte loop cost about eight instructions a
-/// byte).
+/// run that starts in it and ends in it, and the next window starts right
+/// after the last differing byte of this one (a redo patch looks for the
+/// end of every changed range so, and a byte loop cost about eight
+/// instructions a byte).
 pub(crate) fn equal_run<const RUN: usize>(a: &[u8], b: &[u8], from: usize) -> Option<usize> {
     const { assert!(RUN >= 1 && RUN <= 8, "a run fits one window") };
     const LOW: u64 = 0x7f7f_7f7f_7f7f_7f7f;
@@ -60,7 +60,12 @@ pub(crate) fn equal_run<const RUN: usize>(a: &[u8], b: &[u8], from: usize) -> Op
         if runs != 0 {
             return Some(p + (runs.trailing_zeros() / 8) as usize);
         }
-        p += 9 - RUN;
+        // No run starts at or before the window's last differing byte
+        // (there is one: `runs` would be set if all eight were equal),
+        // so the next window starts right after it: at least `9 - RUN`
+        // bytes on, and eight when the window ends in a difference.
+        let differ = !zero & !LOW;
+        p += (63 - differ.leading_zeros()) as usize / 8 + 1;
     }
     while p + RUN <= n {
         if a.get(p..p + RUN) == b.get(p..p + RUN) {

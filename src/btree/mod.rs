@@ -112,6 +112,28 @@ enum Descent<'s> {
     Busy(PageId),
 }
 
+/// Where a read found a key ([`Tree::get_with_leaf`]), for a write of
+/// the same key that follows it ([`Tree::put_at`]).
+///
+/// LH1. The leaf the read found the key in, and the buffer pool's tree
+/// epoch read while that leaf was latched (buffer B11: it counts every
+/// node split and every node page freed, before the node changes). A
+/// leaf's key range changes only when it splits or merges (a merge frees
+/// a page), and its page leaves the tree only when freed; so when the
+/// leaf is latched again and the epoch has not moved, it is still a leaf
+/// of the same tree and still the leaf for that key (present or not by
+/// then), as for an append hint (`append_hint` AH1). Any split or free
+/// anywhere makes a hint stale: the write then descends as any write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeafHint {
+    /// The tree's root (a hint of another tree is not used).
+    root: PageId,
+    leaf: PageId,
+    /// The key's slot in the leaf then (tried first, checked).
+    slot: usize,
+    epoch: u64,
+}
+
 /// A B+tree in a store, named by its root page.
 #[derive(Debug, Clone, Copy)]
 pub struct Tree<'s> {
@@ -310,9 +332,23 @@ impl<'s> Tree<'s> {
     /// present. A caller that reads many keys reuses one buffer instead
     /// of allocating a value per read.
     pub fn get_into(&self, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
+        Ok(self.get_noting(key, value)?.is_some())
+    }
+
+    /// [`Tree::get`], and where the value was found: a caller that writes
+    /// the key next passes that to [`Tree::put_at`], which then goes
+    /// straight to the leaf if no node split or was freed since (LH1).
+    pub fn get_with_leaf(&self, key: &[u8]) -> Result<Option<(Vec<u8>, LeafHint)>> {
+        let mut value = Vec::new();
+        Ok(self.get_noting(key, &mut value)?.map(|at| (value, at)))
+    }
+
+    /// [`Tree::get_into`], returning where `key` was found (`None`: not
+    /// present).
+    fn get_noting(&self, key: &[u8], value: &mut Vec<u8>) -> Result<Option<LeafHint>> {
         value.clear();
         if self.cannot_hold(key) {
-            return Ok(false);
+            return Ok(None);
         }
         let pool = self.store.pool();
         let mut tries = 0;
@@ -331,9 +367,16 @@ impl<'s> Tree<'s> {
                     {
                         Ok(i) => {
                             self.value_into(&cur, i, value)?;
-                            Ok(true)
+                            // LH1: read with the leaf latched.
+                            let epoch = pool.tree_epoch();
+                            Ok(Some(LeafHint {
+                                root: self.root,
+                                leaf: id,
+                                slot: i,
+                                epoch,
+                            }))
                         }
-                        Err(_) => Ok(false),
+                        Err(_) => Ok(None),
                     };
                 }
                 // Only the leaf search uses a hint: the levels above are
@@ -476,13 +519,39 @@ impl<'s> Tree<'s> {
     /// Insert or replace `key`'s value. Returns the commit LSN of the
     /// change (hand it to [`Store::commit`] to wait for durability).
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<Lsn> {
+        self.put_at(key, value, None)
+    }
+
+    /// [`Tree::put`] of a key a read of this tree found at `at`
+    /// ([`Tree::get_with_leaf`]): straight to that leaf, latched
+    /// exclusively, without a descent, if no node of any tree split or
+    /// was freed since (LH1); otherwise as `put`.
+    pub fn put_at(&self, key: &[u8], value: &[u8], at: Option<LeafHint>) -> Result<Lsn> {
         self.check_sizes(key, Some(value))?;
         if value.len() <= self.max_inline_value()
-            && let Some(lsn) = self.put_optimistic(key, value)?
+            && let Some(lsn) = self.put_optimistic(key, value, at)?
         {
             return Ok(lsn);
         }
         self.put_pessimistic(key, value)
+    }
+
+    /// The leaf a read found a key in, latched exclusively, if the tree
+    /// epoch read now with it latched is the one read then (LH1): it is
+    /// then still a leaf of this tree and still holds the key's range.
+    fn leaf_of_read(&self, at: LeafHint) -> Result<Option<PageWrite<'s>>> {
+        let pool = self.store.pool();
+        // Checked before the page is touched (it may be any page by now)
+        // and again with it latched, the check LH1 rests on.
+        if at.root != self.root || pool.tree_epoch() != at.epoch {
+            return Ok(None);
+        }
+        let leaf = pool.fetch_write(at.leaf, Load::Verify)?;
+        if pool.tree_epoch() != at.epoch {
+            return Ok(None);
+        }
+        self.check_node(at.leaf, &leaf, Some(0))?;
+        Ok(Some(leaf))
     }
 
     /// The tree's rightmost leaf, latched exclusively, if its append hint
@@ -543,21 +612,40 @@ impl<'s> Tree<'s> {
         );
     }
 
-    fn put_optimistic(&self, key: &[u8], value: &[u8]) -> Result<Option<Lsn>> {
+    fn put_optimistic(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        at: Option<LeafHint>,
+    ) -> Result<Option<Lsn>> {
         let mut mtr = self.store.mtr()?;
-        let (leaf, hinted, rightmost) = match self.hinted_leaf(key)? {
-            Some(leaf) => (leaf, true, true),
-            None => {
-                let (leaf, rightmost) = self.leaf_for_write(key)?;
-                (leaf, false, rightmost)
-            }
+        let of_read = match at {
+            Some(at) => self.leaf_of_read(at)?,
+            None => None,
+        };
+        // (A leaf of a read is not known to be the rightmost: no append
+        // hint is noted from it.)
+        let guess = of_read.as_ref().and(at).map(|at| at.slot);
+        let (leaf, hinted, rightmost) = match of_read {
+            Some(leaf) => (leaf, true, false),
+            None => match self.hinted_leaf(key)? {
+                Some(leaf) => (leaf, true, true),
+                None => {
+                    let (leaf, rightmost) = self.leaf_for_write(key)?;
+                    (leaf, false, rightmost)
+                }
+            },
         };
         let id = leaf.id();
         let cell = node::encode_leaf_inline(key, value).map_err(self.ne(id))?;
         self.assert_cell_size(&cell);
         let free = self.free_space(id, &leaf)?;
         let patch;
-        let op = match node::search_leaf_for_insert(&leaf, key).map_err(self.ne(id))? {
+        let found = match guess {
+            Some(slot) => node::search_leaf_from_guess(&leaf, key, slot),
+            None => node::search_leaf_for_insert(&leaf, key),
+        };
+        let op = match found.map_err(self.ne(id))? {
             Ok(i) => {
                 let old = node::cell(&leaf, i).map_err(self.ne(id))?;
                 let was_overflow = matches!(
@@ -1372,6 +1460,74 @@ mod tests {
         let n = node::nslots(&leaf);
         assert!(n > 0, "leaf {id} is empty");
         Ok(node::key(&leaf, n - 1).map_err(t.ne(id))?.to_vec())
+    }
+
+    /// A put at where a read found its key (LH1) lands in the right leaf
+    /// whatever happened since: straight there while no node split or was
+    /// freed, by a descent once one did (here, splits that moved half of
+    /// the keys read to new leaves, then merges that freed leaves), and
+    /// never in another tree's leaf.
+    #[test]
+    fn a_put_at_a_leaf_a_read_found_lands_in_the_right_leaf() -> Result<()> {
+        let (store, root) = store_and_tree(12)?;
+        let t = Tree::open(&store, root);
+        let key = |i: u64| (i * 10).to_be_bytes();
+        let value = [1u8; 60];
+        for i in 0..600 {
+            t.put(&key(i), &value)?;
+        }
+        let found = |t: &Tree<'_>| -> Result<Vec<(u64, LeafHint)>> {
+            (0..600)
+                .step_by(7)
+                .map(|i| Ok((i, t.get_with_leaf(&key(i))?.expect("present").1)))
+                .collect()
+        };
+        // Fresh hints: every put goes straight to its leaf.
+        let hints = found(&t)?;
+        for &(i, at) in &hints {
+            t.put_at(&key(i), &[2u8; 60], Some(at))?;
+        }
+        // Stale hints: keys between the old ones split every leaf.
+        let hints = found(&t)?;
+        for i in 0..600u64 {
+            t.put(&(i * 10 + 5).to_be_bytes(), &value)?;
+        }
+        for &(i, at) in &hints {
+            t.put_at(&key(i), &[3u8; 60], Some(at))?;
+        }
+        // Stale again: merges free leaves.
+        let hints = found(&t)?;
+        for i in 0..600u64 {
+            if i % 7 != 0 {
+                t.delete(&key(i))?;
+                t.delete(&(i * 10 + 5).to_be_bytes())?;
+            }
+        }
+        for &(i, at) in &hints {
+            t.put_at(&key(i), &[4u8; 60], Some(at))?;
+        }
+        // Another tree's put with this tree's hints goes to its own tree.
+        let other = Tree::create(&store)?;
+        for &(i, at) in &found(&t)? {
+            other.put_at(&key(i), &[5u8; 60], Some(at))?;
+        }
+        t.verify()?;
+        other.verify()?;
+        for i in (0..600).step_by(7) {
+            assert_eq!(t.get(&key(i))?.as_deref(), Some(&[4u8; 60][..]), "key {i}");
+            assert_eq!(
+                other.get(&key(i))?.as_deref(),
+                Some(&[5u8; 60][..]),
+                "key {i}"
+            );
+        }
+        // The keys read, and the keys between them that were not deleted.
+        assert_eq!(
+            t.range(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
+                .count(),
+            2 * 86
+        );
+        Ok(())
     }
 
     /// Appends find the rightmost leaf through the hint (AH2); when that

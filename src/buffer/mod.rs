@@ -68,7 +68,10 @@
 //!   mini-transaction changes the node, which it holds latched from then
 //!   to its commit, so a thread that latches the node afterwards sees the
 //!   epoch moved (latch release and acquire order the two). The pool only
-//!   keeps the count; `btree` (AH1) relies on it. (A root that takes its
+//!   keeps the count; `btree` (AH1, LH1) relies on it. It starts at a
+//!   random value, so an epoch read in another pool (another store, or
+//!   this store before a reopen) matches this pool's with negligible
+//!   chance (wrapping is harmless: epochs are only compared for equality). (A root that takes its
 //!   only child's content is rewritten before the child is freed; it is
 //!   an internal node before and after, never a leaf a hint names.)
 //! * B12. A page read ahead (`BufferPool::read_ahead_run`) enters as a demand
@@ -285,7 +288,8 @@ pub struct BufferPool {
     counters: PoolCounters,
     poisoned: Mutex<Option<String>>,
     is_poisoned: AtomicBool,
-    /// B+tree node splits and node frees since open (B11).
+    /// B+tree node splits and node frees since open, counted from a
+    /// random start (B11).
     tree_epoch: AtomicU64,
 }
 
@@ -453,7 +457,12 @@ impl BufferPool {
             counters: PoolCounters::default(),
             poisoned: Mutex::new(None),
             is_poisoned: AtomicBool::new(false),
-            tree_epoch: AtomicU64::new(0),
+            // B11: a random start per pool, so no epoch read from
+            // another pool (another open) is ever this pool's.
+            tree_epoch: AtomicU64::new(std::hash::BuildHasher::hash_one(
+                &std::hash::RandomState::new(),
+                0u8,
+            )),
         }
     }
 

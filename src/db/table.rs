@@ -48,7 +48,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
-use crate::btree::{Direction, Tree};
+use crate::btree::{Direction, LeafHint, Tree};
 use crate::catalog::schema::TableSchema;
 use crate::catalog::{ColumnType, FilledRow, Value, decode_key, decode_row, keycode};
 use crate::catalog::{RowRef, ValueRef};
@@ -515,6 +515,19 @@ pub(crate) fn read_rec(store: &Store, schema: &TableSchema, pk: &[u8]) -> Result
     match clustered(store, schema).get(pk)? {
         None => Ok(None),
         Some(v) => split_rec_owned(v).map(Some),
+    }
+}
+
+/// [`read_rec`], and where the record was found: a write of the same
+/// row passes that on ([`crate::btree::Tree::put_at`], B+tree LH1).
+pub(crate) fn read_rec_at(
+    store: &Store,
+    schema: &TableSchema,
+    pk: &[u8],
+) -> Result<Option<(Rec, LeafHint)>> {
+    match clustered(store, schema).get_with_leaf(pk)? {
+        None => Ok(None),
+        Some((v, at)) => Ok(Some((split_rec_owned(v)?, at))),
     }
 }
 

@@ -24,7 +24,7 @@ use std::future::Future;
 use std::ops::{Bound, Deref};
 use std::sync::Arc;
 
-use crate::btree::{Cursor, Direction};
+use crate::btree::{Cursor, Direction, LeafHint};
 use crate::catalog::row::RowLayout;
 use crate::catalog::row::{encode_filled_row, encode_updated_row};
 use crate::catalog::schema::TableSchema;
@@ -374,6 +374,7 @@ impl Txn<'_> {
             changed,
             keys,
             &mut Record::of_row(row),
+            None,
         )
     }
 
@@ -843,6 +844,7 @@ impl<'a> Ctx<'a> {
         changed: u64,
         old_keys: Vec<Vec<u8>>,
         version: &mut Record,
+        at: Option<LeafHint>,
     ) -> Result<()> {
         let seq = self.seq + 1;
         let (prev_trx, prev_roll) = cur.map_or((0, RollPtr::NONE), |(h, _)| (h.trx, h.roll));
@@ -874,7 +876,7 @@ impl<'a> Ctx<'a> {
             }
         };
         self.seq = seq;
-        self.put_version(schema, pk, roll, kind == UndoKind::DeleteMark, version)
+        self.put_version(schema, pk, roll, kind == UndoKind::DeleteMark, version, at)
     }
 
     /// Put the clustered version in `rec` of `pk` written by this
@@ -887,13 +889,14 @@ impl<'a> Ctx<'a> {
         roll: RollPtr,
         deleted: bool,
         rec: &mut Record,
+        at: Option<LeafHint>,
     ) -> Result<()> {
         let hdr = RecHeader {
             trx: self.id,
             roll,
             deleted,
         };
-        table::clustered(&self.db.store, schema).put(pk, rec.with_header(hdr))?;
+        table::clustered(&self.db.store, schema).put_at(pk, rec.with_header(hdr), at)?;
         Ok(())
     }
 
@@ -944,7 +947,7 @@ impl<'a> Ctx<'a> {
             });
         }
         self.seq = seq;
-        self.put_version(schema, pk, RollPtr::insert(seq), false, rec)?;
+        self.put_version(schema, pk, RollPtr::insert(seq), false, rec, None)?;
         Ok(true)
     }
 
@@ -1230,7 +1233,16 @@ impl<'a> Ctx<'a> {
             && cur.is_none()
             && self.write_insert_in_run(schema, &pk, &mut rec)?;
         if !in_run {
-            self.write_version(schema, &pk, kind, cur.as_ref(), changed, old_keys, &mut rec)?;
+            self.write_version(
+                schema,
+                &pk,
+                kind,
+                cur.as_ref(),
+                changed,
+                old_keys,
+                &mut rec,
+                None,
+            )?;
         }
         for (i, k) in &new_keys {
             if let Some(tree) = table::secondary(store, schema, *i) {
@@ -1317,7 +1329,8 @@ impl<'a> Ctx<'a> {
             }
         }
         self.lock(table::row_lock(schema.id, &pk), LockMode::Exclusive)?;
-        let Some(cur) = table::read_rec(store, schema, &pk)? else {
+        // Where the row is: the write goes straight there (B+tree LH1).
+        let Some((cur, at)) = table::read_rec_at(store, schema, &pk)? else {
             return Ok(false);
         };
         if cur.0.deleted {
@@ -1347,6 +1360,7 @@ impl<'a> Ctx<'a> {
                 unchanged,
                 Vec::new(),
                 &mut rec,
+                Some(at),
             )?;
             return Ok(true);
         }
@@ -1375,6 +1389,7 @@ impl<'a> Ctx<'a> {
             mask,
             old_keys,
             &mut rec,
+            Some(at),
         )?;
         for (i, k) in changed {
             if let Some(tree) = table::secondary(store, schema, i) {
@@ -1395,7 +1410,7 @@ impl<'a> Ctx<'a> {
         let store = &self.db.store;
         let pk = self.key_of(schema, key)?;
         self.lock(table::row_lock(schema.id, &pk), LockMode::Exclusive)?;
-        let Some(cur) = table::read_rec(store, schema, &pk)? else {
+        let Some((cur, at)) = table::read_rec_at(store, schema, &pk)? else {
             return Ok(false);
         };
         self.builds_on(&cur)?;
@@ -1413,6 +1428,7 @@ impl<'a> Ctx<'a> {
             mask,
             Vec::new(),
             &mut Record::of_row(&cur.1),
+            Some(at),
         )?;
         Ok(true)
     }

@@ -939,6 +939,21 @@ pub fn search_leaf_for_insert(page: &[u8], key: &[u8]) -> Result<Result<usize, u
     search_slots(page, &h, key)
 }
 
+/// [`search_leaf_for_insert`], trying slot `guess` first (where a read
+/// found `key`; slots may have moved since): a key equal to the guess's
+/// is the only one (N3), so that answer is the search's.
+pub fn search_leaf_from_guess(
+    page: &[u8],
+    key: &[u8],
+    guess: usize,
+) -> Result<Result<usize, usize>, NodeError> {
+    let h = header(page)?;
+    if guess < h.n && key_at(page, &h, guess)? == key {
+        return Ok(Ok(guess));
+    }
+    search_leaf_for_insert(page, key)
+}
+
 /// Search of the slots' keys, compared literally, as a binary search
 /// answers ([`partition_slots`]; N3 keeps leaf keys strictly increasing).
 fn search_slots(page: &[u8], h: &Header, key: &[u8]) -> Result<Result<usize, usize>, NodeError> {
@@ -1892,6 +1907,16 @@ mod tests {
                         search_leaf_with_hint(&leaf, p, Some(hint)).unwrap(),
                         keys.binary_search(p),
                         "leaf, probe {:02x?}, hint {}", p, hint
+                    );
+                }
+                // A guessed slot: right, off by one, anywhere, past the end.
+                let right = keys.binary_search(p).unwrap_or_else(|i| i);
+                let anywhere = hint_seed as usize % (keys.len() + 2);
+                for guess in [right, right + 1, right.saturating_sub(1), anywhere, usize::MAX] {
+                    prop_assert_eq!(
+                        search_leaf_from_guess(&leaf, p, guess).unwrap(),
+                        keys.binary_search(p),
+                        "leaf, probe {:02x?}, guess {}", p, guess
                     );
                 }
                 // Slot i + 1 of the internal node (child i) covers

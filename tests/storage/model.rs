@@ -1,6 +1,7 @@
 //! B+tree against a `BTreeMap` model: random puts, deletes (one key, or a
 //! sorted batch with `delete_sorted`), gets and range scans with keys and values of random sizes (splits, merges,
-//! overflow values), across clean reopens.
+//! overflow values), across clean reopens; puts of a key at the leaf an
+//! earlier get found it in (`put_at`, LH1), with any steps between.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -13,11 +14,33 @@ use crate::common::*;
 
 #[derive(Clone, Debug)]
 enum Step {
-    Put { key: u16, klen: u8, vlen: u32 },
-    Delete { key: u16 },
-    DeleteSorted { from: u16, len: u16, every: u16 },
-    Get { key: u16 },
-    Scan { lo: u16, hi: u16, back: bool },
+    Put {
+        key: u16,
+        klen: u8,
+        vlen: u32,
+    },
+    Delete {
+        key: u16,
+    },
+    DeleteSorted {
+        from: u16,
+        len: u16,
+        every: u16,
+    },
+    Get {
+        key: u16,
+    },
+    /// A put at where the last get of the key found it (a plain put if
+    /// none did).
+    PutAt {
+        key: u16,
+        vlen: u32,
+    },
+    Scan {
+        lo: u16,
+        hi: u16,
+        back: bool,
+    },
     Reopen,
 }
 
@@ -35,6 +58,8 @@ fn step() -> impl Strategy<Value = Step> {
         4 => (0u16..600).prop_map(|key| Step::Delete { key }),
         1 => (0u16..600, 1u16..200, 1u16..4).prop_map(|(from, len, every)| Step::DeleteSorted { from, len, every }),
         2 => (0u16..600).prop_map(|key| Step::Get { key }),
+        2 => (0u16..600, prop_oneof![6 => 0u32..300, 1 => 300u32..1100, 1 => 1100u32..9000])
+            .prop_map(|(key, vlen)| Step::PutAt { key, vlen }),
         1 => (0u16..600, 0u16..600, any::<bool>()).prop_map(|(lo, hi, back)| Step::Scan { lo, hi, back }),
         1 => Just(Step::Reopen),
     ]
@@ -48,6 +73,9 @@ fn run(steps: &[Step], seed: u64) {
     // Key prefix -> full key (a key id has one length at a time).
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let mut full: BTreeMap<u16, Vec<u8>> = BTreeMap::new();
+    // Key id -> where its last get found it (kept across every step,
+    // reopens included: a stale one must be turned away).
+    let mut found: BTreeMap<u16, quill::btree::LeafHint> = BTreeMap::new();
     for (n, s) in steps.iter().enumerate() {
         let t = Tree::open(&store, root);
         match *s {
@@ -94,7 +122,19 @@ fn run(steps: &[Step], seed: u64) {
             }
             Step::Get { key } => {
                 let k = full.get(&key).cloned().unwrap_or_else(|| key_bytes(key, 3));
-                assert_eq!(t.get(&k).unwrap(), model.get(&k).cloned(), "step {n}: get");
+                let got = t.get_with_leaf(&k).unwrap();
+                if let Some((_, at)) = got {
+                    found.insert(key, at);
+                }
+                assert_eq!(got.map(|(v, _)| v), model.get(&k).cloned(), "step {n}: get");
+            }
+            Step::PutAt { key, vlen } => {
+                // The key as it is (or a new one of length 5).
+                let k = full.get(&key).cloned().unwrap_or_else(|| key_bytes(key, 3));
+                let v = bytes(n as u64, vlen as usize);
+                t.put_at(&k, &v, found.get(&key).copied()).unwrap();
+                full.insert(key, k.clone());
+                model.insert(k, v);
             }
             Step::Scan { lo, hi, back } => {
                 let lo_k = lo.to_be_bytes().to_vec();
