@@ -47,6 +47,10 @@ pub(crate) fn equal_run<const RUN: usize>(a: &[u8], b: &[u8], from: usize) -> Op
     const { assert!(RUN >= 1 && RUN <= 8, "a run fits one window") };
     const LOW: u64 = 0x7f7f_7f7f_7f7f_7f7f;
     let n = a.len().min(b.len());
+    if from >= n {
+        return None;
+    }
+    // `p < n` below, so `p + 8` cannot overflow.
     let mut p = from;
     while p + 8 <= n {
         let x = le_word(a.get(p..p + 8)) ^ le_word(b.get(p..p + 8));
@@ -129,6 +133,11 @@ mod tests {
         b[5..9].copy_from_slice(&[1; 4]);
         assert_eq!(equal_run::<4>(&a, &b, 0), Some(5), "a run across two words");
         assert_eq!(equal_run::<4>(&a, &b, 30), None, "from past the end");
+        assert_eq!(
+            equal_run::<4>(&a, &b, usize::MAX),
+            None,
+            "from far past the end"
+        );
         assert_eq!(equal_run::<4>(&a[..2], &b[..2], 0), None);
     }
 }

@@ -124,6 +124,9 @@ enum Descent<'s> {
 /// of the same tree and still the leaf for that key (present or not by
 /// then), as for an append hint (`append_hint` AH1). Any split or free
 /// anywhere makes a hint stale: the write then descends as any write.
+/// A hint speaks only for the key read: `put_at` of another key writes
+/// at the hinted leaf only if the leaf holds it or it falls between two
+/// of the leaf's keys (then it is in the leaf's range too).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LeafHint {
     /// The tree's root (a hint of another tree is not used).
@@ -671,6 +674,13 @@ impl<'s> Tree<'s> {
             }
             Err(i) => {
                 if free < cell.len() + SLOT_SIZE {
+                    return Ok(None);
+                }
+                // At a read's leaf, a key it does not hold goes there only
+                // between two of its keys, which proves it is in the
+                // leaf's range whatever key the read was of (LH1 speaks
+                // for that key only); otherwise a descent decides.
+                if guess.is_some() && !(i > 0 && i < node::nslots(&leaf)) {
                     return Ok(None);
                 }
                 if rightmost && !hinted && i > 0 && i == node::nslots(&leaf) {
@@ -1505,6 +1515,15 @@ mod tests {
         }
         for &(i, at) in &hints {
             t.put_at(&key(i), &[4u8; 60], Some(at))?;
+        }
+        // A hint of one key used for others (fresh: no split since): a
+        // key past the read leaf's keys is not put there.
+        let first = t.get_with_leaf(&key(0))?.expect("present").1;
+        for k in [1u64, 99_999, 5_995] {
+            t.put_at(&k.to_be_bytes(), &[6u8; 60], Some(first))?;
+            assert_eq!(t.get(&k.to_be_bytes())?.as_deref(), Some(&[6u8; 60][..]));
+            t.verify()?;
+            assert!(t.delete(&k.to_be_bytes())?.is_some());
         }
         // Another tree's put with this tree's hints goes to its own tree.
         let other = Tree::create(&store)?;
