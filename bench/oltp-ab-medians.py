@@ -11,16 +11,19 @@ import statistics
 import sys
 
 # "round R NAME: quill SHAPE THREADS tps qps fsync/c [logw/c [hist]] p50 p95 p99
-#  cpu csw wbytes log redo data dblw" (the columns of `quill bench oltp`;
-# logw/c since 2026-11-28, then hist). Counted from the end, so every layout
-# parses.
+#  cpu csw wbytes log redo data dblw [undo]" (the columns of `quill bench oltp`;
+# logw/c since 2026-11-28, then hist, then undo pg/c). Counted from the end,
+# so every layout parses: undo pg/c has a decimal point, dblw B/tx never.
+# (Until 2026-11-29 the script did not know undo pg/c: medians of runs with
+# it read csw/tx as cpu us/tx and data B/tx as redo B/tx; tps was right.)
 LINE = re.compile(r"round (\d+) (\S+): quill\s+(.*)$")
 
 
 def fields(rest):
     """(shape, threads, tps, cpu us/tx, redo B/tx) of one table line."""
     f = rest.split()
-    return f[0], int(f[1]), int(f[2]), float(f[-7]), float(f[-3])
+    end = -1 if "." in f[-1] else 0
+    return f[0], int(f[1]), int(f[2]), float(f[end - 7]), float(f[end - 3])
 
 
 def main(path):
