@@ -59,14 +59,7 @@ pub(crate) fn encode_filled_row(
     room: usize,
 ) -> Result<Vec<u8>, CatalogError> {
     check_filled_row(columns, values)?;
-    let var_len: usize = values
-        .iter()
-        .map(|v| match v {
-            Value::Text(s) => s.len().saturating_add(5),
-            Value::Bytes(b) => b.len().saturating_add(5),
-            _ => 8,
-        })
-        .fold(0, usize::saturating_add);
+    let var_len: usize = values.iter().map(field_room).fold(0, usize::saturating_add);
     Ok(encode_checked(
         columns,
         values.iter().map(ValueRef::from),
@@ -113,13 +106,19 @@ pub(crate) fn encode_updated_row(
     }
     let var_len = changes
         .iter()
-        .map(|(_, v)| match v {
-            Value::Text(s) => s.len().saturating_add(5),
-            Value::Bytes(b) => b.len().saturating_add(5),
-            _ => 8,
-        })
+        .map(|(_, v)| field_room(v))
         .fold(old.bytes.len(), usize::saturating_add);
     Ok(encode_checked(columns, values.into_iter(), room, var_len))
+}
+
+/// At most the bytes `v`'s field takes (a varint length of up to 5 bytes
+/// and the bytes, or 8): room to reserve for it.
+fn field_room(v: &Value) -> usize {
+    match v {
+        Value::Text(s) => s.len().saturating_add(5),
+        Value::Bytes(b) => b.len().saturating_add(5),
+        _ => 8,
+    }
 }
 
 /// Encode `values`, one per column and checked against `columns`, after
@@ -440,16 +439,7 @@ impl<'a> RowRef<'a> {
             .map(move |(i, column)| match row.spans.get(i) {
                 Some(&span) => row.kept(column, span),
                 None => {
-                    let fields = match &mut walk {
-                        Some(f) => f,
-                        None => {
-                            let mut f = Fields::new(row.columns, row.bytes)?;
-                            for (j, c) in row.columns.iter().enumerate().take(i) {
-                                f.span(j, c)?;
-                            }
-                            walk.insert(f)
-                        }
-                    };
+                    let fields = row.walk_at(&mut walk, i)?;
                     match fields.span(i, column)? {
                         None => Ok(ValueRef::Null),
                         Some((a, b)) => row.field(column, a, b),
@@ -483,6 +473,24 @@ impl<'a> RowRef<'a> {
             None => Ok(ValueRef::Null),
             Some((a, b)) => self.field(column, a, b),
         }
+    }
+
+    /// The walk over the fields past the kept positions, at column `i`:
+    /// `walk` as it is, or a new one stepped over the fields before `i`
+    /// (a reader of columns in order walks the row once).
+    fn walk_at<'w>(
+        &self,
+        walk: &'w mut Option<Fields<'a>>,
+        i: usize,
+    ) -> Result<&'w mut Fields<'a>, CatalogError> {
+        if let Some(f) = walk {
+            return Ok(f);
+        }
+        let mut f = Fields::new(self.columns, self.bytes)?;
+        for (j, c) in self.columns.iter().enumerate().take(i) {
+            f.span(j, c)?;
+        }
+        Ok(walk.insert(f))
     }
 
     /// The value of `column` from its kept position `span`.
@@ -560,16 +568,7 @@ impl<'a> RowRef<'a> {
             } else {
                 // Past the kept positions the walk visits every field up
                 // to the last needed one, needed or not.
-                let fields = match &mut walk {
-                    Some(f) => f,
-                    None => {
-                        let mut f = Fields::new(self.columns, self.bytes)?;
-                        for (j, c) in self.columns.iter().enumerate().take(i) {
-                            f.span(j, c)?;
-                        }
-                        walk.insert(f)
-                    }
-                };
+                let fields = self.walk_at(&mut walk, i)?;
                 match (want, fields.span(i, column)?) {
                     (true, Some((a, b))) => Some(self.field(column, a, b)?),
                     _ => None,
