@@ -16,8 +16,9 @@
 #   transaction's begin and commit); one 20k-row table, 1 thread, 3 s.
 # DIR (default /tmp/read-cg) scratch. Collection is switched on while a
 # read runs; each thread's instructions go to a file of their own
-# (--separate-threads), and only the busiest thread's, the client's, are
-# counted: the page cleaner and purge, also running meanwhile, are not.
+# (--separate-threads), and only the client's (the thread that made the
+# calls counted) are: the page cleaner and purge, also running
+# meanwhile, are not.
 # (Until 2026-11-27 the script counted every thread while collection was
 # on: read-only figures moved by 15% from run to run of one build, as
 # the cleaner's work after the load fell in or out; the figures recorded
@@ -73,13 +74,18 @@ for nb in "$@"; do
     callgrind_annotate --inclusive=yes --tree=calling "$f" > "$DIR/cg.txt" 2>/dev/null
     # (a thread with nothing collected prints "." for its total)
     t=$(grep -m1 'PROGRAM TOTALS' "$DIR/cg.txt" | awk '{gsub(",","",$1); print ($1 ~ /^[0-9]+$/) ? $1 : 0}')
-    if [ "${t:-0}" -gt "$total" ]; then
-      total=$t
-      # "  N (P%)  >   file:...Ops>::index_range (CALLSx) [binary]", once
-      # per caller
-      # (no match is 0 calls, not the end of the script under pipefail)
-      calls=$({ grep -F "$callee (" "$DIR/cg.txt" || true; } | { grep -E '^ *[0-9,]+ .* > ' || true; } \
-        | sed -E 's/.*\(([0-9,]+)x\).*/\1/; s/,//g' | awk '{s += $1} END {print s + 0}')
+    # "  N (P%)  >   file:...Ops>::index_range (CALLSx) [binary]", once
+    # per caller
+    # (no match is 0 calls, not the end of the script under pipefail)
+    c=$({ grep -F "$callee (" "$DIR/cg.txt" || true; } | { grep -E '^ *[0-9,]+ .* > ' || true; } \
+      | sed -E 's/.*\(([0-9,]+)x\).*/\1/; s/,//g' | awk '{s += $1} END {print s + 0}')
+    # The client is the thread that made the calls counted, not the
+    # busiest one: the load before the reads (ro, upd: the table's
+    # inserts, also through QuillOps) can take as many instructions
+    # (until 2026-12-01 the busiest thread was taken).
+    if [ "${c:-0}" -gt "$calls" ]; then
+      total=${t:-0}
+      calls=$c
     fi
   done
   python3 - "$total" "$calls" "$per" "$name" "$what" <<'PY'

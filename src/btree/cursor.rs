@@ -347,6 +347,7 @@ impl<'s> Cursor<'s> {
     /// page: with the page copied whole at `base` (`copy`), an inline
     /// entry is recorded where the copy holds it; otherwise (or for a
     /// value in overflow pages) it is copied.
+    #[inline]
     fn take(&mut self, copy: Option<usize>, c: node::LeafCell<'_>, at: usize) -> Result<()> {
         match (copy, c.value) {
             (Some(base), node::LeafValue::Inline(b)) => {

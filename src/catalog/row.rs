@@ -263,13 +263,28 @@ pub fn decode_row(columns: &[Column], bytes: &[u8]) -> Result<Vec<Value>, Catalo
 /// 80 instructions per string of that shape's rows (60 and 120 bytes)
 /// against 140 (`bench/results/oltp-20261128-utf8/`).
 pub(crate) fn utf8(raw: &[u8]) -> Result<&str, std::str::Utf8Error> {
-    let (words, tail) = raw.as_chunks::<8>();
+    // Four words a step (a row's text is often a few dozen bytes or
+    // more), then the words and bytes left.
+    let (blocks, rest) = raw.as_chunks::<32>();
     let mut high = 0u64;
+    for b in blocks {
+        let (w, _) = b.as_chunks::<8>();
+        for w in w {
+            high |= u64::from_ne_bytes(*w);
+        }
+    }
+    let (words, tail) = rest.as_chunks::<8>();
     for w in words {
         high |= u64::from_ne_bytes(*w);
     }
-    for &b in tail {
-        high |= u64::from(b);
+    match raw.last_chunk::<8>() {
+        // The last 8 bytes cover the tail (some of them again).
+        Some(last) if !tail.is_empty() => high |= u64::from_ne_bytes(*last),
+        _ => {
+            for &b in tail {
+                high |= u64::from(b);
+            }
+        }
     }
     if high & 0x8080_8080_8080_8080 == 0 {
         // SAFETY: no byte of `raw` has its high bit set (every byte was
@@ -494,7 +509,7 @@ impl<'a> RowRef<'a> {
     }
 
     /// The value of `column` from its kept position `span`.
-    #[inline]
+    #[inline(always)]
     fn kept(&self, column: &Column, span: (u32, u32)) -> Result<ValueRef<'a>, CatalogError> {
         if span == NULL_SPAN {
             return Ok(ValueRef::Null);
@@ -503,16 +518,12 @@ impl<'a> RowRef<'a> {
     }
 
     /// The value of `column` from its field's payload at `a..b`.
-    #[inline]
+    #[inline(always)]
     fn field(&self, column: &Column, a: usize, b: usize) -> Result<ValueRef<'a>, CatalogError> {
-        let payload = self
-            .bytes
-            .get(a..b)
-            .ok_or_else(|| CatalogError::Malformed {
-                offset: a,
-                reason: format!("field of column {} past the row's end", column.name),
-            })?;
-        value_of(column, payload, a)
+        match self.bytes.get(a..b) {
+            Some(payload) => value_of(column, payload, a),
+            None => Err(past_the_end(column, a)),
+        }
     }
 
     /// Every column as an owned value.
@@ -636,8 +647,10 @@ pub(crate) fn quick_spans(columns: &[Column], bytes: &[u8]) -> Option<[(u32, u32
     }
     let mut pos = 1 + bitmap.len();
     let mut spans = [NULL_SPAN; SPAN_COLUMNS];
+    // A row without NULLs (the common case) skips the per-column bit.
+    let any_null = bitmap.iter().any(|&b| b != 0);
     for (i, column) in columns.iter().enumerate() {
-        if bitmap.get(i / 8)? & (1 << (i % 8)) != 0 {
+        if any_null && bitmap.get(i / 8)? & (1 << (i % 8)) != 0 {
             if !column.nullable {
                 return None;
             }
@@ -653,23 +666,30 @@ pub(crate) fn quick_spans(columns: &[Column], bytes: &[u8]) -> Option<[(u32, u32
             ColumnType::Int32 => (pos, pos + 4),
             ColumnType::Int64 | ColumnType::Timestamp | ColumnType::Float64 => (pos, pos + 8),
             ColumnType::Text { max_len } | ColumnType::Bytes { max_len } => {
-                // A minimal LEB128 length of at most 5 bytes (RF3).
+                // A minimal LEB128 length of at most 5 bytes (RF3); most
+                // are one byte (under 128).
                 let mut len: u64 = 0;
                 let mut at = pos;
                 let mut shift = 0;
-                loop {
-                    let byte = *bytes.get(at)?;
+                let first = *bytes.get(pos)?;
+                if first < 0x80 {
+                    len = u64::from(first);
                     at += 1;
-                    len |= u64::from(byte & 0x7F) << shift;
-                    if byte & 0x80 == 0 {
-                        if byte == 0 && at - pos > 1 {
+                } else {
+                    loop {
+                        let byte = *bytes.get(at)?;
+                        at += 1;
+                        len |= u64::from(byte & 0x7F) << shift;
+                        if byte & 0x80 == 0 {
+                            if byte == 0 && at - pos > 1 {
+                                return None;
+                            }
+                            break;
+                        }
+                        shift += 7;
+                        if shift == 35 {
                             return None;
                         }
-                        break;
-                    }
-                    shift += 7;
-                    if shift == 35 {
-                        return None;
                     }
                 }
                 if len > u64::from(max_len) {
@@ -691,51 +711,70 @@ pub(crate) fn quick_spans(columns: &[Column], bytes: &[u8]) -> Option<[(u32, u32
 }
 
 /// The value of `column` from its field's payload (`Fields::span`),
-/// which starts at offset `at` of its row (for errors).
-#[inline]
+/// which starts at offset `at` of its row (for errors). Inlined into
+/// every reader of a column; the errors are built out of line
+/// ([`field_error`]), so the path of a well-formed field stays short.
+#[inline(always)]
 fn value_of<'a>(
     column: &Column,
     payload: &'a [u8],
     at: usize,
 ) -> Result<ValueRef<'a>, CatalogError> {
-    let wrong = || CatalogError::Malformed {
-        offset: at,
-        reason: format!("field of column {} has the wrong length", column.name),
-    };
     Ok(match column.ty {
         ColumnType::Bool => match payload {
             [0] => ValueRef::Bool(false),
             [1] => ValueRef::Bool(true),
-            _ => {
-                return Err(CatalogError::Malformed {
-                    offset: at,
-                    reason: format!(
-                        "bool field {payload:?} in column {} is not 0 or 1",
-                        column.name
-                    ),
-                });
-            }
+            _ => return Err(field_error(column, payload, at)),
         },
-        ColumnType::Int32 => {
-            ValueRef::Int32(i32::from_le_bytes(payload.try_into().map_err(|_| wrong())?))
+        ColumnType::Int32 => match payload.first_chunk::<4>() {
+            Some(b) if payload.len() == 4 => ValueRef::Int32(i32::from_le_bytes(*b)),
+            _ => return Err(field_error(column, payload, at)),
+        },
+        ColumnType::Int64 | ColumnType::Timestamp | ColumnType::Float64 => {
+            let Some(b) = payload.first_chunk::<8>().filter(|_| payload.len() == 8) else {
+                return Err(field_error(column, payload, at));
+            };
+            match column.ty {
+                ColumnType::Int64 => ValueRef::Int64(i64::from_le_bytes(*b)),
+                ColumnType::Timestamp => ValueRef::Timestamp(i64::from_le_bytes(*b)),
+                _ => ValueRef::Float64(f64::from_bits(u64::from_le_bytes(*b))),
+            }
         }
-        ColumnType::Int64 => {
-            ValueRef::Int64(i64::from_le_bytes(payload.try_into().map_err(|_| wrong())?))
-        }
-        ColumnType::Timestamp => {
-            ValueRef::Timestamp(i64::from_le_bytes(payload.try_into().map_err(|_| wrong())?))
-        }
-        ColumnType::Float64 => ValueRef::Float64(f64::from_bits(u64::from_le_bytes(
-            payload.try_into().map_err(|_| wrong())?,
-        ))),
-        ColumnType::Text { .. } => {
-            ValueRef::Text(utf8(payload).map_err(|e| CatalogError::Malformed {
-                offset: at,
-                reason: format!("text in column {} is not UTF-8: {e}", column.name),
-            })?)
-        }
+        ColumnType::Text { .. } => match utf8(payload) {
+            Ok(t) => ValueRef::Text(t),
+            Err(_) => return Err(field_error(column, payload, at)),
+        },
         ColumnType::Bytes { .. } => ValueRef::Bytes(payload),
     })
+}
+
+/// Why [`value_of`] refused `payload` as a field of `column` (out of
+/// line: only a damaged row gets here).
+#[cold]
+#[inline(never)]
+fn field_error(column: &Column, payload: &[u8], at: usize) -> CatalogError {
+    let reason = match column.ty {
+        ColumnType::Bool => format!(
+            "bool field {payload:?} in column {} is not 0 or 1",
+            column.name
+        ),
+        ColumnType::Text { .. } => match std::str::from_utf8(payload) {
+            Err(e) => format!("text in column {} is not UTF-8: {e}", column.name),
+            Ok(_) => format!("text in column {} could not be read", column.name),
+        },
+        _ => format!("field of column {} has the wrong length", column.name),
+    };
+    CatalogError::Malformed { offset: at, reason }
+}
+
+/// A field of `column` said to start at `at` runs past its row's end.
+#[cold]
+#[inline(never)]
+fn past_the_end(column: &Column, at: usize) -> CatalogError {
+    CatalogError::Malformed {
+        offset: at,
+        reason: format!("field of column {} past the row's end", column.name),
+    }
 }
 
 /// One pass over a row's fields in column order, checking them as

@@ -676,6 +676,7 @@ pub(crate) fn visible(
 /// [`visible`] for a clustered value read in place (`value`, the record
 /// of `pk`): the row is borrowed from `value` when the view sees the
 /// current version (no copy), and copied only to walk to an older one.
+#[inline]
 pub(crate) fn visible_in_place<'v>(
     db: &DbInner,
     view: &ReadView,

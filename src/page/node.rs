@@ -797,7 +797,51 @@ impl<'a> LeafView<'a> {
     /// cell is `klen | vkind | vlen | key | value`, so an inline value
     /// starts `key.len()` bytes after the key. What a reader of a copy of
     /// the page needs to find the cell there.
+    #[inline]
     pub fn cell_at_offset(&self, i: usize) -> Result<(LeafCell<'a>, usize), NodeError> {
+        // The common cell, an inline value within the page, read in one
+        // straight pass; anything else (an overflow value, or damage the
+        // checked path reports) goes the checked way.
+        if let Some(found) = self.inline_cell(i) {
+            return Ok(found);
+        }
+        self.cell_at_offset_checked(i)
+    }
+
+    /// [`LeafView::cell_at_offset`] for a cell with its value inline, or
+    /// `None` (for any other cell, or a slot or cell the checks of
+    /// [`cell_span`] would refuse). The checks are those of
+    /// [`cell_span`] and [`leaf_cell_parts`] for such a cell.
+    #[inline]
+    fn inline_cell(&self, i: usize) -> Option<(LeafCell<'a>, usize)> {
+        if i >= self.h.n {
+            return None;
+        }
+        let off = usize::from(rd_u16(self.page, slot_pos(i))?);
+        if off < self.h.cell_start || off >= self.h.len {
+            return None;
+        }
+        let cell = self.page.get(off..self.h.len)?;
+        let (head, rest) = cell.split_first_chunk::<LEAF_CELL_HEADER>()?;
+        let [k0, k1, vkind, v0, v1, v2, v3] = *head;
+        if vkind != VKIND_INLINE {
+            return None;
+        }
+        let klen = usize::from(u16::from_le_bytes([k0, k1]));
+        let vlen = usize::try_from(u32::from_le_bytes([v0, v1, v2, v3])).ok()?;
+        let key = rest.get(..klen)?;
+        let value = rest.get(klen..klen.checked_add(vlen)?)?;
+        Some((
+            LeafCell {
+                key,
+                value: LeafValue::Inline(value),
+            },
+            off + LEAF_CELL_HEADER,
+        ))
+    }
+
+    /// [`LeafView::cell_at_offset`] with every check and its error.
+    fn cell_at_offset_checked(&self, i: usize) -> Result<(LeafCell<'a>, usize), NodeError> {
         let (off, len) = cell_span(self.page, &self.h, i)?;
         // N8: `cell_span` parsed the cell's header (level 0) and checked
         // that the cell is as long as it says and `off + len <= page.len()`.
@@ -1940,6 +1984,44 @@ mod tests {
                     keys.partition_point(|k| k <= p),
                     "internal, probe {:02x?}", p
                 );
+            }
+        }
+
+        /// A leaf cell read on the straight path (an inline value) is
+        /// the checked read's cell, on sound pages and on pages with
+        /// bytes overwritten anywhere; any other cell goes the checked
+        /// way.
+        #[test]
+        fn inline_cell_read_is_the_checked_read(
+            cells in prop::collection::vec((prop::collection::vec(any::<u8>(), 0..12), 0usize..300, any::<bool>()), 0..30),
+            damage in prop::collection::vec((0usize..4096, any::<u8>()), 0..6),
+        ) {
+            let mut page = new_page(4096, 0);
+            let mut keys: Vec<Vec<u8>> = cells.iter().map(|c| c.0.clone()).collect();
+            keys.sort();
+            keys.dedup();
+            for (i, (k, (_, vlen, overflow))) in keys.iter().zip(&cells).enumerate() {
+                let c = if *overflow {
+                    encode_leaf_overflow(k, 5000, 77).unwrap()
+                } else {
+                    encode_leaf_inline(k, &vec![i as u8; *vlen]).unwrap()
+                };
+                if !insert_cell(&mut page, i, &c).unwrap() {
+                    break;
+                }
+            }
+            for &(at, b) in &damage {
+                page[at] = b;
+            }
+            let Ok(view) = LeafView::new(&page) else {
+                return Ok(());
+            };
+            for i in 0..view.nslots() + 2 {
+                let checked = view.cell_at_offset_checked(i);
+                if let Some(fast) = view.inline_cell(i) {
+                    prop_assert_eq!(checked, Ok(fast), "slot {}", i);
+                }
+                prop_assert_eq!(view.cell_at_offset(i), view.cell_at_offset_checked(i), "slot {}", i);
             }
         }
 

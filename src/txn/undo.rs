@@ -262,6 +262,7 @@ impl RecHeader {
     }
 
     /// Split a record value into its header and row bytes.
+    #[inline]
     pub fn decode(value: &[u8]) -> Result<(RecHeader, &[u8])> {
         let (h, row) = value
             .split_first_chunk::<REC_HEADER>()
