@@ -227,10 +227,13 @@ impl TableState {
             Some(n) => n,
             None => self.load_autoinc(store, schema)?,
         };
+        // `next` saturates at i64::MAX (a key above the largest taken
+        // does not fit): the keys are used up, and the next would be one
+        // past the largest.
         if next == i64::MAX {
             return Err(Error::LimitExceeded {
-                what: "automatic key",
-                actual: u64::MAX,
+                what: "the next automatic key",
+                actual: (i64::MAX as u64) + 1,
                 max: i64::MAX as u64,
             });
         }

@@ -28,9 +28,9 @@ pub struct ServeArgs {
     /// make one with `quill passwd --users FILE NAME`).
     #[arg(long, value_name = "FILE")]
     users: Option<PathBuf>,
-    /// Refuse connections beyond this many (SQLSTATE 53300).
-    #[arg(long, default_value_t = 2000)]
-    max_connections: usize,
+    /// Refuse connections beyond this many (SQLSTATE 53300); at least 1.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
     /// Buffer pool: memory for cached pages (examples: 512M, 4G). Scans
     /// of tables larger than this read from disk, with read-ahead.
     #[arg(long, default_value = "128M", value_name = "SIZE", value_parser = crate::ui::parse_size)]
@@ -54,8 +54,8 @@ const MIN_POOL: u64 = 8 << 20;
 fn check_pool(pool: u64) -> Result<()> {
     if pool < MIN_POOL {
         bail!(
-            "--pool {} MiB is too small: give it at least {} MiB",
-            pool >> 20,
+            "--pool {pool} bytes ({:.1} MiB) is too small: give it at least {} MiB (examples: 64M, 1G)",
+            pool as f64 / f64::from(1u32 << 20),
             MIN_POOL >> 20
         );
     }
@@ -111,18 +111,45 @@ pub fn run(a: ServeArgs) -> Result<()> {
     // waiting to be durable, which keeps its registry slot until then):
     // room for all of them, with headroom.
     let options = quill::Options {
-        max_transactions: quill::Options::default()
-            .max_transactions
-            .max(a.max_connections.saturating_mul(2).saturating_add(64)),
+        max_transactions: quill::Options::default().max_transactions.max(
+            usize::try_from(a.max_connections)
+                .unwrap_or(usize::MAX)
+                .saturating_mul(2)
+                .saturating_add(64),
+        ),
         store: quill::store::StoreOptions {
             pool_bytes: a.pool,
             ..quill::store::StoreOptions::default()
         },
         ..quill::Options::default()
     };
+    // The port first: a port in use fails before the database is opened
+    // (or created), so it leaves nothing to recover.
+    let listener = std::net::TcpListener::bind(a.listen)
+        .with_context(|| format!("listening on {}", a.listen))?;
     let db = quill::Db::open_with(vfs, &a.dir, options)
         .with_context(|| format!("opening the database in {}", a.dir.display()))?;
     let db = Arc::new(db);
+    let served = serve_on(&a, listener, users, &db);
+    // Whatever ended the serving, the database is closed: cleanly when no
+    // connection holds it any more.
+    match Arc::try_unwrap(db) {
+        Ok(db) => db.close().context("closing the database")?,
+        Err(_) => eprintln!(
+            "quill: connections were still open at shutdown; the database closes without a final checkpoint (recovery at the next open replays the log)"
+        ),
+    }
+    served
+}
+
+/// Serve `db` on `listener` until Ctrl-C or SIGTERM, then let the
+/// connections end (their sessions roll back what is open).
+fn serve_on(
+    a: &ServeArgs,
+    listener: std::net::TcpListener,
+    users: Option<Arc<quill_server::auth::Users>>,
+    db: &Arc<quill::Db>,
+) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("quill-serve")
@@ -130,13 +157,12 @@ pub fn run(a: ServeArgs) -> Result<()> {
         .context("starting the async runtime")?;
     let config = quill_server::ServerConfig {
         listen: a.listen,
-        max_connections: a.max_connections,
+        max_connections: usize::try_from(a.max_connections).unwrap_or(usize::MAX),
         users,
         ..quill_server::ServerConfig::default()
     };
-    runtime.block_on(async {
-        let server = quill_server::Server::bind(db.clone(), &config)
-            .await
+    let served = runtime.block_on(async {
+        let server = quill_server::Server::from_listener(db.clone(), listener, &config)
             .with_context(|| format!("listening on {}", a.listen))?;
         let addr = server.local_addr()?;
         let auth = match &a.users {
@@ -152,16 +178,10 @@ pub fn run(a: ServeArgs) -> Result<()> {
         server.run(shutdown_signal()).await?;
         eprintln!("quill: shutting down");
         anyhow::Ok(())
-    })?;
+    });
     // Let connection tasks end (their sessions roll back what is open).
     runtime.shutdown_timeout(std::time::Duration::from_secs(5));
-    match Arc::try_unwrap(db) {
-        Ok(db) => db.close().context("closing the database")?,
-        Err(_) => eprintln!(
-            "quill: connections were still open at shutdown; the database closes without a final checkpoint (recovery at the next open replays the log)"
-        ),
-    }
-    Ok(())
+    served
 }
 
 async fn shutdown_signal() {

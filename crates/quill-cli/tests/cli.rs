@@ -433,6 +433,40 @@ fn users_for_serve() {
     }
     let out = quill(&["serve", "--dir", dir_arg, "--pool", "lots"]);
     assert!(text(&out.stderr).contains("is not a size"));
+    let out = quill(&["serve", "--dir", dir_arg, "--max-connections", "0"]);
+    assert!(text(&out.stderr).contains("--max-connections"));
+    assert!(!dir.exists(), "a refused serve created {dir:?}");
+    // A users file that is not there: said once.
+    let missing = tmp.path().join("no-such-users");
+    let out = quill(&[
+        "serve",
+        "--dir",
+        dir_arg,
+        "--users",
+        missing.to_str().unwrap(),
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(err.matches("(os error").count(), 1, "printed twice: {err}");
+    assert!(!dir.exists(), "a refused serve created {dir:?}");
+
+    // A port in use fails before the database is opened: a new directory
+    // is not created, and an existing database stays closed cleanly.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().to_string();
+    let out = quill(&["serve", "--dir", dir_arg, "--listen", &port]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("listening on"), "{err}");
+    assert!(
+        !dir.exists(),
+        "a serve that could not listen created {dir:?}"
+    );
+    database(&dir);
+    let out = quill(&["serve", "--dir", dir_arg, "--listen", &port]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let out = quill(&["check", dir_arg]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    std::fs::remove_dir_all(&dir).unwrap();
 
     let out = passwd(&["--users", users_arg, "--delete", "alice"], "");
     assert!(out.status.success(), "{}", text(&out.stderr));

@@ -27,8 +27,9 @@ const SCHEME: &str = "SCRAM-SHA-256";
 /// A users file that cannot be read or understood.
 #[derive(Debug, thiserror::Error)]
 pub enum UsersError {
-    /// Reading or writing the file failed.
-    #[error("{path}: {source}")]
+    /// Reading or writing the file failed (what the system said is the
+    /// error's source, so a report prints it once).
+    #[error("users file {path}")]
     Io {
         /// The users file.
         path: PathBuf,

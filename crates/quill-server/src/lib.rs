@@ -100,8 +100,28 @@ impl Server {
     /// Bind to `config.listen` (port 0 picks a free one). Must be called
     /// within tokio's multi-thread runtime.
     pub async fn bind(db: Arc<Db>, config: &ServerConfig) -> std::io::Result<Server> {
-        // Statements run in `block_in_place` ([`conn`]), which needs the
-        // multi-thread runtime.
+        Server::check_runtime()?;
+        let listener = TcpListener::bind(config.listen).await?;
+        Ok(Server::on(db, listener, config))
+    }
+
+    /// Serve on `listener`, bound already (`config.listen` is not used):
+    /// a caller that binds before opening the database fails on a port in
+    /// use before it creates or recovers anything. Must be called within
+    /// tokio's multi-thread runtime.
+    pub fn from_listener(
+        db: Arc<Db>,
+        listener: std::net::TcpListener,
+        config: &ServerConfig,
+    ) -> std::io::Result<Server> {
+        Server::check_runtime()?;
+        listener.set_nonblocking(true)?;
+        Ok(Server::on(db, TcpListener::from_std(listener)?, config))
+    }
+
+    /// Statements run in `block_in_place` ([`conn`]), which needs the
+    /// multi-thread runtime.
+    fn check_runtime() -> std::io::Result<()> {
         if tokio::runtime::Handle::current().runtime_flavor()
             != tokio::runtime::RuntimeFlavor::MultiThread
         {
@@ -109,8 +129,11 @@ impl Server {
                 "quill-server needs tokio's multi-thread runtime",
             ));
         }
-        let listener = TcpListener::bind(config.listen).await?;
-        Ok(Server {
+        Ok(())
+    }
+
+    fn on(db: Arc<Db>, listener: TcpListener, config: &ServerConfig) -> Server {
+        Server {
             listener,
             shared: Arc::new(Shared {
                 db,
@@ -122,7 +145,7 @@ impl Server {
                 cancels: Mutex::new(HashMap::new()),
                 users: config.users.clone(),
             }),
-        })
+        }
     }
 
     /// The address it listens on.

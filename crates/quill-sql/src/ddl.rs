@@ -189,6 +189,7 @@ fn default_value(column: &str, e: &ast::Expr, declared: &str, ty: ColumnType) ->
         param_types: &[],
         info: &info,
         cancel: &crate::expr::NEVER_CANCELED,
+        deadline: None,
     };
     let v = bind(e, &NoColumns(ctx))?.eval(&[])?;
     crate::types::store_as(v, ty, crate::types::domain(Some(declared), ty))

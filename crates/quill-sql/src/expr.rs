@@ -274,6 +274,9 @@ pub struct Ctx<'a> {
     pub info: &'a SessionInfo,
     /// Set when the client asked to cancel the running statement.
     pub cancel: &'a AtomicBool,
+    /// When the running statement's `statement_timeout` runs out (`None`:
+    /// no timeout, and no clock read per check).
+    pub deadline: Option<std::time::Instant>,
 }
 
 /// A cancel flag that is never set (for constant folding at DDL time).
@@ -282,11 +285,21 @@ pub static NEVER_CANCELED: AtomicBool = AtomicBool::new(false);
 impl Ctx<'_> {
     /// 57014 if the client asked to cancel the running statement; long
     /// loops call this once per row.
+    /// A statement past its `statement_timeout` stops likewise, at its
+    /// next check (a lock wait ends by the lock wait timeout instead).
     pub fn check_cancel(&self) -> SqlResult<()> {
         if self.cancel.load(AtomicOrdering::Acquire) {
             return Err(SqlError::new(
                 SqlState::QUERY_CANCELED,
                 "canceling statement due to user request",
+            ));
+        }
+        if let Some(d) = self.deadline
+            && std::time::Instant::now() >= d
+        {
+            return Err(SqlError::new(
+                SqlState::QUERY_CANCELED,
+                "canceling statement due to statement timeout",
             ));
         }
         Ok(())

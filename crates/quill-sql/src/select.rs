@@ -1518,6 +1518,7 @@ pub fn run_generated(plan: &Plan) -> SqlResult<Output> {
         param_types: &[],
         info: &info,
         cancel: &expr::NEVER_CANCELED,
+        deadline: None,
     };
     run(plan, None, ctx)
 }

@@ -159,6 +159,10 @@ pub struct Session {
     /// Whether the open block has run a statement (SET TRANSACTION must
     /// come first).
     block_ran: bool,
+    /// Whether the open block is READ ONLY (`BEGIN READ ONLY`, `SET
+    /// TRANSACTION READ ONLY`, or `default_transaction_read_only` when it
+    /// began): its writes are refused with 25006 ([`Session::check_writable`]).
+    read_only: bool,
     /// Whether commits are handed to the caller ([`Session::execute_deferred`]).
     defer_commit: bool,
     /// The transaction a deferred execution left to commit.
@@ -173,6 +177,9 @@ pub struct Session {
     /// The prepared statement running now, whose generic plan a query
     /// uses (`Prepared::generic_plan`).
     current: Option<Arc<crate::prepared::GenericCache>>,
+    /// When the running statement's `statement_timeout` runs out, set as
+    /// it starts ([`Session::run_stmt`]).
+    deadline: Option<std::time::Instant>,
     /// Set when an attempt was refused ([`Session::attempt`]): the rerun
     /// that follows keeps the cancel flag, so a cancel that arrived
     /// during the attempt or the hand-off still stops the statement.
@@ -280,6 +287,7 @@ impl Session {
             info,
             settings: Settings::default(),
             block_ran: false,
+            read_only: false,
             defer_commit: false,
             pending_commit: None,
             cancel: Arc::default(),
@@ -287,6 +295,7 @@ impl Session {
             copy: None,
             current: None,
             keep_cancel: false,
+            deadline: None,
         }
     }
 
@@ -544,6 +553,7 @@ impl Session {
             param_types,
             info: &self.info,
             cancel: &self.cancel,
+            deadline: None,
         };
         Ok(match s {
             Statement::Query(q) => Some(select::describe(&self.db, q, ctx)?),
@@ -783,6 +793,12 @@ impl Session {
         if !std::mem::take(&mut self.keep_cancel) {
             self.cancel
                 .store(false, std::sync::atomic::Ordering::Release);
+            // The timeout counts from the statement's start (a refused
+            // attempt's rerun keeps it, as it keeps the cancel flag).
+            self.deadline = self
+                .settings
+                .statement_timeout()
+                .map(|t| std::time::Instant::now() + t);
         }
         if self.copy.is_some() {
             // A statement instead of the COPY's data: the COPY is over.
@@ -816,6 +832,7 @@ impl Session {
     }
 
     fn run_sql(&mut self, stmt: &Statement, params: &[Value]) -> SqlResult<Output> {
+        self.check_writable(stmt)?;
         let info = self.info.clone();
         let cancel = Arc::clone(&self.cancel);
         let ctx = Ctx {
@@ -823,6 +840,7 @@ impl Session {
             param_types: &[],
             info: &info,
             cancel: &cancel,
+            deadline: self.deadline,
         };
         match stmt {
             Statement::CreateTable(c) => ddl::create_table(&self.db, c),
@@ -1059,6 +1077,8 @@ impl Session {
                     .join(", ");
                 if name.eq_ignore_ascii_case("transaction_isolation") {
                     self.set_isolation(settings::parse_isolation(&value)?)?;
+                } else if name.eq_ignore_ascii_case("transaction_read_only") {
+                    self.set_read_only(settings::parse_bool("transaction_read_only", &value)?)?;
                 } else if value.eq_ignore_ascii_case("default") {
                     self.settings.reset(&name)?;
                 } else {
@@ -1075,15 +1095,28 @@ impl Session {
             }
             ast::Set::SetTransaction { modes, session, .. } => {
                 for m in modes {
-                    if let ast::TransactionMode::IsolationLevel(l) = m {
-                        let i = isolation_of(l)?;
-                        if *session {
-                            self.settings.set(
-                                "default_transaction_isolation",
-                                settings::isolation_name(i),
-                            )?;
-                        } else {
-                            self.set_isolation(i)?;
+                    match m {
+                        ast::TransactionMode::IsolationLevel(l) => {
+                            let i = isolation_of(l)?;
+                            if *session {
+                                self.settings.set(
+                                    "default_transaction_isolation",
+                                    settings::isolation_name(i),
+                                )?;
+                            } else {
+                                self.set_isolation(i)?;
+                            }
+                        }
+                        ast::TransactionMode::AccessMode(a) => {
+                            let ro = matches!(a, ast::TransactionAccessMode::ReadOnly);
+                            if *session {
+                                self.settings.set(
+                                    "default_transaction_read_only",
+                                    if ro { "on" } else { "off" },
+                                )?;
+                            } else {
+                                self.set_read_only(ro)?;
+                            }
                         }
                     }
                 }
@@ -1114,6 +1147,57 @@ impl Session {
         Ok(())
     }
 
+    /// `SET TRANSACTION READ ONLY` / `READ WRITE`: for the open block (no
+    /// effect outside one, as PostgreSQL, which warns). A block may turn
+    /// read-only at any time, but read-write only before its first query
+    /// (25001, as PostgreSQL).
+    fn set_read_only(&mut self, ro: bool) -> SqlResult<()> {
+        if self.txn.is_none() {
+            return Ok(());
+        }
+        if !ro && self.read_only && self.block_ran {
+            return Err(SqlError::new(
+                SqlState::ACTIVE_SQL_TRANSACTION,
+                "transaction read-write mode must be set before any query",
+            ));
+        }
+        self.read_only = ro;
+        Ok(())
+    }
+
+    /// Whether a statement run now runs read-only: the open block's mode,
+    /// or `default_transaction_read_only` for a statement outside a block.
+    fn runs_read_only(&self) -> bool {
+        if self.txn.is_some() {
+            self.read_only
+        } else {
+            self.settings.default_read_only()
+        }
+    }
+
+    /// 25006 for a statement that writes (DML, COPY FROM, DDL, a locking
+    /// SELECT) when it would run read-only, as PostgreSQL refuses it.
+    fn check_writable(&self, stmt: &Statement) -> SqlResult<()> {
+        if !self.runs_read_only() {
+            return Ok(());
+        }
+        let what = match stmt {
+            Statement::Insert(_) => "INSERT",
+            Statement::Update(_) => "UPDATE",
+            Statement::Delete(_) => "DELETE",
+            Statement::Copy { to: false, .. } => "COPY FROM",
+            Statement::CreateTable(_) => "CREATE TABLE",
+            Statement::CreateIndex(_) => "CREATE INDEX",
+            Statement::Drop { .. } => "DROP",
+            Statement::Query(q) if !q.locks.is_empty() => "SELECT FOR UPDATE/SHARE",
+            _ => return Ok(()),
+        };
+        Err(SqlError::new(
+            SqlState::READ_ONLY_SQL_TRANSACTION,
+            format!("cannot execute {what} in a read-only transaction"),
+        ))
+    }
+
     fn show(&self, variable: &[ast::Ident]) -> SqlResult<Output> {
         let column = show_column(variable);
         let name = column.as_str();
@@ -1135,6 +1219,9 @@ impl Session {
                 };
                 Ok(text(settings::isolation_name(i).into()))
             }
+            "transaction_read_only" => Ok(text(
+                if self.runs_read_only() { "on" } else { "off" }.into(),
+            )),
             "quill.status" => Ok(status::show(&self.db)),
             "all" => Ok(Output {
                 tag: "SHOW".into(),
@@ -1175,10 +1262,13 @@ impl Session {
 
     fn begin(&mut self, modes: &[ast::TransactionMode]) -> SqlResult<Output> {
         let mut isolation = self.settings.default_isolation();
+        let mut read_only = self.settings.default_read_only();
         for m in modes {
             match m {
                 ast::TransactionMode::IsolationLevel(l) => isolation = isolation_of(l)?,
-                ast::TransactionMode::AccessMode(_) => {}
+                ast::TransactionMode::AccessMode(a) => {
+                    read_only = matches!(a, ast::TransactionAccessMode::ReadOnly);
+                }
             }
         }
         if self.txn.is_some() || self.failed {
@@ -1186,6 +1276,7 @@ impl Session {
             return Ok(Output::tag("BEGIN"));
         }
         self.isolation = isolation;
+        self.read_only = read_only;
         self.block_ran = false;
         self.txn = Some(self.begin_txn(isolation)?);
         Ok(Output::tag("BEGIN"))
@@ -1426,8 +1517,8 @@ fn isolation_of(l: &ast::TransactionIsolationLevel) -> SqlResult<Isolation> {
     match l {
         ast::TransactionIsolationLevel::ReadCommitted
         | ast::TransactionIsolationLevel::ReadUncommitted => Ok(Isolation::ReadCommitted),
-        ast::TransactionIsolationLevel::RepeatableRead
-        | ast::TransactionIsolationLevel::Serializable => Ok(Isolation::RepeatableRead),
+        ast::TransactionIsolationLevel::RepeatableRead => Ok(Isolation::RepeatableRead),
+        ast::TransactionIsolationLevel::Serializable => Err(settings::serializable_refused()),
         other => Err(SqlError::unsupported(format!("isolation level {other}"))),
     }
 }

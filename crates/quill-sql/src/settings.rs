@@ -13,11 +13,12 @@ use crate::error::{SqlError, SqlResult, SqlState};
 
 /// The settings PostgreSQL 15 reports, with the values Quill has (the
 /// read-only ones cannot be SET).
-const DEFAULTS: [(&str, &str, bool); 16] = [
+const DEFAULTS: [(&str, &str, bool); 17] = [
     ("application_name", "", false),
     ("client_encoding", "UTF8", false),
     ("datestyle", "ISO, MDY", false),
     ("default_transaction_isolation", "read committed", false),
+    ("default_transaction_read_only", "off", false),
     ("extra_float_digits", "1", false),
     ("integer_datetimes", "on", true),
     ("intervalstyle", "postgres", false),
@@ -34,10 +35,11 @@ const DEFAULTS: [(&str, &str, bool); 16] = [
 
 /// A session's settings.
 ///
-/// SET.1: `durability` and `isolation` are the parsed values of the
-/// `quill.durability` and `default_transaction_isolation` entries of
-/// `values`, kept in step by every change ([`Settings::set`],
-/// [`Settings::reset`]). Every transaction reads both, and a lookup in the
+/// SET.1: `durability`, `isolation` and `read_only` are the parsed values
+/// of the `quill.durability`, `default_transaction_isolation` and
+/// `default_transaction_read_only` entries of `values`, kept in step by
+/// every change ([`Settings::set`], [`Settings::reset`]). Every
+/// transaction reads them, and a lookup in the
 /// map walks a dozen separately allocated strings: with a thousand
 /// connections each session's map is cold when its statement runs.
 #[derive(Clone, Debug)]
@@ -45,6 +47,8 @@ pub struct Settings {
     values: BTreeMap<String, String>,
     durability: Durability,
     isolation: Isolation,
+    read_only: bool,
+    statement_timeout: Option<std::time::Duration>,
 }
 
 impl Default for Settings {
@@ -56,6 +60,8 @@ impl Default for Settings {
                 .collect(),
             durability: Durability::Sync,
             isolation: Isolation::ReadCommitted,
+            read_only: false,
+            statement_timeout: None,
         };
         s.refresh();
         s
@@ -75,8 +81,10 @@ pub fn parse_isolation(v: &str) -> SqlResult<Isolation> {
     let is = |s: &str| v.eq_ignore_ascii_case(s);
     if is("read committed") || is("read uncommitted") {
         Ok(Isolation::ReadCommitted)
-    } else if is("repeatable read") || is("serializable") {
+    } else if is("repeatable read") {
         Ok(Isolation::RepeatableRead)
+    } else if is("serializable") {
+        Err(serializable_refused())
     } else {
         Err(SqlError::new(
             SqlState::INVALID_PARAMETER_VALUE,
@@ -85,6 +93,68 @@ pub fn parse_isolation(v: &str) -> SqlResult<Isolation> {
                 v.to_ascii_lowercase()
             ),
         ))
+    }
+}
+
+/// SERIALIZABLE is refused, not run as a weaker level: REPEATABLE READ
+/// (snapshot isolation) lets two transactions that each read what the
+/// other writes both commit (write skew), which a client asking for
+/// SERIALIZABLE relies on not happening.
+pub fn serializable_refused() -> SqlError {
+    SqlError::new(
+        SqlState::FEATURE_NOT_SUPPORTED,
+        "isolation level SERIALIZABLE is not supported: Quill's strongest level is REPEATABLE READ \
+         (snapshot isolation, which allows write skew); use REPEATABLE READ, and SELECT ... FOR \
+         UPDATE on the rows a decision reads",
+    )
+}
+
+/// A `statement_timeout` value as PostgreSQL reads it: a number of
+/// milliseconds, or a number with a unit (`us`, `ms`, `s`, `min`, `h`,
+/// `d`); 0 is no limit (`None`). 22023 for anything else.
+pub fn parse_timeout(v: &str) -> SqlResult<Option<std::time::Duration>> {
+    let bad = || {
+        SqlError::new(
+            SqlState::INVALID_PARAMETER_VALUE,
+            format!(
+                "invalid value for parameter \"statement_timeout\": \"{v}\" (milliseconds, or a number with a unit: us, ms, s, min, h, d)"
+            ),
+        )
+    };
+    let t = v.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| bad())?;
+    let ms_per = match unit.trim() {
+        "" | "ms" => 1.0,
+        "us" => 0.001,
+        "s" => 1_000.0,
+        "min" => 60_000.0,
+        "h" => 3_600_000.0,
+        "d" => 86_400_000.0,
+        _ => return Err(bad()),
+    };
+    let ms = n * ms_per;
+    // PostgreSQL's limit: INT_MAX milliseconds.
+    if !ms.is_finite() || !(0.0..=f64::from(i32::MAX)).contains(&ms) {
+        return Err(bad());
+    }
+    Ok((ms >= 1.0).then(|| std::time::Duration::from_secs_f64(ms / 1000.0)))
+}
+
+/// A boolean setting's value as PostgreSQL reads it (on/off, true/false,
+/// yes/no, 1/0), or 22023 naming `name`.
+pub fn parse_bool(name: &str, v: &str) -> SqlResult<bool> {
+    let v = v.trim().to_ascii_lowercase();
+    match v.as_str() {
+        "on" | "true" | "yes" | "1" | "t" | "y" => Ok(true),
+        "off" | "false" | "no" | "0" | "f" | "n" => Ok(false),
+        _ => Err(SqlError::new(
+            SqlState::INVALID_PARAMETER_VALUE,
+            format!("parameter \"{name}\" requires a Boolean value"),
+        )),
     }
 }
 
@@ -146,6 +216,12 @@ impl Settings {
             "default_transaction_isolation" => {
                 parse_isolation(value)?;
             }
+            "default_transaction_read_only" => {
+                parse_bool(&name, value)?;
+            }
+            "statement_timeout" => {
+                parse_timeout(value)?;
+            }
             "client_encoding" if !value.eq_ignore_ascii_case("utf8") => {
                 return Err(SqlError::unsupported(format!(
                     "client_encoding {value} (Quill speaks UTF8)"
@@ -170,10 +246,26 @@ impl Settings {
             .values
             .get("default_transaction_isolation")
             .map(|v| parse_isolation(v));
+        let read_only = self
+            .values
+            .get("default_transaction_read_only")
+            .map(|v| parse_bool("default_transaction_read_only", v));
         debug_assert!(
-            matches!(durability, Some(Ok(_))) && matches!(isolation, Some(Ok(_))),
+            matches!(durability, Some(Ok(_)))
+                && matches!(isolation, Some(Ok(_)))
+                && matches!(read_only, Some(Ok(_))),
             "SET.1: the defaults and every value set are valid"
         );
+        self.read_only = read_only.and_then(Result::ok).unwrap_or(false);
+        let timeout = self
+            .values
+            .get("statement_timeout")
+            .map(|v| parse_timeout(v));
+        debug_assert!(
+            matches!(timeout, Some(Ok(_))),
+            "SET.1: the defaults and every value set are valid"
+        );
+        self.statement_timeout = timeout.and_then(Result::ok).flatten();
         self.durability = durability.and_then(Result::ok).unwrap_or(Durability::Sync);
         self.isolation = isolation
             .and_then(Result::ok)
@@ -198,8 +290,16 @@ impl Settings {
             Some((v, _)) => {
                 self.values.insert(name, v.to_string());
             }
-            None => {
+            // A custom option (a dotted name) is forgotten; an unknown
+            // plain name is refused, as SET refuses it.
+            None if name.contains('.') && !name.starts_with("quill.") => {
                 self.values.remove(&name);
+            }
+            None => {
+                return Err(SqlError::new(
+                    SqlState::UNDEFINED_OBJECT,
+                    format!("unrecognized configuration parameter \"{name}\""),
+                ));
             }
         }
         self.refresh();
@@ -224,6 +324,18 @@ impl Settings {
     /// The isolation level a `BEGIN` without one uses.
     pub fn default_isolation(&self) -> Isolation {
         self.isolation
+    }
+
+    /// How long a statement may run (`statement_timeout`; `None` for 0,
+    /// no limit).
+    pub fn statement_timeout(&self) -> Option<std::time::Duration> {
+        self.statement_timeout
+    }
+
+    /// Whether a block begun without an access mode, and a statement
+    /// outside a block, run read-only.
+    pub fn default_read_only(&self) -> bool {
+        self.read_only
     }
 }
 
