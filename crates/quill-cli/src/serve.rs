@@ -49,6 +49,27 @@ pub struct ServeArgs {
 /// The smallest `--pool`: a few hundred pages of the default size.
 const MIN_POOL: u64 = 8 << 20;
 
+/// Refuse to create a database in a directory that holds other files:
+/// a mistyped `--dir` (a home or project directory) would otherwise get a
+/// database's files among its own. An empty or missing directory, or one
+/// that holds a database, is served.
+fn check_dir(dir: &std::path::Path) -> Result<()> {
+    let Ok(mut entries) = std::fs::read_dir(dir) else {
+        // Missing (created at open), or unreadable: the open says why.
+        return Ok(());
+    };
+    let has_database =
+        dir.join(quill::store::DATA_FILE).exists() || dir.join(quill::store::LOG_DIR).exists();
+    if !has_database && entries.next().is_some() {
+        bail!(
+            "{} holds files but no Quill database: give --dir a new or empty directory \
+             (or the directory of an existing database)",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
 /// Refuse a pool below [`MIN_POOL`] or above this machine's memory, before
 /// anything is created: the pool is allocated whole at open.
 fn check_pool(pool: u64) -> Result<()> {
@@ -104,6 +125,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         );
     }
     check_pool(a.pool)?;
+    check_dir(&a.dir)?;
     let vfs = Arc::new(quill::io::RealFs::with_sync_delay(
         std::time::Duration::from_secs_f64(a.fsync_delay_ms / 1000.0),
     ));

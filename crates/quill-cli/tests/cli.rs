@@ -449,6 +449,16 @@ fn users_for_serve() {
     assert_eq!(err.matches("(os error").count(), 1, "printed twice: {err}");
     assert!(!dir.exists(), "a refused serve created {dir:?}");
 
+    // A directory of other files is not made a database.
+    let other = tmp.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), "mine").unwrap();
+    let out = quill(&["serve", "--dir", other.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("holds files but no Quill database"), "{err}");
+    assert!(!other.join("data.qdb").exists() && !other.join("log").exists());
+
     // A port in use fails before the database is opened: a new directory
     // is not created, and an existing database stays closed cleanly.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -37,7 +37,10 @@ fn count(e: &ast::Expr, ctx: Ctx<'_>) -> SqlResult<Option<usize>> {
         Expr::Param(_) => Ok(None),
         Expr::Const(v) => Err(SqlError::new(
             SqlState::INVALID_PARAMETER_VALUE,
-            format!("LIMIT and OFFSET must be non-negative integers, not {v:?}"),
+            format!(
+                "LIMIT and OFFSET must be non-negative integers, not {}",
+                crate::types::to_text(&v).unwrap_or_else(|| "NULL".into())
+            ),
         )),
         _ => Err(SqlError::unsupported(
             "a LIMIT or OFFSET that is not a constant",

@@ -990,6 +990,18 @@ impl Session {
                         format!("prepared statement \"{key}\" does not exist"),
                     )
                 })?;
+                if matches!(p.stmt, Some(Stmt::Sql(_))) && parameters.len() != p.param_types.len() {
+                    // Counted before any value is converted to its
+                    // parameter's type, as PostgreSQL reports it.
+                    return Err(SqlError::new(
+                        SqlState::SYNTAX_ERROR,
+                        format!(
+                            "wrong number of parameters for prepared statement \"{key}\": expected {}, got {}",
+                            p.param_types.len(),
+                            parameters.len()
+                        ),
+                    ));
+                }
                 let values = parameters
                     .iter()
                     .zip(p.param_types.iter().chain(std::iter::repeat(&TEXT)))
@@ -1001,16 +1013,6 @@ impl Session {
                 match &p.stmt {
                     None => Ok(Output::tag("")),
                     Some(Stmt::Sql(s)) => {
-                        if values.len() != p.param_types.len() {
-                            return Err(SqlError::new(
-                                SqlState::SYNTAX_ERROR,
-                                format!(
-                                    "wrong number of parameters for prepared statement \"{key}\": expected {}, got {}",
-                                    p.param_types.len(),
-                                    values.len()
-                                ),
-                            ));
-                        }
                         self.current = Some(Arc::clone(&p.generic));
                         let r = self.run_sql(s, &values);
                         self.current = None;
