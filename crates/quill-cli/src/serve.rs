@@ -155,13 +155,25 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let served = serve_on(&a, listener, users, &db);
     // Whatever ended the serving, the database is closed: cleanly when no
     // connection holds it any more.
-    match Arc::try_unwrap(db) {
-        Ok(db) => db.close().context("closing the database")?,
-        Err(_) => eprintln!(
-            "quill: connections were still open at shutdown; the database closes without a final checkpoint (recovery at the next open replays the log)"
-        ),
+    let closed = match Arc::try_unwrap(db) {
+        Ok(db) => db.close().context("closing the database"),
+        Err(_) => {
+            eprintln!(
+                "quill: connections were still open at shutdown; the database closes without a final checkpoint (recovery at the next open replays the log)"
+            );
+            Ok(())
+        }
+    };
+    match (served, closed) {
+        // The serving's error is the one to report; a close that failed
+        // after it is said too.
+        (Err(e), Err(c)) => {
+            eprintln!("quill: {c:#}");
+            Err(e)
+        }
+        (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
+        (Ok(()), Ok(())) => Ok(()),
     }
-    served
 }
 
 /// Serve `db` on `listener` until Ctrl-C or SIGTERM, then let the

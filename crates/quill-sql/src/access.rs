@@ -14,7 +14,7 @@ use quill::catalog::Value;
 use quill::catalog::schema::TableSchema;
 use quill::{OwnedTxn, Table};
 
-use crate::error::SqlResult;
+use crate::error::{SqlError, SqlResult, SqlState};
 use crate::expr::{Cmp, Ctx, Expr, Scope};
 use crate::types::coerce;
 
@@ -309,6 +309,72 @@ pub fn for_each(
             scan(tx.index_scan(t, name, as_ref(lo), as_ref(hi), Direction::Forward)?)?
         }
         Path::Full => scan(tx.scan(t, Bound::Unbounded, Bound::Unbounded, Direction::Forward)?)?,
+    }
+    Ok(())
+}
+
+/// [`for_each`] for a locking read (FOR UPDATE / FOR SHARE): each row
+/// is locked and read at its newest version (`get_for_update`) and
+/// `filter` checked on that version before `f` sees it, as PostgreSQL's
+/// READ COMMITTED does; under REPEATABLE READ a row changed since the
+/// snapshot fails the statement (40001). Point lookups lock their keys; a
+/// scan first collects the primary keys (columns `pk`) of the rows
+/// `filter` selects in its snapshot, then locks them in that order, so
+/// it locks every such row, also past a LIMIT (more locks than
+/// PostgreSQL takes, never fewer).
+pub fn for_each_locked(
+    tx: &mut OwnedTxn,
+    t: &Table,
+    path: &Path,
+    filter: Option<&Expr>,
+    pk: &[usize],
+    mut f: impl FnMut(&mut Vec<Value>) -> SqlResult<bool>,
+) -> SqlResult<()> {
+    let keep = |row: &[Value]| -> SqlResult<bool> {
+        match filter {
+            Some(e) => e.selects(row),
+            None => Ok(true),
+        }
+    };
+    let key_of = |row: &[Value]| -> SqlResult<Vec<Value>> {
+        pk.iter()
+            .map(|&c| {
+                row.get(c).cloned().ok_or_else(|| {
+                    SqlError::new(
+                        SqlState::INTERNAL_ERROR,
+                        format!("primary key column {c} past the row's end"),
+                    )
+                })
+            })
+            .collect()
+    };
+    let collect = |mut rows: quill::db::Rows<'_>| -> SqlResult<Vec<Vec<Value>>> {
+        let (mut keys, mut row) = (Vec::new(), Vec::new());
+        while let Some(r) = rows.next_ref() {
+            r?.values_into(None, &mut row).map_err(quill::Error::from)?;
+            if keep(&row)? {
+                keys.push(key_of(&row)?);
+            }
+        }
+        Ok(keys)
+    };
+    let keys = match path {
+        Path::Points(k) => k.clone(),
+        Path::Range(lo, hi) => collect(tx.scan(t, as_ref(lo), as_ref(hi), Direction::Forward)?)?,
+        Path::Index { name, lo, hi, .. } => {
+            collect(tx.index_scan(t, name, as_ref(lo), as_ref(hi), Direction::Forward)?)?
+        }
+        Path::Full => {
+            collect(tx.scan(t, Bound::Unbounded, Bound::Unbounded, Direction::Forward)?)?
+        }
+    };
+    for k in &keys {
+        if let Some(mut row) = tx.get_for_update(t, k)?
+            && keep(&row)?
+            && !f(&mut row)?
+        {
+            break;
+        }
     }
     Ok(())
 }

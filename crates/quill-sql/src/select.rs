@@ -412,6 +412,8 @@ pub struct Plan {
     order_cols: Vec<usize>,
     limit: Option<usize>,
     offset: usize,
+    /// FOR UPDATE / FOR SHARE: the rows read are locked ([`lock_rows`]).
+    lock: bool,
 }
 
 /// The output name of a select item without an alias.
@@ -457,7 +459,7 @@ pub fn plan_in(
             (count(limit, ctx)?, count(offset, ctx)?.unwrap_or(0))
         }
     };
-    plan_body(
+    let mut plan = plan_body(
         db,
         &q.body,
         q.order_by.as_ref(),
@@ -466,7 +468,40 @@ pub fn plan_in(
         outer,
         limit,
         offset,
-    )
+    )?;
+    if !q.locks.is_empty() {
+        lock_rows(&mut plan, &q.locks)?;
+    }
+    Ok(plan)
+}
+
+/// FOR UPDATE / FOR SHARE (both lock rows exclusively here: the engine's
+/// locking read, `get_for_update`): a query over one table with a
+/// primary key, without grouping, aggregates or DISTINCT (PostgreSQL
+/// refuses those too), locks every row it returns, read at its newest
+/// version and checked against WHERE again (as PostgreSQL's READ
+/// COMMITTED does); a scan locks each row its WHERE selects in its
+/// snapshot, before LIMIT. Anything else is refused (0A000), never run
+/// without its locks.
+fn lock_rows(plan: &mut Plan, locks: &[ast::LockClause]) -> SqlResult<()> {
+    if locks.iter().any(|l| l.nonblock.is_some()) {
+        return Err(SqlError::unsupported("NOWAIT and SKIP LOCKED"));
+    }
+    match &plan.source {
+        Source::Nothing => Ok(()),
+        Source::Table { schema, .. } if plan.grouping.is_none() && !plan.distinct => {
+            if schema.def.primary_key.is_empty() {
+                return Err(SqlError::unsupported(
+                    "FOR UPDATE or FOR SHARE on a table without a primary key",
+                ));
+            }
+            plan.lock = true;
+            Ok(())
+        }
+        _ => Err(SqlError::unsupported(
+            "FOR UPDATE or FOR SHARE with GROUP BY, aggregates, DISTINCT, joins, UNION or catalogs",
+        )),
+    }
 }
 
 /// Plan a query body (a SELECT, or a UNION of them) with its ORDER BY,
@@ -630,6 +665,7 @@ fn plan_body(
             order_cols: Vec::new(),
             limit,
             offset,
+            lock: false,
         });
     }
     let mut ons = Vec::new();
@@ -733,6 +769,7 @@ fn plan_union(
         order_cols: Vec::new(),
         limit,
         offset,
+        lock: false,
     })
 }
 
@@ -1033,6 +1070,7 @@ fn plan_with_scope(
         order_cols,
         limit,
         offset,
+        lock: false,
     })
 }
 
@@ -1235,10 +1273,16 @@ fn for_each_input(
                 ));
             };
             let needed = plan.columns_read(schema.def.columns.len(), filter.as_ref());
-            access::for_each(tx, t, path, filter.as_ref(), needed.as_deref(), |row| {
+            let check = |row: &mut Vec<Value>| {
                 ctx.check_cancel()?;
                 f(row)
-            })?;
+            };
+            if plan.lock {
+                let pk = &schema.def.primary_key;
+                access::for_each_locked(tx, t, path, filter.as_ref(), pk, check)?;
+            } else {
+                access::for_each(tx, t, path, filter.as_ref(), needed.as_deref(), check)?;
+            }
         }
         Source::Relations { rels, filter } => {
             for mut row in relations::join(rels, filter.as_ref(), tx, ctx)? {

@@ -1077,7 +1077,12 @@ impl Session {
                     .map(|v| setting_text(v, ctx))
                     .collect::<SqlResult<Vec<_>>>()?
                     .join(", ");
-                if name.eq_ignore_ascii_case("transaction_isolation") {
+                let per_block = name.eq_ignore_ascii_case("transaction_isolation")
+                    || name.eq_ignore_ascii_case("transaction_read_only");
+                if per_block && value.eq_ignore_ascii_case("default") {
+                    // The block keeps what it began with (its defaults
+                    // apply to the next one).
+                } else if name.eq_ignore_ascii_case("transaction_isolation") {
                     self.set_isolation(settings::parse_isolation(&value)?)?;
                 } else if name.eq_ignore_ascii_case("transaction_read_only") {
                     self.set_read_only(settings::parse_bool("transaction_read_only", &value)?)?;
@@ -1096,30 +1101,46 @@ impl Session {
                     .set("client_encoding", &expr::name_of(charset_name))?;
             }
             ast::Set::SetTransaction { modes, session, .. } => {
+                // Every mode is checked before any is applied: a refused
+                // one (SERIALIZABLE) leaves the others unapplied too.
+                let (mut isolation, mut read_only) = (None, None);
                 for m in modes {
                     match m {
                         ast::TransactionMode::IsolationLevel(l) => {
-                            let i = isolation_of(l)?;
-                            if *session {
-                                self.settings.set(
-                                    "default_transaction_isolation",
-                                    settings::isolation_name(i),
-                                )?;
-                            } else {
-                                self.set_isolation(i)?;
-                            }
+                            isolation = Some(isolation_of(l)?)
                         }
                         ast::TransactionMode::AccessMode(a) => {
-                            let ro = matches!(a, ast::TransactionAccessMode::ReadOnly);
-                            if *session {
-                                self.settings.set(
-                                    "default_transaction_read_only",
-                                    if ro { "on" } else { "off" },
-                                )?;
-                            } else {
-                                self.set_read_only(ro)?;
-                            }
+                            read_only = Some(matches!(a, ast::TransactionAccessMode::ReadOnly));
                         }
+                    }
+                }
+                if *session {
+                    if let Some(i) = isolation {
+                        self.settings
+                            .set("default_transaction_isolation", settings::isolation_name(i))?;
+                    }
+                    if let Some(ro) = read_only {
+                        self.settings.set(
+                            "default_transaction_read_only",
+                            if ro { "on" } else { "off" },
+                        )?;
+                    }
+                } else {
+                    if let Some(ro) = read_only {
+                        // Checked first: it may refuse (25001), and
+                        // `set_isolation` begins the block again.
+                        if !ro && self.read_only && self.block_ran && self.txn.is_some() {
+                            return Err(SqlError::new(
+                                SqlState::ACTIVE_SQL_TRANSACTION,
+                                "transaction read-write mode must be set before any query",
+                            ));
+                        }
+                    }
+                    if let Some(i) = isolation {
+                        self.set_isolation(i)?;
+                    }
+                    if let Some(ro) = read_only {
+                        self.set_read_only(ro)?;
                     }
                 }
             }

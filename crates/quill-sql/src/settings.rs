@@ -136,12 +136,15 @@ pub fn parse_timeout(v: &str) -> SqlResult<Option<std::time::Duration>> {
         "d" => 86_400_000.0,
         _ => return Err(bad()),
     };
+    // Whole milliseconds, as PostgreSQL keeps it: rounded, and a nonzero
+    // value under one is one.
     let ms = n * ms_per;
     // PostgreSQL's limit: INT_MAX milliseconds.
     if !ms.is_finite() || !(0.0..=f64::from(i32::MAX)).contains(&ms) {
         return Err(bad());
     }
-    Ok((ms >= 1.0).then(|| std::time::Duration::from_secs_f64(ms / 1000.0)))
+    let ms = if ms > 0.0 { ms.round().max(1.0) } else { 0.0 };
+    Ok((ms >= 1.0).then(|| std::time::Duration::from_millis(ms as u64)))
 }
 
 /// A boolean setting's value as PostgreSQL reads it (on/off, true/false,
@@ -290,11 +293,16 @@ impl Settings {
             Some((v, _)) => {
                 self.values.insert(name, v.to_string());
             }
-            // A custom option (a dotted name) is forgotten; an unknown
-            // plain name is refused, as SET refuses it.
+            // A custom option (a dotted name) is forgotten; the block's
+            // own settings (kept by the session) reset to nothing here;
+            // an unknown plain name is refused, as SET refuses it.
             None if name.contains('.') && !name.starts_with("quill.") => {
                 self.values.remove(&name);
             }
+            None if matches!(
+                name.as_str(),
+                "transaction_isolation" | "transaction_read_only"
+            ) => {}
             None => {
                 return Err(SqlError::new(
                     SqlState::UNDEFINED_OBJECT,
