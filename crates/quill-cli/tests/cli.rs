@@ -314,6 +314,34 @@ fn benchmarks_refuse_a_database_directory() {
     Db::open(&dir, small()).unwrap().close().unwrap();
 }
 
+/// A record the log cannot take is refused before any client runs, at
+/// any client count (with 4 clients and a short window it was reported as
+/// a row of 0 commits a second and exit 0).
+#[test]
+fn a_commit_benchmark_record_over_the_log_limit_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("bc");
+    for clients in ["1", "4"] {
+        let out = quill(&[
+            "bench",
+            "commit",
+            "--dir",
+            d.to_str().unwrap(),
+            "--clients",
+            clients,
+            "--seconds",
+            "0.1",
+            "--warmup",
+            "0",
+            "--record-bytes",
+            "100000000",
+        ]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{clients} clients: {err}");
+        assert!(err.contains("--record-bytes"), "{err}");
+    }
+}
+
 /// Item 9: errors name what is wrong, where, and what to do, once each.
 #[test]
 fn errors_say_what_where_and_what_to_do() {

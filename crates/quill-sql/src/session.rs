@@ -204,15 +204,17 @@ impl CopyIn {
     /// the last line), in the copy's own transaction or the session's
     /// `block`; the first error (or a cancel) is kept, and after it the
     /// data is dropped.
-    fn take(&mut self, block: Option<&mut OwnedTxn>, data: Option<&[u8]>, canceled: bool) {
+    fn take(
+        &mut self,
+        block: Option<&mut OwnedTxn>,
+        data: Option<&[u8]>,
+        stopped: Option<&'static str>,
+    ) {
         if self.error.is_some() {
             return;
         }
-        if canceled {
-            self.error = Some(SqlError::new(
-                SqlState::QUERY_CANCELED,
-                "canceling statement due to user request",
-            ));
+        if let Some(why) = stopped {
+            self.error = Some(SqlError::new(SqlState::QUERY_CANCELED, why));
             return;
         }
         let CopyIn {
@@ -390,14 +392,14 @@ impl Session {
     /// a cancel) is kept and returned by [`Session::copy_done`]; the data
     /// after it is read and dropped.
     pub fn copy_data(&mut self, data: &[u8]) -> SqlResult<()> {
-        let canceled = self.cancel.load(std::sync::atomic::Ordering::Acquire);
+        let stopped = self.copy_stopped();
         let Some(c) = self.copy.as_mut() else {
             return Err(SqlError::new(
                 SqlState::PROTOCOL_VIOLATION,
                 "COPY data arrived with no COPY FROM STDIN running",
             ));
         };
-        c.take(self.txn.as_mut(), Some(data), canceled);
+        c.take(self.txn.as_mut(), Some(data), stopped);
         Ok(())
     }
 
@@ -417,14 +419,14 @@ impl Session {
     /// transaction left to the caller, as
     /// [`Session::execute_prepared_deferred`] leaves one.
     pub fn copy_done_deferred(&mut self) -> SqlResult<Deferred> {
-        let canceled = self.cancel.load(std::sync::atomic::Ordering::Acquire);
+        let stopped = self.copy_stopped();
         let Some(mut c) = self.copy.take() else {
             return Err(SqlError::new(
                 SqlState::PROTOCOL_VIOLATION,
                 "COPY done with no COPY FROM STDIN running",
             ));
         };
-        c.take(self.txn.as_mut(), None, canceled);
+        c.take(self.txn.as_mut(), None, stopped);
         if let Some(e) = c.error {
             self.end_failed_copy(c.txn);
             return Err(e);
@@ -434,6 +436,22 @@ impl Session {
             output,
             commit: c.txn,
         })
+    }
+
+    /// Why the running COPY FROM STDIN stops, if it does: a cancel, or
+    /// the COPY statement's `statement_timeout` run out (its deadline was
+    /// set when the statement started; the data comes after).
+    fn copy_stopped(&self) -> Option<&'static str> {
+        if self.cancel.load(std::sync::atomic::Ordering::Acquire) {
+            Some("canceling statement due to user request")
+        } else if self
+            .deadline
+            .is_some_and(|d| std::time::Instant::now() >= d)
+        {
+            Some("canceling statement due to statement timeout")
+        } else {
+            None
+        }
     }
 
     /// The client gave up the running COPY FROM STDIN (CopyFail): its

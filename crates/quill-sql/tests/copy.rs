@@ -238,3 +238,24 @@ fn data_inline_after_the_statement() {
         vec![vec![Value::Int64(2)]]
     );
 }
+
+/// COPY FROM STDIN's data comes after its statement: a copy still taking
+/// data when its `statement_timeout` runs out stops with 57014 and
+/// inserts nothing, and the next statement gets a timeout of its own.
+#[test]
+fn a_copy_past_its_statement_timeout_stops() {
+    let (_d, mut s) = session();
+    one(&mut s, "SET statement_timeout = 100");
+    let out = one(&mut s, "COPY t (name) FROM STDIN");
+    assert!(matches!(out.copy, Some(CopyStream::In { .. })));
+    s.copy_data(b"early\n").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    s.copy_data(b"late\n").unwrap();
+    let e = s.copy_done().unwrap_err();
+    assert_eq!(e.state, SqlState::QUERY_CANCELED);
+    assert!(e.message.contains("statement timeout"), "{e:?}");
+    assert_eq!(s.status(), TxnStatus::Idle);
+    assert!(rows(&mut s, "SELECT name FROM t").is_empty());
+    let out = copy_in(&mut s, "COPY t (name) FROM STDIN", &[b"in time\n"]).unwrap();
+    assert_eq!(out.tag, "COPY 1");
+}
