@@ -46,6 +46,13 @@ pub struct ServeArgs {
     fsync_delay_ms: f64,
 }
 
+impl ServeArgs {
+    /// `--max-connections` as a count.
+    fn max_connections(&self) -> usize {
+        usize::try_from(self.max_connections).unwrap_or(usize::MAX)
+    }
+}
+
 /// The smallest `--pool`: a few hundred pages of the default size.
 const MIN_POOL: u64 = 8 << 20;
 
@@ -133,12 +140,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
     // waiting to be durable, which keeps its registry slot until then):
     // room for all of them, with headroom.
     let options = quill::Options {
-        max_transactions: quill::Options::default().max_transactions.max(
-            usize::try_from(a.max_connections)
-                .unwrap_or(usize::MAX)
-                .saturating_mul(2)
-                .saturating_add(64),
-        ),
+        max_transactions: quill::Options::default()
+            .max_transactions
+            .max(a.max_connections().saturating_mul(2).saturating_add(64)),
         store: quill::store::StoreOptions {
             pool_bytes: a.pool,
             ..quill::store::StoreOptions::default()
@@ -191,7 +195,7 @@ fn serve_on(
         .context("starting the async runtime")?;
     let config = quill_server::ServerConfig {
         listen: a.listen,
-        max_connections: usize::try_from(a.max_connections).unwrap_or(usize::MAX),
+        max_connections: a.max_connections(),
         users,
         ..quill_server::ServerConfig::default()
     };

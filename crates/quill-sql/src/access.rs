@@ -262,6 +262,14 @@ pub fn columns_read<'e>(
     (known && used.contains(&false)).then_some(used)
 }
 
+/// Whether `filter` (none: every row) selects `row`.
+fn selects(filter: Option<&Expr>, row: &[Value]) -> SqlResult<bool> {
+    match filter {
+        Some(e) => e.selects(row),
+        None => Ok(true),
+    }
+}
+
 /// Call `f` on every row the path finds that `filter` selects, in
 /// primary key order, until it returns false. With `needed`, a scanned
 /// row has only the columns it marks decoded and the others NULL (they
@@ -275,12 +283,7 @@ pub fn for_each(
     needed: Option<&[bool]>,
     mut f: impl FnMut(&mut Vec<Value>) -> SqlResult<bool>,
 ) -> SqlResult<()> {
-    let keep = |row: &[Value]| -> SqlResult<bool> {
-        match filter {
-            Some(e) => e.selects(row),
-            None => Ok(true),
-        }
-    };
+    let keep = |row: &[Value]| selects(filter, row);
     // One vector for every scanned row (`f` may take it).
     let mut row = Vec::new();
     let mut scan = |mut rows: quill::db::Rows<'_>| -> SqlResult<()> {
@@ -330,12 +333,7 @@ pub fn for_each_locked(
     pk: &[usize],
     mut f: impl FnMut(&mut Vec<Value>) -> SqlResult<bool>,
 ) -> SqlResult<()> {
-    let keep = |row: &[Value]| -> SqlResult<bool> {
-        match filter {
-            Some(e) => e.selects(row),
-            None => Ok(true),
-        }
-    };
+    let keep = |row: &[Value]| selects(filter, row);
     let key_of = |row: &[Value]| -> SqlResult<Vec<Value>> {
         pk.iter()
             .map(|&c| {

@@ -1147,12 +1147,7 @@ impl Session {
                     if let Some(ro) = read_only {
                         // Checked first: it may refuse (25001), and
                         // `set_isolation` begins the block again.
-                        if !ro && self.read_only && self.block_ran && self.txn.is_some() {
-                            return Err(SqlError::new(
-                                SqlState::ACTIVE_SQL_TRANSACTION,
-                                "transaction read-write mode must be set before any query",
-                            ));
-                        }
+                        self.check_access_mode(ro)?;
                     }
                     if let Some(i) = isolation {
                         self.set_isolation(i)?;
@@ -1193,16 +1188,22 @@ impl Session {
     /// read-only at any time, but read-write only before its first query
     /// (25001, as PostgreSQL).
     fn set_read_only(&mut self, ro: bool) -> SqlResult<()> {
-        if self.txn.is_none() {
-            return Ok(());
+        self.check_access_mode(ro)?;
+        if self.txn.is_some() {
+            self.read_only = ro;
         }
-        if !ro && self.read_only && self.block_ran {
+        Ok(())
+    }
+
+    /// 25001 if the open block may not take access mode `ro` now: a
+    /// read-only block that ran a query cannot turn read-write.
+    fn check_access_mode(&self, ro: bool) -> SqlResult<()> {
+        if !ro && self.txn.is_some() && self.read_only && self.block_ran {
             return Err(SqlError::new(
                 SqlState::ACTIVE_SQL_TRANSACTION,
                 "transaction read-write mode must be set before any query",
             ));
         }
-        self.read_only = ro;
         Ok(())
     }
 
