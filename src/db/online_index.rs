@@ -315,7 +315,7 @@ fn visit_row(
         // is simply waited again, until the build is canceled.
         match db
             .locks
-            .lock_cancelable(me, &lock, LockMode::Exclusive, cancel)
+            .lock_cancelable(me, &lock, LockMode::Exclusive, cancel, None)
         {
             Ok(_) => break,
             Err(Error::LockTimeout { .. } | Error::Deadlock { .. }) => {

@@ -99,6 +99,9 @@ pub(crate) struct TxnState {
     after: u64,
     /// Set by a client to stop a statement waiting for a row lock.
     cancel: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// When the running statement's time is up: a row lock wait stops
+    /// then (a server's `statement_timeout`).
+    stop_at: Option<std::time::Instant>,
 }
 
 /// A transaction at work for one call: its database, borrowed from the
@@ -303,6 +306,16 @@ macro_rules! txn_api {
             #[inline]
             pub fn set_cancel(&mut self, flag: Option<Arc<std::sync::atomic::AtomicBool>>) {
                 self.0.st.cancel = flag;
+            }
+
+            /// From now on, a statement of this transaction that waits for
+            /// a row lock stops with [`Error::Canceled`] (and no effect)
+            /// once `at` has passed, if the lock wait timeout has not
+            /// ended the wait first; `None`: no such limit. A server sets
+            /// each statement's `statement_timeout` here.
+            #[inline]
+            pub fn set_stop_at(&mut self, at: Option<std::time::Instant>) {
+                self.0.st.stop_at = at;
             }
 
             /// Undo every change of this transaction.
@@ -534,6 +547,7 @@ impl<H: DbHandle> TxnCore<H> {
                 ended: "",
                 after: 0,
                 cancel: None,
+                stop_at: None,
             },
         })
     }
@@ -778,10 +792,13 @@ impl<'a> Ctx<'a> {
     /// locked newly since.
     fn lock(&mut self, key: KeyBytes, mode: LockMode) -> Result<Acquired> {
         let key = self.db.locks.key(key);
-        let acquired =
-            self.db
-                .locks
-                .lock_cancelable(self.id, &key, mode, self.st.cancel.as_deref())?;
+        let acquired = self.db.locks.lock_cancelable(
+            self.id,
+            &key,
+            mode,
+            self.st.cancel.as_deref(),
+            self.st.stop_at,
+        )?;
         if acquired == Acquired::New {
             self.locks.push(key);
         }

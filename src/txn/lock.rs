@@ -248,22 +248,25 @@ impl LockTable {
     /// Lock `key` for `trx` in `mode`, waiting if needed (L2, L4). The
     /// caller remembers its keys and passes them to [`LockTable::release`].
     pub fn lock(&self, trx: TrxId, key: &LockKey, mode: LockMode) -> Result<Acquired> {
-        self.lock_cancelable(trx, key, mode, None)
+        self.lock_cancelable(trx, key, mode, None, None)
     }
 
     /// [`LockTable::lock`], and a wait also ends, with
     /// [`Error::Canceled`], soon after `cancel` is set (it is looked at
-    /// every [`CANCEL_POLL`]); the request then leaves the queue as a
-    /// timed-out one does.
+    /// every [`CANCEL_POLL`]) or once `stop_at` has passed (a statement's
+    /// timeout; the wait ends then, or at the lock wait timeout if that
+    /// comes first); the request then leaves the queue as a timed-out one
+    /// does.
     pub fn lock_cancelable(
         &self,
         trx: TrxId,
         key: &LockKey,
         mode: LockMode,
         cancel: Option<&AtomicBool>,
+        stop_at: Option<Instant>,
     ) -> Result<Acquired> {
         debug_assert_eq!(key.hash, self.hash(&key.bytes), "a key of another table");
-        self.acquire(trx, key.hash, &key.bytes, mode, cancel)
+        self.acquire(trx, key.hash, &key.bytes, mode, cancel, stop_at)
     }
 
     /// [`LockTable::lock_cancelable`] of `key`, whose hash is `h`.
@@ -274,6 +277,7 @@ impl LockTable {
         key: &[u8],
         mode: LockMode,
         cancel: Option<&AtomicBool>,
+        stop_at: Option<Instant>,
     ) -> Result<Acquired> {
         let (waiter, acquired) = {
             let mut shard = self.shard(h).lock();
@@ -335,14 +339,20 @@ impl LockTable {
         {
             let mut st = waiter.state.lock();
             while st.is_none() {
-                if cancel.is_some_and(|c| c.load(Ordering::Acquire)) {
+                let now = Instant::now();
+                if cancel.is_some_and(|c| c.load(Ordering::Acquire))
+                    || stop_at.is_some_and(|s| now >= s)
+                {
                     canceled = true;
                     break;
                 }
-                let until = match cancel {
-                    Some(_) => deadline.min(Instant::now() + CANCEL_POLL),
+                let mut until = match cancel {
+                    Some(_) => deadline.min(now + CANCEL_POLL),
                     None => deadline,
                 };
+                if let Some(s) = stop_at {
+                    until = until.min(s);
+                }
                 if waiter.cv.wait_until(&mut st, until).timed_out() && until == deadline {
                     break;
                 }
@@ -628,7 +638,7 @@ mod tests {
         let (t1, f1) = (t.clone(), flag.clone());
         let h = std::thread::spawn(move || {
             let started = Instant::now();
-            let r = t1.lock_cancelable(2, &key_of(&t1, b"a"), LockMode::Exclusive, Some(&f1));
+            let r = t1.lock_cancelable(2, &key_of(&t1, b"a"), LockMode::Exclusive, Some(&f1), None);
             (r, started.elapsed())
         });
         while t.stats().waits == 0 {
@@ -641,6 +651,41 @@ mod tests {
         assert_eq!(t.stats().timeouts, 0);
         t.release(1, &[key_of(&t, b"a")]);
         t.lock(3, &key_of(&t, b"a"), LockMode::Exclusive).unwrap();
+    }
+
+    /// A wait whose statement's time runs out (`stop_at`) ends then with
+    /// `Canceled`, before the lock wait timeout, leaves the queue, and
+    /// counts as no timeout; one past its time already ends at once.
+    #[test]
+    fn a_wait_past_its_stop_time_ends_canceled() {
+        let t = table(10_000);
+        t.lock(1, &key_of(&t, b"a"), LockMode::Exclusive).unwrap();
+        let started = Instant::now();
+        let stop = started + Duration::from_millis(150);
+        let r = t.lock_cancelable(2, &key_of(&t, b"a"), LockMode::Exclusive, None, Some(stop));
+        let waited = started.elapsed();
+        assert!(matches!(r, Err(Error::Canceled { trx: 2 })), "{r:?}");
+        assert!(waited >= Duration::from_millis(150), "{waited:?}");
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
+        assert_eq!(t.stats().timeouts, 0);
+        let r = t.lock_cancelable(
+            3,
+            &key_of(&t, b"a"),
+            LockMode::Exclusive,
+            None,
+            Some(started),
+        );
+        assert!(matches!(r, Err(Error::Canceled { trx: 3 })), "{r:?}");
+        t.release(1, &[key_of(&t, b"a")]);
+        // Free now: granted at once, whatever the stop time.
+        t.lock_cancelable(
+            4,
+            &key_of(&t, b"a"),
+            LockMode::Exclusive,
+            None,
+            Some(started),
+        )
+        .unwrap();
     }
 
     /// Many threads lock random keys exclusively in random order: every

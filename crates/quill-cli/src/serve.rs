@@ -61,6 +61,13 @@ const MIN_POOL: u64 = 8 << 20;
 /// database's files among its own. An empty or missing directory, or one
 /// that holds a database, is served.
 fn check_dir(dir: &std::path::Path) -> Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        bail!(
+            "{} is a file, not a directory: give --dir a new or empty directory (or the \
+             directory of an existing database)",
+            dir.display()
+        );
+    }
     let Ok(mut entries) = std::fs::read_dir(dir) else {
         // Missing (created at open), or unreadable: the open says why.
         return Ok(());

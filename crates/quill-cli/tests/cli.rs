@@ -487,6 +487,12 @@ fn users_for_serve() {
     assert!(err.contains("holds files but no Quill database"), "{err}");
     assert!(!other.join("data.qdb").exists() && !other.join("log").exists());
 
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let out = quill(&["serve", "--dir", file.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert!(err.contains("is a file, not a directory"), "{err}");
+
     // A port in use fails before the database is opened: a new directory
     // is not created, and an existing database stays closed cleanly.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -286,7 +286,7 @@ impl Ctx<'_> {
     /// 57014 if the client asked to cancel the running statement; long
     /// loops call this once per row.
     /// A statement past its `statement_timeout` stops likewise, at its
-    /// next check (a lock wait ends by the lock wait timeout instead).
+    /// next check (a row lock wait stops at it in the engine: `set_stop_at`).
     pub fn check_cancel(&self) -> SqlResult<()> {
         if self.cancel.load(AtomicOrdering::Acquire) {
             return Err(SqlError::new(

@@ -209,6 +209,7 @@ impl CopyIn {
         block: Option<&mut OwnedTxn>,
         data: Option<&[u8]>,
         stopped: Option<&'static str>,
+        deadline: Option<std::time::Instant>,
     ) {
         if self.error.is_some() {
             return;
@@ -233,6 +234,13 @@ impl CopyIn {
         };
         let mut line = decoder.line();
         let mut insert = |fields| {
+            // A large chunk may take long: the timeout is checked per row.
+            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                return Err(SqlError::new(
+                    SqlState::QUERY_CANCELED,
+                    "canceling statement due to statement timeout",
+                ));
+            }
             line += 1;
             let row = target.row(fields, line)?;
             tx.insert(&target.table, &row)?;
@@ -399,7 +407,7 @@ impl Session {
                 "COPY data arrived with no COPY FROM STDIN running",
             ));
         };
-        c.take(self.txn.as_mut(), Some(data), stopped);
+        c.take(self.txn.as_mut(), Some(data), stopped, self.deadline);
         Ok(())
     }
 
@@ -426,7 +434,7 @@ impl Session {
                 "COPY done with no COPY FROM STDIN running",
             ));
         };
-        c.take(self.txn.as_mut(), None, stopped);
+        c.take(self.txn.as_mut(), None, stopped, self.deadline);
         if let Some(e) = c.error {
             self.end_failed_copy(c.txn);
             return Err(e);
@@ -817,6 +825,9 @@ impl Session {
                 .settings
                 .statement_timeout()
                 .map(|t| std::time::Instant::now() + t);
+            if let Some(tx) = self.txn.as_mut() {
+                tx.set_stop_at(self.deadline);
+            }
         }
         if self.copy.is_some() {
             // A statement instead of the COPY's data: the COPY is over.
@@ -842,7 +853,7 @@ impl Session {
         if self.failed {
             return Err(aborted());
         }
-        let r = self.run_sql(stmt, params);
+        let r = self.run_sql(stmt, params).map_err(|e| self.timed_out(e));
         if r.is_err() && self.txn.is_some() {
             self.failed = true;
         }
@@ -1101,7 +1112,10 @@ impl Session {
                     // The block keeps what it began with (its defaults
                     // apply to the next one).
                 } else if name.eq_ignore_ascii_case("transaction_isolation") {
-                    self.set_isolation(settings::parse_isolation(&value)?)?;
+                    self.set_isolation(settings::parse_isolation(
+                        "transaction_isolation",
+                        &value,
+                    )?)?;
                 } else if name.eq_ignore_ascii_case("transaction_read_only") {
                     self.set_read_only(settings::parse_bool("transaction_read_only", &value)?)?;
                 } else if value.eq_ignore_ascii_case("default") {
@@ -1230,8 +1244,20 @@ impl Session {
             Statement::Copy { to: false, .. } => "COPY FROM",
             Statement::CreateTable(_) => "CREATE TABLE",
             Statement::CreateIndex(_) => "CREATE INDEX",
+            Statement::Drop {
+                object_type: ast::ObjectType::Table,
+                ..
+            } => "DROP TABLE",
+            Statement::Drop {
+                object_type: ast::ObjectType::Index,
+                ..
+            } => "DROP INDEX",
             Statement::Drop { .. } => "DROP",
-            Statement::Query(q) if !q.locks.is_empty() => "SELECT FOR UPDATE/SHARE",
+            Statement::Query(q) => match q.locks.first().map(|l| &l.lock_type) {
+                None => return Ok(()),
+                Some(ast::LockType::Share) => "SELECT FOR SHARE",
+                Some(_) => "SELECT FOR UPDATE",
+            },
             _ => return Ok(()),
         };
         Err(SqlError::new(
@@ -1292,7 +1318,26 @@ impl Session {
     fn begin_txn(&self, isolation: Isolation) -> SqlResult<OwnedTxn> {
         let mut tx = self.db.begin_owned_with(self.txn_options(isolation))?;
         tx.set_cancel(Some(Arc::clone(&self.cancel)));
+        tx.set_stop_at(self.deadline);
         Ok(tx)
+    }
+
+    /// A cancel (57014) that the statement's `statement_timeout` caused,
+    /// not the client (a row lock wait stopped at the deadline, which the
+    /// engine reports as canceled), said as PostgreSQL says it.
+    fn timed_out(&self, e: SqlError) -> SqlError {
+        let by_client = self.cancel.load(std::sync::atomic::Ordering::Acquire);
+        let past = self
+            .deadline
+            .is_some_and(|d| std::time::Instant::now() >= d);
+        if e.state == SqlState::QUERY_CANCELED && !by_client && past {
+            SqlError::new(
+                SqlState::QUERY_CANCELED,
+                "canceling statement due to statement timeout",
+            )
+        } else {
+            e
+        }
     }
 
     fn txn_options(&self, isolation: Isolation) -> TxnOptions {

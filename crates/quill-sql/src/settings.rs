@@ -76,7 +76,7 @@ fn default_of(name: &str) -> Option<(&'static str, bool)> {
 }
 
 /// The isolation level a setting's text names.
-pub fn parse_isolation(v: &str) -> SqlResult<Isolation> {
+pub fn parse_isolation(name: &str, v: &str) -> SqlResult<Isolation> {
     // Without allocating: every transaction reads its default.
     let is = |s: &str| v.eq_ignore_ascii_case(s);
     if is("read committed") || is("read uncommitted") {
@@ -89,7 +89,7 @@ pub fn parse_isolation(v: &str) -> SqlResult<Isolation> {
         Err(SqlError::new(
             SqlState::INVALID_PARAMETER_VALUE,
             format!(
-                "invalid value for parameter \"transaction_isolation\": \"{}\"",
+                "invalid value for parameter \"{name}\": \"{}\"",
                 v.to_ascii_lowercase()
             ),
         ))
@@ -136,15 +136,34 @@ pub fn parse_timeout(v: &str) -> SqlResult<Option<std::time::Duration>> {
         "d" => 86_400_000.0,
         _ => return Err(bad()),
     };
-    // Whole milliseconds, as PostgreSQL keeps it: rounded, and a nonzero
-    // value under one is one.
+    // Whole milliseconds, as PostgreSQL keeps it: rounded to the nearest
+    // (under half a millisecond is 0, no limit).
     let ms = n * ms_per;
     // PostgreSQL's limit: INT_MAX milliseconds.
     if !ms.is_finite() || !(0.0..=f64::from(i32::MAX)).contains(&ms) {
         return Err(bad());
     }
-    let ms = if ms > 0.0 { ms.round().max(1.0) } else { 0.0 };
+    let ms = ms.round();
     Ok((ms >= 1.0).then(|| std::time::Duration::from_millis(ms as u64)))
+}
+
+/// `ms` milliseconds as PostgreSQL shows a time setting: in the largest
+/// unit that holds it exactly (`1500ms`, `2s`, `1min`), `0` for none.
+pub fn timeout_text(ms: u128) -> String {
+    if ms == 0 {
+        return "0".into();
+    }
+    for (unit, per) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("min", 60_000),
+        ("s", 1_000),
+    ] {
+        if ms % per == 0 {
+            return format!("{}{unit}", ms / per);
+        }
+    }
+    format!("{ms}ms")
 }
 
 /// A boolean setting's value as PostgreSQL reads it (on/off, true/false,
@@ -217,13 +236,18 @@ impl Settings {
                 parse_durability(value)?;
             }
             "default_transaction_isolation" => {
-                parse_isolation(value)?;
+                parse_isolation(&name, value)?;
             }
             "default_transaction_read_only" => {
                 parse_bool(&name, value)?;
             }
             "statement_timeout" => {
-                parse_timeout(value)?;
+                // Kept as PostgreSQL shows it: whole milliseconds, in
+                // the largest unit that holds them exactly.
+                let ms = parse_timeout(value)?.map_or(0, |d| d.as_millis());
+                self.values.insert(name, timeout_text(ms));
+                self.refresh();
+                return Ok(());
             }
             "client_encoding" if !value.eq_ignore_ascii_case("utf8") => {
                 return Err(SqlError::unsupported(format!(
@@ -248,7 +272,7 @@ impl Settings {
         let isolation = self
             .values
             .get("default_transaction_isolation")
-            .map(|v| parse_isolation(v));
+            .map(|v| parse_isolation("default_transaction_isolation", v));
         let read_only = self
             .values
             .get("default_transaction_read_only")

@@ -96,3 +96,44 @@ fn cancel_stops_a_concurrent_index_build_waiting_for_a_row_lock() {
         .unwrap();
     assert_eq!(out.rows, vec![vec![Value::Int32(1)]]);
 }
+
+/// A statement waiting for a row lock stops at its `statement_timeout`
+/// (57014, said as a timeout), not at the 10-second lock wait timeout,
+/// with no effect; the session's next statement gets a limit of its own.
+#[test]
+fn statement_timeout_stops_a_row_lock_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), Options::default()).unwrap());
+    let mut a = Session::new(db.clone());
+    let mut b = Session::new(db.clone());
+    for r in a.execute(
+        "CREATE TABLE t (k int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 0); \
+         BEGIN; SELECT v FROM t WHERE k = 1 FOR UPDATE",
+    ) {
+        r.unwrap();
+    }
+    for sql in [
+        "UPDATE t SET v = 2 WHERE k = 1",
+        "BEGIN; SELECT v FROM t WHERE k = 1 FOR UPDATE",
+    ] {
+        b.execute("SET statement_timeout = 300")
+            .pop()
+            .unwrap()
+            .unwrap();
+        let started = Instant::now();
+        let e = b.execute(sql).pop().unwrap().unwrap_err();
+        let waited = started.elapsed();
+        assert_eq!(e.state, SqlState::QUERY_CANCELED, "{sql}: {e:?}");
+        assert!(e.message.contains("statement timeout"), "{e:?}");
+        assert!(waited >= Duration::from_millis(300), "{waited:?}");
+        assert!(waited < Duration::from_secs(5), "{sql}: {waited:?}");
+        b.execute("ROLLBACK").pop().unwrap().unwrap();
+    }
+    a.execute("COMMIT").pop().unwrap().unwrap();
+    let out = b
+        .execute("SELECT v FROM t WHERE k = 1")
+        .pop()
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.rows, vec![vec![Value::Int32(0)]]);
+}
