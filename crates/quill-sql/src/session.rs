@@ -180,6 +180,11 @@ pub struct Session {
     /// When the running statement's `statement_timeout` runs out, set as
     /// it starts ([`Session::run_stmt`]).
     deadline: Option<std::time::Instant>,
+    /// The settings as the open block began, and as its commit leaves
+    /// them, kept from its first SET on ([`Session::change_settings`]):
+    /// PostgreSQL undoes a block's SETs when it rolls back, and its SET
+    /// LOCALs when it ends either way.
+    block_settings: Option<Box<(Settings, Settings)>>,
     /// Set when an attempt was refused ([`Session::attempt`]): the rerun
     /// that follows keeps the cancel flag, so a cancel that arrived
     /// during the attempt or the hand-off still stops the statement.
@@ -306,6 +311,7 @@ impl Session {
             current: None,
             keep_cancel: false,
             deadline: None,
+            block_settings: None,
         }
     }
 
@@ -967,9 +973,13 @@ impl Session {
             Statement::ShowVariable { variable } => self.show(variable),
             Statement::Reset(r) => {
                 match &r.reset {
-                    ast::Reset::ALL => self.settings.reset_all(),
+                    ast::Reset::ALL => self.change_settings(false, |s| {
+                        s.reset_all();
+                        Ok(())
+                    })?,
                     ast::Reset::ConfigurationParameter(n) => {
-                        self.settings.reset(&n.to_string())?;
+                        let n = n.to_string();
+                        self.change_settings(false, |s| s.reset(&n))?;
                     }
                     ast::Reset::SessionAuthorization => {}
                 }
@@ -1098,8 +1108,12 @@ impl Session {
     fn set(&mut self, set: &ast::Set, ctx: Ctx<'_>) -> SqlResult<Output> {
         match set {
             ast::Set::SingleAssignment {
-                variable, values, ..
+                variable,
+                values,
+                scope,
+                ..
             } => {
+                let local = matches!(scope, Some(ast::ContextModifier::Local));
                 let name = variable.to_string();
                 let value = values
                     .iter()
@@ -1119,18 +1133,18 @@ impl Session {
                 } else if name.eq_ignore_ascii_case("transaction_read_only") {
                     self.set_read_only(settings::parse_bool("transaction_read_only", &value)?)?;
                 } else if value.eq_ignore_ascii_case("default") {
-                    self.settings.reset(&name)?;
+                    self.change_settings(local, |s| s.reset(&name))?;
                 } else {
-                    self.settings.set(&name, &value)?;
+                    self.change_settings(local, |s| s.set(&name, &value))?;
                 }
             }
-            ast::Set::SetTimeZone { value, .. } => {
+            ast::Set::SetTimeZone { value, local } => {
                 let v = setting_text(value, ctx)?;
-                self.settings.set("timezone", &v)?;
+                self.change_settings(*local, |s| s.set("timezone", &v))?;
             }
             ast::Set::SetNames { charset_name, .. } => {
-                self.settings
-                    .set("client_encoding", &expr::name_of(charset_name))?;
+                let v = expr::name_of(charset_name);
+                self.change_settings(false, |s| s.set("client_encoding", &v))?;
             }
             ast::Set::SetTransaction { modes, session, .. } => {
                 // Every mode is checked before any is applied: a refused
@@ -1147,16 +1161,18 @@ impl Session {
                     }
                 }
                 if *session {
-                    if let Some(i) = isolation {
-                        self.settings
-                            .set("default_transaction_isolation", settings::isolation_name(i))?;
-                    }
-                    if let Some(ro) = read_only {
-                        self.settings.set(
-                            "default_transaction_read_only",
-                            if ro { "on" } else { "off" },
-                        )?;
-                    }
+                    self.change_settings(false, |s| {
+                        if let Some(i) = isolation {
+                            s.set("default_transaction_isolation", settings::isolation_name(i))?;
+                        }
+                        if let Some(ro) = read_only {
+                            s.set(
+                                "default_transaction_read_only",
+                                if ro { "on" } else { "off" },
+                            )?;
+                        }
+                        Ok(())
+                    })?;
                 } else {
                     if let Some(ro) = read_only {
                         // Checked first: it may refuse (25001), and
@@ -1195,6 +1211,40 @@ impl Session {
         self.isolation = i;
         self.txn = Some(self.begin_txn(i)?);
         Ok(())
+    }
+
+    /// Change the session's settings by `f`: at once, and, inside a
+    /// block, as the block's commit leaves them unless `local` (SET
+    /// LOCAL: until the block ends; outside a block it does nothing, as
+    /// in PostgreSQL, which warns). The block's end applies what it keeps
+    /// ([`Session::end_block_settings`]).
+    fn change_settings(
+        &mut self,
+        local: bool,
+        f: impl Fn(&mut Settings) -> SqlResult<()>,
+    ) -> SqlResult<()> {
+        if self.txn.is_none() {
+            if local {
+                return Ok(());
+            }
+            return f(&mut self.settings);
+        }
+        let kept = self
+            .block_settings
+            .get_or_insert_with(|| Box::new((self.settings.clone(), self.settings.clone())));
+        if !local {
+            f(&mut kept.1)?;
+        }
+        f(&mut self.settings)
+    }
+
+    /// The open block ended (`committed` or not): its SET LOCALs end, and
+    /// a rolled-back block's SETs are undone.
+    fn end_block_settings(&mut self, committed: bool) {
+        if let Some(kept) = self.block_settings.take() {
+            let (at_begin, after_commit) = *kept;
+            self.settings = if committed { after_commit } else { at_begin };
+        }
     }
 
     /// `SET TRANSACTION READ ONLY` / `READ WRITE`: for the open block (no
@@ -1362,6 +1412,10 @@ impl Session {
             // PostgreSQL warns and carries on.
             return Ok(Output::tag("BEGIN"));
         }
+        debug_assert!(
+            self.block_settings.is_none(),
+            "a block's kept settings outlived it"
+        );
         self.isolation = isolation;
         self.read_only = read_only;
         self.block_ran = false;
@@ -1374,11 +1428,14 @@ impl Session {
         match self.txn.take() {
             None => Ok(Output::tag(if failed { "ROLLBACK" } else { "COMMIT" })),
             Some(tx) if failed => {
+                self.end_block_settings(false);
                 tx.rollback()?;
                 Ok(Output::tag("ROLLBACK"))
             }
             Some(tx) => {
-                self.finish(tx)?;
+                let r = self.finish(tx);
+                self.end_block_settings(r.is_ok());
+                r?;
                 Ok(Output::tag("COMMIT"))
             }
         }
@@ -1400,6 +1457,7 @@ impl Session {
     fn rollback(&mut self) -> SqlResult<Output> {
         self.failed = false;
         if let Some(tx) = self.txn.take() {
+            self.end_block_settings(false);
             tx.rollback()?;
         }
         Ok(Output::tag("ROLLBACK"))
