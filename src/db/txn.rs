@@ -262,7 +262,20 @@ macro_rules! txn_api {
                 t: &Table,
                 key: &[Value],
             ) -> Result<Option<Vec<Value>>> {
-                self.0.get_for_update(t, key)
+                self.0.get_locked(t, key, LockMode::Exclusive)
+            }
+
+            /// [`Self::get_for_update`] with the row locked shared: other
+            /// transactions may lock it shared too (SQL's `FOR SHARE`),
+            /// but none may change it until this one ends; a change by
+            /// this transaction takes the lock exclusive.
+            #[inline]
+            pub fn get_for_share(
+                &mut self,
+                t: &Table,
+                key: &[Value],
+            ) -> Result<Option<Vec<Value>>> {
+                self.0.get_locked(t, key, LockMode::Shared)
             }
 
             /// Rows whose primary key lies within the bounds (prefixes of
@@ -596,12 +609,13 @@ impl<H: DbHandle> TxnCore<H> {
     }
 
     #[inline]
-    pub(crate) fn get_for_update(
+    pub(crate) fn get_locked(
         &mut self,
         t: &Table,
         key: &[Value],
+        mode: LockMode,
     ) -> Result<Option<Vec<Value>>> {
-        self.ctx().get_for_update(t, key)
+        self.ctx().get_locked(t, key, mode)
     }
 
     #[inline]
@@ -1491,15 +1505,18 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    pub(crate) fn get_for_update(
+    /// The newest committed version of the row with primary key `key`,
+    /// locked in `mode` until the transaction ends (a locking read).
+    pub(crate) fn get_locked(
         &mut self,
         t: &Table,
         key: &[Value],
+        mode: LockMode,
     ) -> Result<Option<Vec<Value>>> {
         self.statement(|tx| {
             let schema = t.live_schema()?;
             let pk = tx.key_of(&schema, key)?;
-            tx.lock(table::row_lock(schema.id, &pk), LockMode::Exclusive)?;
+            tx.lock(table::row_lock(schema.id, &pk), mode)?;
             let Some(cur) = table::read_rec(&tx.db.store, &schema, &pk)? else {
                 return Ok(None);
             };

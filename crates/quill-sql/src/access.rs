@@ -316,8 +316,18 @@ pub fn for_each(
     Ok(())
 }
 
+/// How a locking read locks its rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowLock {
+    /// FOR SHARE: shared (other FOR SHARE readers too; no writer).
+    Share,
+    /// FOR UPDATE: exclusive.
+    Update,
+}
+
 /// [`for_each`] for a locking read (FOR UPDATE / FOR SHARE): each row
-/// is locked and read at its newest version (`get_for_update`) and
+/// is locked as `lock` says and read at its newest version
+/// (`get_for_update`, `get_for_share`) and
 /// `filter` checked on that version before `f` sees it, as PostgreSQL's
 /// READ COMMITTED does; under REPEATABLE READ a row changed since the
 /// snapshot fails the statement (40001). Point lookups lock their keys; a
@@ -331,6 +341,7 @@ pub fn for_each_locked(
     path: &Path,
     filter: Option<&Expr>,
     pk: &[usize],
+    lock: RowLock,
     mut f: impl FnMut(&mut Vec<Value>) -> SqlResult<bool>,
 ) -> SqlResult<()> {
     let keep = |row: &[Value]| selects(filter, row);
@@ -367,7 +378,11 @@ pub fn for_each_locked(
         }
     };
     for k in &keys {
-        if let Some(mut row) = tx.get_for_update(t, k)?
+        let row = match lock {
+            RowLock::Share => tx.get_for_share(t, k)?,
+            RowLock::Update => tx.get_for_update(t, k)?,
+        };
+        if let Some(mut row) = row
             && keep(&row)?
             && !f(&mut row)?
         {

@@ -412,8 +412,9 @@ pub struct Plan {
     order_cols: Vec<usize>,
     limit: Option<usize>,
     offset: usize,
-    /// FOR UPDATE / FOR SHARE: the rows read are locked ([`lock_rows`]).
-    lock: bool,
+    /// FOR UPDATE / FOR SHARE: the rows read are locked, exclusive or
+    /// shared ([`lock_rows`]).
+    lock: Option<access::RowLock>,
 }
 
 /// The output name of a select item without an alias.
@@ -475,14 +476,14 @@ pub fn plan_in(
     Ok(plan)
 }
 
-/// FOR UPDATE / FOR SHARE (both lock rows exclusively here: the engine's
-/// locking read, `get_for_update`): a query over one table with a
-/// primary key, without grouping, aggregates or DISTINCT (PostgreSQL
-/// refuses those too), locks every row it returns, read at its newest
-/// version and checked against WHERE again (as PostgreSQL's READ
+/// FOR UPDATE / FOR SHARE (the engine's locking reads, `get_for_update`
+/// and `get_for_share`): a query over one table with a primary key,
+/// without grouping, aggregates or DISTINCT (PostgreSQL refuses those
+/// too), locks every row it returns, exclusive or shared, read at its
+/// newest version and checked against WHERE again (as PostgreSQL's READ
 /// COMMITTED does); a scan locks each row its WHERE selects in its
-/// snapshot, before LIMIT. Anything else is refused (0A000), never run
-/// without its locks.
+/// snapshot, before LIMIT. With several clauses the strongest wins.
+/// Anything else is refused (0A000), never run without its locks.
 fn lock_rows(plan: &mut Plan, locks: &[ast::LockClause]) -> SqlResult<()> {
     if locks.iter().any(|l| l.nonblock.is_some()) {
         return Err(SqlError::unsupported("NOWAIT and SKIP LOCKED"));
@@ -495,7 +496,14 @@ fn lock_rows(plan: &mut Plan, locks: &[ast::LockClause]) -> SqlResult<()> {
                     "FOR UPDATE or FOR SHARE on a table without a primary key",
                 ));
             }
-            plan.lock = true;
+            let share = locks
+                .iter()
+                .all(|l| matches!(l.lock_type, ast::LockType::Share));
+            plan.lock = Some(if share {
+                access::RowLock::Share
+            } else {
+                access::RowLock::Update
+            });
             Ok(())
         }
         _ => Err(SqlError::unsupported(
@@ -665,7 +673,7 @@ fn plan_body(
             order_cols: Vec::new(),
             limit,
             offset,
-            lock: false,
+            lock: None,
         });
     }
     let mut ons = Vec::new();
@@ -769,7 +777,7 @@ fn plan_union(
         order_cols: Vec::new(),
         limit,
         offset,
-        lock: false,
+        lock: None,
     })
 }
 
@@ -1070,7 +1078,7 @@ fn plan_with_scope(
         order_cols,
         limit,
         offset,
-        lock: false,
+        lock: None,
     })
 }
 
@@ -1277,9 +1285,9 @@ fn for_each_input(
                 ctx.check_cancel()?;
                 f(row)
             };
-            if plan.lock {
+            if let Some(lock) = plan.lock {
                 let pk = &schema.def.primary_key;
-                access::for_each_locked(tx, t, path, filter.as_ref(), pk, check)?;
+                access::for_each_locked(tx, t, path, filter.as_ref(), pk, lock, check)?;
             } else {
                 access::for_each(tx, t, path, filter.as_ref(), needed.as_deref(), check)?;
             }

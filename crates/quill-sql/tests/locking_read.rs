@@ -48,7 +48,7 @@ fn locked_reads_serialize_a_read_then_write_decision() {
         ),
         (
             "index",
-            "SELECT id FROM oncall WHERE shift = 7 AND on_call FOR SHARE",
+            "SELECT id FROM oncall WHERE shift = 7 AND on_call FOR UPDATE",
         ),
     ]
     .into_iter()
@@ -186,5 +186,50 @@ fn locking_reads_it_cannot_lock_are_refused() {
     assert_eq!(
         run(&mut a, "SELECT k FROM t WHERE k = 1 FOR UPDATE"),
         vec![vec![Value::Int32(1)]]
+    );
+}
+
+/// FOR SHARE locks are shared: two readers hold one row at once, a writer
+/// waits for both, and a holder's own UPDATE takes the lock exclusive
+/// once the other has gone.
+#[test]
+fn for_share_readers_share_and_writers_wait() {
+    let (_dir, db) = db();
+    let mut a = Session::new(db.clone());
+    let mut b = Session::new(db.clone());
+    let mut w = Session::new(db.clone());
+    run(
+        &mut a,
+        "CREATE TABLE t (k int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 10)",
+    );
+    let read = "BEGIN; SELECT v FROM t WHERE k = 1 FOR SHARE";
+    assert_eq!(run(&mut a, read), vec![vec![Value::Int32(10)]]);
+    // b is not blocked by a's shared lock.
+    let reader = std::thread::spawn(move || {
+        let rows = run(&mut b, read);
+        (b, rows)
+    });
+    let (mut b, rows) = reader.join().unwrap();
+    assert_eq!(rows, vec![vec![Value::Int32(10)]]);
+    // A writer waits for both.
+    let writer = std::thread::spawn(move || {
+        run(&mut w, "UPDATE t SET v = 30 WHERE k = 1");
+        w
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        !writer.is_finished(),
+        "the writer waits for the shared locks"
+    );
+    run(&mut b, "COMMIT");
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!writer.is_finished(), "the writer still waits for a's lock");
+    // a, the last holder, changes the row it read (its lock made
+    // exclusive), ahead of the queued writer.
+    run(&mut a, "UPDATE t SET v = v + 1 WHERE k = 1; COMMIT");
+    let mut w = writer.join().unwrap();
+    assert_eq!(
+        run(&mut w, "SELECT v FROM t WHERE k = 1"),
+        vec![vec![Value::Int32(30)]]
     );
 }
