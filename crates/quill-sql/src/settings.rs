@@ -159,7 +159,7 @@ pub fn timeout_text(ms: u128) -> String {
         ("min", 60_000),
         ("s", 1_000),
     ] {
-        if ms % per == 0 {
+        if ms.is_multiple_of(per) {
             return format!("{}{unit}", ms / per);
         }
     }
