@@ -282,27 +282,46 @@ pub struct Ctx<'a> {
 /// A cancel flag that is never set (for constant folding at DDL time).
 pub static NEVER_CANCELED: AtomicBool = AtomicBool::new(false);
 
+/// Whether `deadline` (none: never) has passed.
+pub fn past(deadline: Option<std::time::Instant>) -> bool {
+    deadline.is_some_and(|d| std::time::Instant::now() >= d)
+}
+
+/// 57014, as PostgreSQL words it for a statement its `statement_timeout`
+/// stopped, or one its client canceled.
+pub fn canceled(by_timeout: bool) -> SqlError {
+    SqlError::new(
+        SqlState::QUERY_CANCELED,
+        if by_timeout {
+            "canceling statement due to statement timeout"
+        } else {
+            "canceling statement due to user request"
+        },
+    )
+}
+
+/// Why a statement stops now, if it does: its client set `cancel`, or
+/// its `deadline` passed.
+pub fn interrupted(cancel: &AtomicBool, deadline: Option<std::time::Instant>) -> Option<SqlError> {
+    if cancel.load(AtomicOrdering::Acquire) {
+        Some(canceled(false))
+    } else if past(deadline) {
+        Some(canceled(true))
+    } else {
+        None
+    }
+}
+
 impl Ctx<'_> {
     /// 57014 if the client asked to cancel the running statement; long
     /// loops call this once per row.
     /// A statement past its `statement_timeout` stops likewise, at its
     /// next check (a row lock wait stops at it in the engine: `set_stop_at`).
     pub fn check_cancel(&self) -> SqlResult<()> {
-        if self.cancel.load(AtomicOrdering::Acquire) {
-            return Err(SqlError::new(
-                SqlState::QUERY_CANCELED,
-                "canceling statement due to user request",
-            ));
+        match interrupted(self.cancel, self.deadline) {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
-        if let Some(d) = self.deadline
-            && std::time::Instant::now() >= d
-        {
-            return Err(SqlError::new(
-                SqlState::QUERY_CANCELED,
-                "canceling statement due to statement timeout",
-            ));
-        }
-        Ok(())
     }
 }
 

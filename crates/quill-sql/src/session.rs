@@ -213,14 +213,14 @@ impl CopyIn {
         &mut self,
         block: Option<&mut OwnedTxn>,
         data: Option<&[u8]>,
-        stopped: Option<&'static str>,
+        stopped: Option<SqlError>,
         deadline: Option<std::time::Instant>,
     ) {
         if self.error.is_some() {
             return;
         }
-        if let Some(why) = stopped {
-            self.error = Some(SqlError::new(SqlState::QUERY_CANCELED, why));
+        if let Some(e) = stopped {
+            self.error = Some(e);
             return;
         }
         let CopyIn {
@@ -240,11 +240,8 @@ impl CopyIn {
         let mut line = decoder.line();
         let mut insert = |fields| {
             // A large chunk may take long: the timeout is checked per row.
-            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-                return Err(SqlError::new(
-                    SqlState::QUERY_CANCELED,
-                    "canceling statement due to statement timeout",
-                ));
+            if expr::past(deadline) {
+                return Err(expr::canceled(true));
             }
             line += 1;
             let row = target.row(fields, line)?;
@@ -455,17 +452,8 @@ impl Session {
     /// Why the running COPY FROM STDIN stops, if it does: a cancel, or
     /// the COPY statement's `statement_timeout` run out (its deadline was
     /// set when the statement started; the data comes after).
-    fn copy_stopped(&self) -> Option<&'static str> {
-        if self.cancel.load(std::sync::atomic::Ordering::Acquire) {
-            Some("canceling statement due to user request")
-        } else if self
-            .deadline
-            .is_some_and(|d| std::time::Instant::now() >= d)
-        {
-            Some("canceling statement due to statement timeout")
-        } else {
-            None
-        }
+    fn copy_stopped(&self) -> Option<SqlError> {
+        expr::interrupted(&self.cancel, self.deadline)
     }
 
     /// The client gave up the running COPY FROM STDIN (CopyFail): its
@@ -1377,14 +1365,8 @@ impl Session {
     /// engine reports as canceled), said as PostgreSQL says it.
     fn timed_out(&self, e: SqlError) -> SqlError {
         let by_client = self.cancel.load(std::sync::atomic::Ordering::Acquire);
-        let past = self
-            .deadline
-            .is_some_and(|d| std::time::Instant::now() >= d);
-        if e.state == SqlState::QUERY_CANCELED && !by_client && past {
-            SqlError::new(
-                SqlState::QUERY_CANCELED,
-                "canceling statement due to statement timeout",
-            )
+        if e.state == SqlState::QUERY_CANCELED && !by_client && expr::past(self.deadline) {
+            expr::canceled(true)
         } else {
             e
         }

@@ -9,18 +9,24 @@ use quill::catalog::Value;
 use quill::{Db, Options};
 use quill_sql::{Session, SqlState, TxnStatus};
 
-#[test]
-fn cancel_stops_a_statement_waiting_for_a_row_lock() {
+/// Two sessions over a fresh database; the first has run `setup`.
+fn two_sessions(setup: &str) -> (tempfile::TempDir, Arc<Db>, Session, Session) {
     let dir = tempfile::tempdir().unwrap();
     let db = Arc::new(Db::open(dir.path(), Options::default()).unwrap());
     let mut a = Session::new(db.clone());
-    let mut b = Session::new(db.clone());
-    for r in a.execute("CREATE TABLE t (k int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 0)") {
+    for r in a.execute(setup) {
         r.unwrap();
     }
-    for r in a.execute("BEGIN; UPDATE t SET v = 1 WHERE k = 1") {
-        r.unwrap();
-    }
+    let b = Session::new(db.clone());
+    (dir, db, a, b)
+}
+
+#[test]
+fn cancel_stops_a_statement_waiting_for_a_row_lock() {
+    let (_dir, _db, mut a, mut b) = two_sessions(
+        "CREATE TABLE t (k int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 0); \
+         BEGIN; UPDATE t SET v = 1 WHERE k = 1",
+    );
     let cancel = b.cancel_handle();
     let waiter = std::thread::spawn(move || {
         let started = Instant::now();
@@ -51,16 +57,10 @@ fn cancel_stops_a_statement_waiting_for_a_row_lock() {
 /// the same build succeeds.
 #[test]
 fn cancel_stops_a_concurrent_index_build_waiting_for_a_row_lock() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Arc::new(Db::open(dir.path(), Options::default()).unwrap());
-    let mut a = Session::new(db.clone());
-    let mut b = Session::new(db.clone());
-    for r in a.execute(
+    let (_dir, db, mut a, mut b) = two_sessions(
         "CREATE TABLE t (k int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 0), (2, 5); \
          BEGIN; UPDATE t SET v = 1 WHERE k = 1",
-    ) {
-        r.unwrap();
-    }
+    );
     let cancel = b.cancel_handle();
     let builder = std::thread::spawn(move || {
         let r = b
@@ -102,16 +102,10 @@ fn cancel_stops_a_concurrent_index_build_waiting_for_a_row_lock() {
 /// with no effect; the session's next statement gets a limit of its own.
 #[test]
 fn statement_timeout_stops_a_row_lock_wait() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Arc::new(Db::open(dir.path(), Options::default()).unwrap());
-    let mut a = Session::new(db.clone());
-    let mut b = Session::new(db.clone());
-    for r in a.execute(
+    let (_dir, _db, mut a, mut b) = two_sessions(
         "CREATE TABLE t (k int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 0); \
          BEGIN; SELECT v FROM t WHERE k = 1 FOR UPDATE",
-    ) {
-        r.unwrap();
-    }
+    );
     for sql in [
         "UPDATE t SET v = 2 WHERE k = 1",
         "BEGIN; SELECT v FROM t WHERE k = 1 FOR UPDATE",

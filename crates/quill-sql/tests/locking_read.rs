@@ -20,10 +20,13 @@ fn run(s: &mut Session, sql: &str) -> Vec<Vec<Value>> {
     last
 }
 
-fn db() -> (tempfile::TempDir, Arc<Db>) {
+/// A fresh database and a session on it that has run `setup`.
+fn db_with(setup: &str) -> (tempfile::TempDir, Arc<Db>, Session) {
     let dir = tempfile::tempdir().unwrap();
     let db = Arc::new(Db::open(dir.path(), Options::default()).unwrap());
-    (dir, db)
+    let mut a = Session::new(db.clone());
+    run(&mut a, setup);
+    (dir, db, a)
 }
 
 /// Two doctors on call; each goes off call only if the other stays. With
@@ -55,15 +58,12 @@ fn locked_reads_serialize_a_read_then_write_decision() {
     .flat_map(|p| [(p, false), (p, true)])
     {
         let ((name, read), repeatable) = (name_read, repeatable);
-        let (_dir, db) = db();
-        let mut a = Session::new(db.clone());
-        let mut b = Session::new(db.clone());
-        run(
-            &mut a,
+        let (_dir, db, mut a) = db_with(
             "CREATE TABLE oncall (id int PRIMARY KEY, shift int, on_call bool); \
              CREATE INDEX by_shift ON oncall (shift); \
              INSERT INTO oncall VALUES (1, 7, true), (2, 7, true)",
         );
+        let mut b = Session::new(db);
         for s in [&mut a, &mut b] {
             run(
                 s,
@@ -113,14 +113,11 @@ fn locked_reads_serialize_a_read_then_write_decision() {
 /// took out of the WHERE is not returned.
 #[test]
 fn a_locked_read_returns_newest_versions_that_still_match() {
-    let (_dir, db) = db();
-    let mut a = Session::new(db.clone());
-    let mut b = Session::new(db.clone());
-    run(
-        &mut a,
+    let (_dir, db, mut a) = db_with(
         "CREATE TABLE acct (id int PRIMARY KEY, bal int); \
          INSERT INTO acct VALUES (1, 100), (2, 100), (3, 5)",
     );
+    let mut b = Session::new(db);
     run(
         &mut a,
         "BEGIN; SELECT id FROM acct WHERE bal >= 50 FOR UPDATE; \
@@ -159,12 +156,8 @@ fn a_locked_read_returns_newest_versions_that_still_match() {
 /// read-only block refuses it (25006).
 #[test]
 fn locking_reads_it_cannot_lock_are_refused() {
-    let (_dir, db) = db();
-    let mut a = Session::new(db.clone());
-    run(
-        &mut a,
-        "CREATE TABLE t (k int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 1)",
-    );
+    let (_dir, _db, mut a) =
+        db_with("CREATE TABLE t (k int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 1)");
     for sql in [
         "SELECT count(*) FROM t FOR UPDATE",
         "SELECT DISTINCT v FROM t FOR UPDATE",
@@ -194,14 +187,10 @@ fn locking_reads_it_cannot_lock_are_refused() {
 /// once the other has gone.
 #[test]
 fn for_share_readers_share_and_writers_wait() {
-    let (_dir, db) = db();
-    let mut a = Session::new(db.clone());
+    let (_dir, db, mut a) =
+        db_with("CREATE TABLE t (k int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 10)");
     let mut b = Session::new(db.clone());
     let mut w = Session::new(db.clone());
-    run(
-        &mut a,
-        "CREATE TABLE t (k int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 10)",
-    );
     let read = "BEGIN; SELECT v FROM t WHERE k = 1 FOR SHARE";
     assert_eq!(run(&mut a, read), vec![vec![Value::Int32(10)]]);
     // b is not blocked by a's shared lock.
