@@ -332,9 +332,9 @@ pub enum RowLock {
 /// READ COMMITTED does; under REPEATABLE READ a row changed since the
 /// snapshot fails the statement (40001). Point lookups lock their keys; a
 /// scan first collects the primary keys (columns `pk`) of the rows
-/// `filter` selects in its snapshot, then locks them in that order, so
-/// it locks every such row, also past a LIMIT (more locks than
-/// PostgreSQL takes, never fewer).
+/// `filter` selects in its snapshot ([`selected_keys`]), then locks them
+/// in that order until `f` returns false ([`lock_each`]): a LIMIT in
+/// the scan's order locks the rows it returns and no more.
 pub fn for_each_locked(
     tx: &mut OwnedTxn,
     t: &Table,
@@ -342,11 +342,35 @@ pub fn for_each_locked(
     filter: Option<&Expr>,
     pk: &[usize],
     lock: RowLock,
-    mut f: impl FnMut(&mut Vec<Value>) -> SqlResult<bool>,
+    f: impl FnMut(&mut Vec<Value>) -> SqlResult<bool>,
 ) -> SqlResult<()> {
-    let keep = |row: &[Value]| selects(filter, row);
-    let key_of = |row: &[Value]| -> SqlResult<Vec<Value>> {
-        pk.iter()
+    let keys = match path {
+        Path::Points(k) => k.clone(),
+        _ => selected_keys(tx, t, path, filter, pk, |_| Ok(()))?
+            .into_iter()
+            .map(|(k, ())| k)
+            .collect(),
+    };
+    lock_each(tx, t, &keys, filter, lock, f)
+}
+
+/// The primary keys (columns `pk`) of the rows a scan of `path` finds
+/// that `filter` selects in the transaction's snapshot, in the scan's
+/// order, each with what `extra` makes of its row (a sort key, say);
+/// nothing is locked. Point lookups (`Path::Points`) read their keys'
+/// rows in the snapshot the same way.
+pub fn selected_keys<T>(
+    tx: &mut OwnedTxn,
+    t: &Table,
+    path: &Path,
+    filter: Option<&Expr>,
+    pk: &[usize],
+    mut extra: impl FnMut(&[Value]) -> SqlResult<T>,
+) -> SqlResult<Vec<(Vec<Value>, T)>> {
+    let mut keys = Vec::new();
+    for_each(tx, t, path, filter, None, |row| {
+        let key = pk
+            .iter()
             .map(|&c| {
                 row.get(c).cloned().ok_or_else(|| {
                     SqlError::new(
@@ -355,35 +379,32 @@ pub fn for_each_locked(
                     )
                 })
             })
-            .collect()
-    };
-    let collect = |mut rows: quill::db::Rows<'_>| -> SqlResult<Vec<Vec<Value>>> {
-        let (mut keys, mut row) = (Vec::new(), Vec::new());
-        while let Some(r) = rows.next_ref() {
-            r?.values_into(None, &mut row).map_err(quill::Error::from)?;
-            if keep(&row)? {
-                keys.push(key_of(&row)?);
-            }
-        }
-        Ok(keys)
-    };
-    let keys = match path {
-        Path::Points(k) => k.clone(),
-        Path::Range(lo, hi) => collect(tx.scan(t, as_ref(lo), as_ref(hi), Direction::Forward)?)?,
-        Path::Index { name, lo, hi, .. } => {
-            collect(tx.index_scan(t, name, as_ref(lo), as_ref(hi), Direction::Forward)?)?
-        }
-        Path::Full => {
-            collect(tx.scan(t, Bound::Unbounded, Bound::Unbounded, Direction::Forward)?)?
-        }
-    };
-    for k in &keys {
+            .collect::<SqlResult<Vec<_>>>()?;
+        keys.push((key, extra(row)?));
+        Ok(true)
+    })?;
+    Ok(keys)
+}
+
+/// Lock the rows of `keys` in turn as `lock` says, each read at its
+/// newest version and checked against `filter` again before `f` sees it
+/// (a row gone or no longer selected is skipped), until `f` returns
+/// false: the rows after that stay unlocked.
+pub fn lock_each(
+    tx: &mut OwnedTxn,
+    t: &Table,
+    keys: &[Vec<Value>],
+    filter: Option<&Expr>,
+    lock: RowLock,
+    mut f: impl FnMut(&mut Vec<Value>) -> SqlResult<bool>,
+) -> SqlResult<()> {
+    for k in keys {
         let row = match lock {
             RowLock::Share => tx.get_for_share(t, k)?,
             RowLock::Update => tx.get_for_update(t, k)?,
         };
         if let Some(mut row) = row
-            && keep(&row)?
+            && selects(filter, &row)?
             && !f(&mut row)?
         {
             break;

@@ -471,6 +471,7 @@ pub fn plan_in(
         offset,
     )?;
     if !q.locks.is_empty() {
+        check_locked_names(q)?;
         lock_rows(&mut plan, &q.locks)?;
     }
     Ok(plan)
@@ -481,8 +482,10 @@ pub fn plan_in(
 /// without grouping, aggregates or DISTINCT (PostgreSQL refuses those
 /// too), locks every row it returns, exclusive or shared, read at its
 /// newest version and checked against WHERE again (as PostgreSQL's READ
-/// COMMITTED does); a scan locks each row its WHERE selects in its
-/// snapshot, before LIMIT. With several clauses the strongest wins.
+/// COMMITTED does); a scan locks the rows its WHERE selects in its
+/// snapshot, in the result's order, until its LIMIT is met (the rows
+/// skipped by OFFSET are locked too, as in PostgreSQL). With several
+/// clauses the strongest wins.
 /// Anything else is refused (0A000), never run without its locks.
 fn lock_rows(plan: &mut Plan, locks: &[ast::LockClause]) -> SqlResult<()> {
     if locks.iter().any(|l| l.nonblock.is_some()) {
@@ -510,6 +513,52 @@ fn lock_rows(plan: &mut Plan, locks: &[ast::LockClause]) -> SqlResult<()> {
             "FOR UPDATE or FOR SHARE with GROUP BY, aggregates, DISTINCT, joins, UNION or catalogs",
         )),
     }
+}
+
+/// The tables a locking clause names (`FOR UPDATE OF a, b`) must be
+/// ones the query's FROM names, as written there (its alias, if it has
+/// one): 42P01 otherwise, and 42601 for a qualified name, as PostgreSQL
+/// answers.
+fn check_locked_names(q: &ast::Query) -> SqlResult<()> {
+    let from: Vec<String> = match &*q.body {
+        SetExpr::Select(sel) => sel
+            .from
+            .iter()
+            .flat_map(|f| std::iter::once(&f.relation).chain(f.joins.iter().map(|j| &j.relation)))
+            .filter_map(|r| match r {
+                ast::TableFactor::Table { alias: Some(a), .. } => Some(expr::name_of(&a.name)),
+                ast::TableFactor::Table { name, .. } => match name.0.last() {
+                    Some(ast::ObjectNamePart::Identifier(i)) => Some(expr::name_of(i)),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    for l in &q.locks {
+        let Some(of) = &l.of else { continue };
+        let kind = match l.lock_type {
+            ast::LockType::Share => "FOR SHARE",
+            ast::LockType::Update => "FOR UPDATE",
+        };
+        let name = match of.0.as_slice() {
+            [ast::ObjectNamePart::Identifier(i)] => expr::name_of(i),
+            _ => {
+                return Err(SqlError::new(
+                    SqlState::SYNTAX_ERROR,
+                    format!("{kind} must specify unqualified relation names"),
+                ));
+            }
+        };
+        if !from.contains(&name) {
+            return Err(SqlError::new(
+                SqlState::UNDEFINED_TABLE,
+                format!("relation \"{name}\" in {kind} clause not found in FROM clause"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Plan a query body (a SELECT, or a UNION of them) with its ORDER BY,
@@ -1287,7 +1336,31 @@ fn for_each_input(
             };
             if let Some(lock) = plan.lock {
                 let pk = &schema.def.primary_key;
-                access::for_each_locked(tx, t, path, filter.as_ref(), pk, lock, check)?;
+                if plan.locks_in_sort_order() {
+                    // The rows are chosen in the snapshot's sort order
+                    // and locked in that order until `f` has its LIMIT
+                    // (with OFFSET): as PostgreSQL's LockRows under its
+                    // Limit, only the rows returned (and skipped) are
+                    // locked.
+                    let mut seen = 0usize;
+                    let mut keyed =
+                        access::selected_keys(tx, t, path, filter.as_ref(), pk, |row| {
+                            seen += 1;
+                            if seen > MAX_RESULT_ROWS {
+                                return Err(too_many_rows());
+                            }
+                            plan.sort_key(row)
+                        })?;
+                    let mut err = None;
+                    keyed.sort_by(|(_, a), (_, b)| sort_order(a, b, &plan.sort, &mut err));
+                    if let Some(e) = err {
+                        return Err(e);
+                    }
+                    let keys: Vec<Vec<Value>> = keyed.into_iter().map(|(k, _)| k).collect();
+                    access::lock_each(tx, t, &keys, filter.as_ref(), lock, check)?;
+                } else {
+                    access::for_each_locked(tx, t, path, filter.as_ref(), pk, lock, check)?;
+                }
             } else {
                 access::for_each(tx, t, path, filter.as_ref(), needed.as_deref(), check)?;
             }
@@ -1322,7 +1395,14 @@ pub fn run(plan: &Plan, tx: Option<&mut OwnedTxn>, ctx: Ctx<'_>) -> SqlResult<Ou
     // LIMIT.
     let streamed = plan.in_order && !plan.distinct;
     let mut to_skip = if streamed { plan.offset } else { 0 };
-    let stop_at = if streamed { plan.limit } else { None };
+    let stop_at = if streamed {
+        plan.limit
+    } else if plan.locks_in_sort_order() {
+        // Rows come in the sort's order, OFFSET not yet skipped.
+        plan.limit.map(|n| n.saturating_add(plan.offset))
+    } else {
+        None
+    };
     match &plan.grouping {
         None => for_each_input(plan, tx, ctx, |row| {
             if to_skip > 0 {
@@ -1435,25 +1515,7 @@ pub fn run(plan: &Plan, tx: Option<&mut OwnedTxn>, ctx: Ctx<'_>) -> SqlResult<Ou
     }
     if !plan.in_order && !plan.sort.is_empty() {
         let mut err = None;
-        out.sort_by(|(a, _), (b, _)| {
-            for ((x, y), (_, asc)) in a.iter().zip(b).zip(&plan.sort) {
-                // NULLs sort last ascending, first descending (PostgreSQL).
-                let o = match (x.is_null(), y.is_null()) {
-                    (true, true) => std::cmp::Ordering::Equal,
-                    (true, false) => std::cmp::Ordering::Greater,
-                    (false, true) => std::cmp::Ordering::Less,
-                    _ => expr::compare(x, y).unwrap_or_else(|e| {
-                        err.get_or_insert(e);
-                        std::cmp::Ordering::Equal
-                    }),
-                };
-                let o = if *asc { o } else { o.reverse() };
-                if o != std::cmp::Ordering::Equal {
-                    return o;
-                }
-            }
-            std::cmp::Ordering::Equal
-        });
+        out.sort_by(|(a, _), (b, _)| sort_order(a, b, &plan.sort, &mut err));
         if let Some(e) = err {
             return Err(e);
         }
@@ -1472,7 +1534,53 @@ pub fn run(plan: &Plan, tx: Option<&mut OwnedTxn>, ctx: Ctx<'_>) -> SqlResult<Ou
     })
 }
 
+/// How sort keys `a` and `b` (values of `sort`'s expressions) order;
+/// the first comparison that fails is left in `err` (the caller reports
+/// it) and counts as equal.
+fn sort_order(
+    a: &[Value],
+    b: &[Value],
+    sort: &[(Expr, bool)],
+    err: &mut Option<SqlError>,
+) -> std::cmp::Ordering {
+    for ((x, y), (_, asc)) in a.iter().zip(b).zip(sort) {
+        // NULLs sort last ascending, first descending (PostgreSQL).
+        let o = match (x.is_null(), y.is_null()) {
+            (true, true) => std::cmp::Ordering::Equal,
+            (true, false) => std::cmp::Ordering::Greater,
+            (false, true) => std::cmp::Ordering::Less,
+            _ => expr::compare(x, y).unwrap_or_else(|e| {
+                err.get_or_insert(e);
+                std::cmp::Ordering::Equal
+            }),
+        };
+        let o = if *asc { o } else { o.reverse() };
+        if o != std::cmp::Ordering::Equal {
+            return o;
+        }
+    }
+    std::cmp::Ordering::Equal
+}
+
 impl Plan {
+    /// A locking read (FOR UPDATE / FOR SHARE) whose ORDER BY the scan
+    /// does not give and that has a LIMIT: it picks its rows by sorting
+    /// the snapshot's, then locks them in that order until the LIMIT is
+    /// met (point lookups, few by nature, lock all their keys).
+    fn locks_in_sort_order(&self) -> bool {
+        self.lock.is_some()
+            && self.limit.is_some()
+            && !self.in_order
+            && !self.sort.is_empty()
+            && matches!(&self.source, Source::Table { path, .. } if !matches!(path, access::Path::Points(_)))
+    }
+
+    /// The sort key of input row `row`: the values of the ORDER BY
+    /// expressions.
+    fn sort_key(&self, row: &[Value]) -> SqlResult<Vec<Value>> {
+        self.sort.iter().map(|(e, _)| e.eval(row)).collect()
+    }
+
     /// The columns of the table's rows this plan reads, of `ncols`, with
     /// the scan's `filter`; `None` when it reads them all or may read
     /// any (a scalar subquery takes the whole row). The other columns of

@@ -15,7 +15,9 @@ use quill::catalog::{ColumnType, Value};
 use quill::{Db, Isolation, OwnedTxn, TxnOptions};
 use sqlparser::ast::{self, Statement};
 use sqlparser::dialect::PostgreSqlDialect;
+use sqlparser::keywords::Keyword;
 use sqlparser::parser::Parser;
+use sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
 use crate::error::{SqlError, SqlResult, SqlState};
 use crate::expr::{self, Ctx};
@@ -279,8 +281,55 @@ pub fn parse(sql: &str) -> SqlResult<Vec<Statement>> {
             ),
         ));
     }
-    Parser::parse_sql(&PostgreSqlDialect {}, sql)
-        .map_err(|e| SqlError::new(SqlState::SYNTAX_ERROR, e.to_string()))
+    let syntax = |e: &dyn std::fmt::Display| SqlError::new(SqlState::SYNTAX_ERROR, e.to_string());
+    let dialect = PostgreSqlDialect {};
+    // (the token pass below only where it can matter)
+    if !sql
+        .as_bytes()
+        .windows(3)
+        .any(|w| w.eq_ignore_ascii_case(b"key"))
+    {
+        return Parser::parse_sql(&dialect, sql).map_err(|e| syntax(&e));
+    }
+    let tokens = Tokenizer::new(&dialect, sql)
+        .tokenize_with_location()
+        .map_err(|e| syntax(&e))?;
+    Parser::new(&dialect)
+        .with_tokens_with_locations(strengthen_key_locks(tokens))
+        .parse_statements()
+        .map_err(|e| syntax(&e))
+}
+
+/// PostgreSQL's weaker row locks as the stronger ones Quill takes: `FOR
+/// NO KEY UPDATE` as `FOR UPDATE` and `FOR KEY SHARE` as `FOR SHARE`
+/// (the parser knows only those). A stronger lock makes more writers
+/// wait, never fewer: what the weaker one guarantees still holds.
+fn strengthen_key_locks(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let word = |t: &TokenWithSpan, k: Keyword| matches!(&t.token, Token::Word(w) if w.keyword == k && w.quote_style.is_none());
+    // Positions of the tokens that are not white space, in order.
+    let solid: Vec<usize> = tokens
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| !matches!(t.token, Token::Whitespace(_)))
+        .map(|(i, _)| i)
+        .collect();
+    let at = |n: usize| solid.get(n).and_then(|&i| tokens.get(i));
+    let mut drop = Vec::new();
+    for n in 0..solid.len() {
+        if !at(n).is_some_and(|t| word(t, Keyword::FOR)) {
+            continue;
+        }
+        let is = |m: usize, k| at(n + m).is_some_and(|t| word(t, k));
+        if is(1, Keyword::NO) && is(2, Keyword::KEY) && is(3, Keyword::UPDATE) {
+            drop.extend(solid.get(n + 1..n + 3).into_iter().flatten().copied());
+        } else if is(1, Keyword::KEY) && is(2, Keyword::SHARE) {
+            drop.extend(solid.get(n + 1).copied());
+        }
+    }
+    for i in drop.into_iter().rev() {
+        tokens.remove(i);
+    }
+    tokens
 }
 
 impl Session {

@@ -222,3 +222,171 @@ fn for_share_readers_share_and_writers_wait() {
         vec![vec![Value::Int32(30)]]
     );
 }
+
+/// Whether `s` can update row `id` of `jobs` at once (not waiting on a
+/// row lock another transaction holds): the statement times out when it
+/// would wait.
+fn can_update_now(s: &mut Session, id: i32) -> bool {
+    let sql =
+        format!("SET statement_timeout = 200; UPDATE jobs SET state = 'taken' WHERE id = {id}");
+    let r = s.execute(&sql).pop().unwrap();
+    match r {
+        Ok(_) => true,
+        Err(e) if e.state == SqlState::QUERY_CANCELED => false,
+        Err(e) => panic!("{sql}: {e}"),
+    }
+}
+
+/// A queue worker's `... LIMIT 1 FOR UPDATE` locks the row it returns and
+/// no other (as PostgreSQL does), in the scan's order and in an ORDER BY
+/// the scan does not give; rows OFFSET skips are locked too, as there.
+/// Another worker can take any other row meanwhile.
+#[test]
+fn a_limit_locks_only_the_rows_it_returns() {
+    for (read, locked, returned) in [
+        (
+            "SELECT id FROM jobs WHERE state = 'new' ORDER BY id LIMIT 1 FOR UPDATE",
+            vec![1],
+            1,
+        ),
+        (
+            "SELECT id FROM jobs WHERE state = 'new' ORDER BY prio DESC LIMIT 1 FOR UPDATE",
+            vec![3],
+            3,
+        ),
+        (
+            "SELECT id FROM jobs WHERE state = 'new' ORDER BY prio LIMIT 1 OFFSET 1 FOR UPDATE",
+            vec![2, 4],
+            4,
+        ),
+        (
+            "SELECT id FROM jobs WHERE state = 'new' AND prio > 0 ORDER BY prio DESC LIMIT 1 FOR SHARE",
+            vec![3],
+            3,
+        ),
+    ] {
+        let (_dir, db, mut a) = db_with(
+            "CREATE TABLE jobs (id int PRIMARY KEY, prio int, state text); \
+             INSERT INTO jobs VALUES (1, 5, 'new'), (2, 1, 'new'), (3, 9, 'new'), (4, 2, 'new')",
+        );
+        run(&mut a, "BEGIN");
+        assert_eq!(
+            run(&mut a, read),
+            vec![vec![Value::Int32(returned)]],
+            "{read}"
+        );
+        for id in 1..=4 {
+            let mut b = Session::new(db.clone());
+            run(&mut b, "BEGIN");
+            assert_eq!(
+                can_update_now(&mut b, id),
+                !locked.contains(&id),
+                "{read}: row {id}"
+            );
+            run(&mut b, "ROLLBACK");
+        }
+    }
+}
+
+/// In an ORDER BY the scan does not give, a row taken out of WHERE by
+/// the transaction whose lock the reader waited for is skipped and the
+/// next in order returned (READ COMMITTED), not an empty result.
+#[test]
+fn a_sorted_limit_skips_a_row_taken_while_it_waited() {
+    let (_dir, db, mut a) = db_with(
+        "CREATE TABLE jobs (id int PRIMARY KEY, prio int, state text); \
+         INSERT INTO jobs VALUES (1, 5, 'new'), (2, 1, 'new'), (3, 9, 'new')",
+    );
+    let take = "SELECT id FROM jobs WHERE state = 'new' ORDER BY prio DESC LIMIT 1 FOR UPDATE";
+    run(&mut a, "BEGIN");
+    assert_eq!(run(&mut a, take), vec![vec![Value::Int32(3)]]);
+    let mut b = Session::new(db);
+    let waiter = std::thread::spawn(move || {
+        let rows = run(&mut b, &format!("BEGIN; {take}"));
+        (b, rows)
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!waiter.is_finished(), "b waits for row 3");
+    run(
+        &mut a,
+        "UPDATE jobs SET state = 'taken' WHERE id = 3; COMMIT",
+    );
+    let (mut b, rows) = waiter.join().unwrap();
+    assert_eq!(rows, vec![vec![Value::Int32(1)]]);
+    run(&mut b, "COMMIT");
+}
+
+/// `FOR UPDATE OF` names a table of FROM as written there (its alias if
+/// it has one): anything else is 42P01, a qualified name 42601, as
+/// PostgreSQL answers.
+#[test]
+fn for_update_of_names_a_table_of_from() {
+    let (_dir, _db, mut a) =
+        db_with("CREATE TABLE t (k int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 1)");
+    for sql in [
+        "SELECT k FROM t FOR UPDATE OF t",
+        "SELECT x.k FROM t AS x FOR SHARE OF x",
+        "SELECT k FROM public.t FOR UPDATE OF T",
+    ] {
+        assert_eq!(run(&mut a, sql), vec![vec![Value::Int32(1)]], "{sql}");
+    }
+    for (sql, state, message) in [
+        (
+            "SELECT k FROM t FOR UPDATE OF nope",
+            SqlState::UNDEFINED_TABLE,
+            "relation \"nope\" in FOR UPDATE clause not found in FROM clause",
+        ),
+        (
+            "SELECT x.k FROM t AS x FOR UPDATE OF t",
+            SqlState::UNDEFINED_TABLE,
+            "relation \"t\" in FOR UPDATE clause not found in FROM clause",
+        ),
+        (
+            "SELECT k FROM t FOR SHARE OF public.t",
+            SqlState::SYNTAX_ERROR,
+            "FOR SHARE must specify unqualified relation names",
+        ),
+    ] {
+        let e = a.execute(sql).pop().unwrap().unwrap_err();
+        assert_eq!((e.state, e.message.as_str()), (state, message), "{sql}");
+    }
+}
+
+/// PostgreSQL's weaker row locks are taken as the stronger ones: `FOR NO
+/// KEY UPDATE` locks like `FOR UPDATE`, `FOR KEY SHARE` like `FOR SHARE`
+/// (a writer waits for either). The words keep their meaning elsewhere:
+/// in a string, or as a column named `key`.
+#[test]
+fn key_lock_strengths_are_taken_stronger() {
+    for (read, returned) in [
+        ("SELECT id FROM jobs WHERE id = 2 FOR NO KEY UPDATE", 2),
+        ("SELECT id FROM jobs WHERE id = 2 for  key\nshare", 2),
+        (
+            "SELECT id FROM jobs WHERE state = 'new' ORDER BY prio DESC LIMIT 1 FOR NO KEY UPDATE",
+            3,
+        ),
+    ] {
+        let (_dir, db, mut a) = db_with(
+            "CREATE TABLE jobs (id int PRIMARY KEY, prio int, state text); \
+             INSERT INTO jobs VALUES (1, 5, 'new'), (2, 1, 'new'), (3, 9, 'new')",
+        );
+        run(&mut a, "BEGIN");
+        assert_eq!(
+            run(&mut a, read),
+            vec![vec![Value::Int32(returned)]],
+            "{read}"
+        );
+        let mut b = Session::new(db);
+        run(&mut b, "BEGIN");
+        assert!(!can_update_now(&mut b, returned), "{read}");
+        run(&mut b, "ROLLBACK");
+        assert!(can_update_now(&mut b, 1), "{read}");
+    }
+    let (_dir, _db, mut a) = db_with(
+        "CREATE TABLE kv (key varchar(40) PRIMARY KEY, v int); INSERT INTO kv VALUES ('for no key update', 1)",
+    );
+    assert_eq!(
+        run(&mut a, "SELECT key FROM kv WHERE key = 'for no key update'"),
+        vec![vec![Value::Text("for no key update".into())]]
+    );
+}
