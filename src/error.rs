@@ -33,6 +33,18 @@ pub enum Error {
         waited_ms: u64,
     },
 
+    /// A row lock was not granted within the limit the transaction set
+    /// for its lock waits ([`crate::OwnedTxn::set_lock_timeout`], a
+    /// server's `lock_timeout`). The statement had no effect; the
+    /// transaction goes on.
+    #[error("lock timeout: transaction {trx} waited {waited_ms} ms for a row lock, its set limit")]
+    LockWaitLimit {
+        /// The waiting transaction.
+        trx: u64,
+        /// How long it waited.
+        waited_ms: u64,
+    },
+
     /// The statement was canceled (its transaction's cancel flag was set,
     /// [`crate::OwnedTxn::set_cancel`]) while it waited for a row lock,
     /// or an online index build's cancel flag was set

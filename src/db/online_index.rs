@@ -87,7 +87,7 @@ use std::time::{Duration, Instant};
 
 use crate::btree::{Direction, Tree};
 use crate::catalog::schema::{IndexDef, TableSchema};
-use crate::txn::{LockMode, TrxId};
+use crate::txn::{LockMode, TrxId, WaitLimits};
 use crate::{Error, Result};
 
 use super::DbInner;
@@ -313,10 +313,15 @@ fn visit_row(
         // The build holds no other lock while it waits, so it is in no
         // cycle; a wait that times out (a long transaction holds the row)
         // is simply waited again, until the build is canceled.
-        match db
-            .locks
-            .lock_cancelable(me, &lock, LockMode::Exclusive, cancel, None)
-        {
+        match db.locks.lock_cancelable(
+            me,
+            &lock,
+            LockMode::Exclusive,
+            WaitLimits {
+                cancel,
+                ..WaitLimits::default()
+            },
+        ) {
             Ok(_) => break,
             Err(Error::LockTimeout { .. } | Error::Deadlock { .. }) => {
                 report.lock_retries += 1;

@@ -102,6 +102,9 @@ pub(crate) struct TxnState {
     /// When the running statement's time is up: a row lock wait stops
     /// then (a server's `statement_timeout`).
     stop_at: Option<std::time::Instant>,
+    /// How long a row lock wait may last, in place of the database's
+    /// lock wait timeout (a server's `lock_timeout`).
+    lock_timeout: Option<std::time::Duration>,
 }
 
 /// A transaction at work for one call: its database, borrowed from the
@@ -329,6 +332,18 @@ macro_rules! txn_api {
             #[inline]
             pub fn set_stop_at(&mut self, at: Option<std::time::Instant>) {
                 self.0.st.stop_at = at;
+            }
+
+            /// From now on, a row lock wait of this transaction lasts at
+            /// most `limit` and then fails the statement with
+            /// [`Error::LockWaitLimit`] (no effect; the transaction goes
+            /// on), in place of the database's lock wait timeout
+            /// ([`Options::lock_wait_timeout`](crate::Options), which
+            /// fails it with [`Error::LockTimeout`]); `None`: that
+            /// timeout. A server sets its `lock_timeout` here.
+            #[inline]
+            pub fn set_lock_timeout(&mut self, limit: Option<std::time::Duration>) {
+                self.0.st.lock_timeout = limit;
             }
 
             /// Undo every change of this transaction.
@@ -561,6 +576,7 @@ impl<H: DbHandle> TxnCore<H> {
                 after: 0,
                 cancel: None,
                 stop_at: None,
+                lock_timeout: None,
             },
         })
     }
@@ -810,8 +826,11 @@ impl<'a> Ctx<'a> {
             self.id,
             &key,
             mode,
-            self.st.cancel.as_deref(),
-            self.st.stop_at,
+            crate::txn::WaitLimits {
+                cancel: self.st.cancel.as_deref(),
+                stop_at: self.st.stop_at,
+                timeout: self.st.lock_timeout,
+            },
         )?;
         if acquired == Acquired::New {
             self.locks.push(key);

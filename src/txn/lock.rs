@@ -174,6 +174,22 @@ pub struct LockStats {
 /// How often a cancelable lock wait looks at its cancel flag.
 pub const CANCEL_POLL: Duration = Duration::from_millis(20);
 
+/// What ends a lock wait besides a grant, a deadlock and the table's lock
+/// wait timeout ([`LockTable::lock_cancelable`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WaitLimits<'a> {
+    /// Set by a client: the wait ends with [`Error::Canceled`] soon after
+    /// (it is looked at every [`CANCEL_POLL`]).
+    pub cancel: Option<&'a AtomicBool>,
+    /// A statement's time is up then: the wait ends with
+    /// [`Error::Canceled`] (or at the lock wait timeout if that comes
+    /// first).
+    pub stop_at: Option<Instant>,
+    /// The caller's own lock wait timeout, in place of the table's: a
+    /// wait this long ends with [`Error::LockWaitLimit`].
+    pub timeout: Option<Duration>,
+}
+
 /// The lock table.
 #[derive(Debug)]
 pub struct LockTable {
@@ -248,25 +264,20 @@ impl LockTable {
     /// Lock `key` for `trx` in `mode`, waiting if needed (L2, L4). The
     /// caller remembers its keys and passes them to [`LockTable::release`].
     pub fn lock(&self, trx: TrxId, key: &LockKey, mode: LockMode) -> Result<Acquired> {
-        self.lock_cancelable(trx, key, mode, None, None)
+        self.lock_cancelable(trx, key, mode, WaitLimits::default())
     }
 
-    /// [`LockTable::lock`], and a wait also ends, with
-    /// [`Error::Canceled`], soon after `cancel` is set (it is looked at
-    /// every [`CANCEL_POLL`]) or once `stop_at` has passed (a statement's
-    /// timeout; the wait ends then, or at the lock wait timeout if that
-    /// comes first); the request then leaves the queue as a timed-out one
-    /// does.
+    /// [`LockTable::lock`] within the caller's `limits`; the request
+    /// then leaves the queue as a timed-out one does.
     pub fn lock_cancelable(
         &self,
         trx: TrxId,
         key: &LockKey,
         mode: LockMode,
-        cancel: Option<&AtomicBool>,
-        stop_at: Option<Instant>,
+        limits: WaitLimits<'_>,
     ) -> Result<Acquired> {
         debug_assert_eq!(key.hash, self.hash(&key.bytes), "a key of another table");
-        self.acquire(trx, key.hash, &key.bytes, mode, cancel, stop_at)
+        self.acquire(trx, key.hash, &key.bytes, mode, limits)
     }
 
     /// [`LockTable::lock_cancelable`] of `key`, whose hash is `h`.
@@ -276,9 +287,13 @@ impl LockTable {
         h: u64,
         key: &[u8],
         mode: LockMode,
-        cancel: Option<&AtomicBool>,
-        stop_at: Option<Instant>,
+        limits: WaitLimits<'_>,
     ) -> Result<Acquired> {
+        let WaitLimits {
+            cancel,
+            stop_at,
+            timeout,
+        } = limits;
         let (waiter, acquired) = {
             let mut shard = self.shard(h).lock();
             let e = match shard.entry(h, |(k, _)| k.as_slice() == key, self.rehasher()) {
@@ -334,7 +349,7 @@ impl LockTable {
         };
         self.stats.lock().waits += 1;
         let started = Instant::now();
-        let deadline = started + self.timeout;
+        let deadline = started + timeout.unwrap_or(self.timeout);
         let mut canceled = false;
         {
             let mut st = waiter.state.lock();
@@ -388,9 +403,10 @@ impl LockTable {
             return Err(Error::Canceled { trx });
         }
         self.stats.lock().timeouts += 1;
-        Err(Error::LockTimeout {
-            trx,
-            waited_ms: started.elapsed().as_millis() as u64,
+        let waited_ms = started.elapsed().as_millis() as u64;
+        Err(match timeout {
+            Some(_) => Error::LockWaitLimit { trx, waited_ms },
+            None => Error::LockTimeout { trx, waited_ms },
         })
     }
 
@@ -638,7 +654,11 @@ mod tests {
         let (t1, f1) = (t.clone(), flag.clone());
         let h = std::thread::spawn(move || {
             let started = Instant::now();
-            let r = t1.lock_cancelable(2, &key_of(&t1, b"a"), LockMode::Exclusive, Some(&f1), None);
+            let limits = WaitLimits {
+                cancel: Some(&f1),
+                ..WaitLimits::default()
+            };
+            let r = t1.lock_cancelable(2, &key_of(&t1, b"a"), LockMode::Exclusive, limits);
             (r, started.elapsed())
         });
         while t.stats().waits == 0 {
@@ -662,30 +682,51 @@ mod tests {
         t.lock(1, &key_of(&t, b"a"), LockMode::Exclusive).unwrap();
         let started = Instant::now();
         let stop = started + Duration::from_millis(150);
-        let r = t.lock_cancelable(2, &key_of(&t, b"a"), LockMode::Exclusive, None, Some(stop));
+        let stop_at = |at| WaitLimits {
+            stop_at: Some(at),
+            ..WaitLimits::default()
+        };
+        let r = t.lock_cancelable(2, &key_of(&t, b"a"), LockMode::Exclusive, stop_at(stop));
         let waited = started.elapsed();
         assert!(matches!(r, Err(Error::Canceled { trx: 2 })), "{r:?}");
         assert!(waited >= Duration::from_millis(150), "{waited:?}");
         assert!(waited < Duration::from_secs(5), "{waited:?}");
         assert_eq!(t.stats().timeouts, 0);
-        let r = t.lock_cancelable(
-            3,
-            &key_of(&t, b"a"),
-            LockMode::Exclusive,
-            None,
-            Some(started),
-        );
+        let r = t.lock_cancelable(3, &key_of(&t, b"a"), LockMode::Exclusive, stop_at(started));
         assert!(matches!(r, Err(Error::Canceled { trx: 3 })), "{r:?}");
         t.release(1, &[key_of(&t, b"a")]);
         // Free now: granted at once, whatever the stop time.
-        t.lock_cancelable(
-            4,
-            &key_of(&t, b"a"),
-            LockMode::Exclusive,
-            None,
-            Some(started),
-        )
-        .unwrap();
+        t.lock_cancelable(4, &key_of(&t, b"a"), LockMode::Exclusive, stop_at(started))
+            .unwrap();
+    }
+
+    /// A wait with a limit of its own (a server's `lock_timeout`) ends
+    /// then with `LockWaitLimit`, not retryable, in place of the table's
+    /// timeout (shorter or longer), and leaves the queue.
+    #[test]
+    fn a_wait_with_its_own_limit_ends_at_it() {
+        let t = table(300);
+        t.lock(1, &key_of(&t, b"a"), LockMode::Exclusive).unwrap();
+        let limit = |ms| WaitLimits {
+            timeout: Some(Duration::from_millis(ms)),
+            ..WaitLimits::default()
+        };
+        for (trx, ms) in [(2, 100), (3, 600)] {
+            let started = Instant::now();
+            let r = t.lock_cancelable(trx, &key_of(&t, b"a"), LockMode::Exclusive, limit(ms));
+            let waited = started.elapsed();
+            assert!(
+                matches!(r, Err(Error::LockWaitLimit { trx: t, .. }) if t == trx),
+                "{r:?}"
+            );
+            assert!(!r.unwrap_err().is_retryable());
+            assert!(waited >= Duration::from_millis(ms), "{waited:?}");
+            assert!(waited < Duration::from_secs(5), "{waited:?}");
+        }
+        assert_eq!(t.stats().timeouts, 2);
+        t.release(1, &[key_of(&t, b"a")]);
+        t.lock_cancelable(4, &key_of(&t, b"a"), LockMode::Exclusive, limit(1))
+            .unwrap();
     }
 
     /// Many threads lock random keys exclusively in random order: every

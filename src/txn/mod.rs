@@ -22,7 +22,7 @@ pub mod undo_log;
 pub mod undo_seg;
 pub mod view;
 
-pub use lock::{Acquired, LockMode, LockStats, LockTable};
+pub use lock::{Acquired, LockMode, LockStats, LockTable, WaitLimits};
 pub use registry::{SlotToken, TrxId, TrxRegistry};
 pub use undo::{OldVersion, RecHeader, RollPtr, UndoKind, UndoRecord};
 pub use view::ReadView;

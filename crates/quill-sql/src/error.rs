@@ -44,6 +44,9 @@ impl SqlState {
     pub const PROTOCOL_VIOLATION: SqlState = SqlState("08P01");
     /// 57014: the statement was canceled at the client's request.
     pub const QUERY_CANCELED: SqlState = SqlState("57014");
+    /// 55P03: a row lock was not granted within the session's
+    /// `lock_timeout`.
+    pub const LOCK_NOT_AVAILABLE: SqlState = SqlState("55P03");
     /// 28P01: the password (SCRAM proof) is wrong, or the user unknown.
     pub const INVALID_PASSWORD: SqlState = SqlState("28P01");
     /// 53300: too many connections.
@@ -147,6 +150,13 @@ impl From<quill::Error> for SqlError {
             E::Deadlock { .. } => SqlState::DEADLOCK_DETECTED,
             E::LockTimeout { .. } | E::Serialization { .. } => SqlState::SERIALIZATION_FAILURE,
             E::Canceled { .. } => SqlState::QUERY_CANCELED,
+            E::LockWaitLimit { .. } => {
+                // As PostgreSQL says it.
+                return SqlError::new(
+                    SqlState::LOCK_NOT_AVAILABLE,
+                    "canceling statement due to lock timeout",
+                );
+            }
             E::DuplicateKey { .. } => SqlState::UNIQUE_VIOLATION,
             E::NoSuchTable { .. } => SqlState::UNDEFINED_TABLE,
             E::TableExists { .. } => SqlState::DUPLICATE_TABLE,

@@ -870,6 +870,7 @@ impl Session {
                 .map(|t| std::time::Instant::now() + t);
             if let Some(tx) = self.txn.as_mut() {
                 tx.set_stop_at(self.deadline);
+                tx.set_lock_timeout(self.settings.lock_timeout());
             }
         }
         if self.copy.is_some() {
@@ -1401,11 +1402,13 @@ impl Session {
         }
     }
 
-    /// A transaction whose lock waits this session's cancel flag ends.
+    /// A transaction whose lock waits this session's cancel flag, its
+    /// statement's deadline and its `lock_timeout` end.
     fn begin_txn(&self, isolation: Isolation) -> SqlResult<OwnedTxn> {
         let mut tx = self.db.begin_owned_with(self.txn_options(isolation))?;
         tx.set_cancel(Some(Arc::clone(&self.cancel)));
         tx.set_stop_at(self.deadline);
+        tx.set_lock_timeout(self.settings.lock_timeout());
         Ok(tx)
     }
 

@@ -13,7 +13,7 @@ use crate::error::{SqlError, SqlResult, SqlState};
 
 /// The settings PostgreSQL 15 reports, with the values Quill has (the
 /// read-only ones cannot be SET).
-const DEFAULTS: [(&str, &str, bool); 17] = [
+const DEFAULTS: [(&str, &str, bool); 18] = [
     ("application_name", "", false),
     ("client_encoding", "UTF8", false),
     ("datestyle", "ISO, MDY", false),
@@ -23,6 +23,7 @@ const DEFAULTS: [(&str, &str, bool); 17] = [
     ("integer_datetimes", "on", true),
     ("intervalstyle", "postgres", false),
     ("is_superuser", "on", true),
+    ("lock_timeout", "0", false),
     ("quill.durability", "sync", false),
     ("search_path", "\"$user\", public", false),
     ("server_encoding", "UTF8", true),
@@ -49,6 +50,7 @@ pub struct Settings {
     isolation: Isolation,
     read_only: bool,
     statement_timeout: Option<std::time::Duration>,
+    lock_timeout: Option<std::time::Duration>,
 }
 
 impl Default for Settings {
@@ -62,6 +64,7 @@ impl Default for Settings {
             isolation: Isolation::ReadCommitted,
             read_only: false,
             statement_timeout: None,
+            lock_timeout: None,
         };
         s.refresh();
         s
@@ -109,15 +112,16 @@ pub fn serializable_refused() -> SqlError {
     )
 }
 
-/// A `statement_timeout` value as PostgreSQL reads it: a number of
-/// milliseconds, or a number with a unit (`us`, `ms`, `s`, `min`, `h`,
-/// `d`); 0 is no limit (`None`). 22023 for anything else.
-pub fn parse_timeout(v: &str) -> SqlResult<Option<std::time::Duration>> {
+/// A timeout's value (setting `name`: `statement_timeout`,
+/// `lock_timeout`) as PostgreSQL reads it: a number of milliseconds, or a
+/// number with a unit (`us`, `ms`, `s`, `min`, `h`, `d`); 0 is no limit
+/// (`None`). 22023 for anything else.
+pub fn parse_timeout(name: &str, v: &str) -> SqlResult<Option<std::time::Duration>> {
     let bad = || {
         SqlError::new(
             SqlState::INVALID_PARAMETER_VALUE,
             format!(
-                "invalid value for parameter \"statement_timeout\": \"{v}\" (milliseconds, or a number with a unit: us, ms, s, min, h, d)"
+                "invalid value for parameter \"{name}\": \"{v}\" (milliseconds, or a number with a unit: us, ms, s, min, h, d)"
             ),
         )
     };
@@ -241,10 +245,10 @@ impl Settings {
             "default_transaction_read_only" => {
                 parse_bool(&name, value)?;
             }
-            "statement_timeout" => {
+            "statement_timeout" | "lock_timeout" => {
                 // Kept as PostgreSQL shows it: whole milliseconds, in
                 // the largest unit that holds them exactly.
-                let ms = parse_timeout(value)?.map_or(0, |d| d.as_millis());
+                let ms = parse_timeout(&name, value)?.map_or(0, |d| d.as_millis());
                 self.values.insert(name, timeout_text(ms));
                 self.refresh();
                 return Ok(());
@@ -284,15 +288,16 @@ impl Settings {
             "SET.1: the defaults and every value set are valid"
         );
         self.read_only = read_only.and_then(Result::ok).unwrap_or(false);
-        let timeout = self
-            .values
-            .get("statement_timeout")
-            .map(|v| parse_timeout(v));
-        debug_assert!(
-            matches!(timeout, Some(Ok(_))),
-            "SET.1: the defaults and every value set are valid"
-        );
-        self.statement_timeout = timeout.and_then(Result::ok).flatten();
+        let timeout = |name: &str| {
+            let t = self.values.get(name).map(|v| parse_timeout(name, v));
+            debug_assert!(
+                matches!(t, Some(Ok(_))),
+                "SET.1: the defaults and every value set are valid"
+            );
+            t.and_then(Result::ok).flatten()
+        };
+        self.statement_timeout = timeout("statement_timeout");
+        self.lock_timeout = timeout("lock_timeout");
         self.durability = durability.and_then(Result::ok).unwrap_or(Durability::Sync);
         self.isolation = isolation
             .and_then(Result::ok)
@@ -362,6 +367,13 @@ impl Settings {
     /// no limit).
     pub fn statement_timeout(&self) -> Option<std::time::Duration> {
         self.statement_timeout
+    }
+
+    /// How long a statement may wait for one row lock (`lock_timeout`;
+    /// `None` for 0: the database's lock wait timeout, which fails the
+    /// wait with the retryable 40001 instead of 55P03).
+    pub fn lock_timeout(&self) -> Option<std::time::Duration> {
+        self.lock_timeout
     }
 
     /// Whether a block begun without an access mode, and a statement

@@ -131,3 +131,42 @@ fn statement_timeout_stops_a_row_lock_wait() {
         .unwrap();
     assert_eq!(out.rows, vec![vec![Value::Int32(0)]]);
 }
+
+/// `lock_timeout` ends a row lock wait that lasts longer with 55P03, as
+/// PostgreSQL says it, where the database's own lock wait timeout (10 s
+/// here) would have gone on; inside a block the block is then failed, as
+/// there. Other waits and statements are not limited by it.
+#[test]
+fn lock_timeout_ends_a_row_lock_wait() {
+    let (_dir, _db, mut a, mut b) = two_sessions(
+        "CREATE TABLE t (k int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 0), (2, 0); \
+         BEGIN; SELECT v FROM t WHERE k = 1 FOR UPDATE",
+    );
+    b.execute("SET lock_timeout = '150ms'")
+        .pop()
+        .unwrap()
+        .unwrap();
+    for sql in [
+        "UPDATE t SET v = 2 WHERE k = 1",
+        "BEGIN; UPDATE t SET v = 2 WHERE k = 2; SELECT v FROM t WHERE k = 1 FOR SHARE",
+    ] {
+        let started = Instant::now();
+        let e = b.execute(sql).pop().unwrap().unwrap_err();
+        let waited = started.elapsed();
+        assert_eq!(e.state, SqlState::LOCK_NOT_AVAILABLE, "{sql}: {e:?}");
+        assert_eq!(e.message, "canceling statement due to lock timeout");
+        assert!(waited >= Duration::from_millis(150), "{waited:?}");
+        assert!(waited < Duration::from_secs(5), "{sql}: {waited:?}");
+    }
+    // The block is failed (and its update of row 2 goes with it).
+    let e = b.execute("SELECT 1").pop().unwrap().unwrap_err();
+    assert_eq!(e.state, SqlState::IN_FAILED_SQL_TRANSACTION);
+    b.execute("ROLLBACK").pop().unwrap().unwrap();
+    a.execute("COMMIT").pop().unwrap().unwrap();
+    let out = b
+        .execute("UPDATE t SET v = 3 WHERE k = 1; SELECT v FROM t ORDER BY k")
+        .pop()
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.rows, vec![vec![Value::Int32(3)], vec![Value::Int32(0)]]);
+}
