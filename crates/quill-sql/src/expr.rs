@@ -541,11 +541,13 @@ pub fn literal(v: &ast::Value) -> SqlResult<Value> {
         // else an int8, else a number with a fraction (a double here).
         ast::Value::Number(s, _) => match s.parse::<i64>() {
             Ok(i) => i32::try_from(i).map_or(Value::Int64(i), Value::Int32),
-            Err(_) => Value::Float64(s.parse().map_err(|_| {
-                SqlError::new(
-                    SqlState::INVALID_TEXT_REPRESENTATION,
-                    format!("invalid number {s}"),
-                )
+            Err(_) => Value::Float64(crate::types::parse_finite(s).map_err(|e| {
+                e.unwrap_or_else(|| {
+                    SqlError::new(
+                        SqlState::INVALID_TEXT_REPRESENTATION,
+                        format!("invalid number {s}"),
+                    )
+                })
             })?),
         },
         ast::Value::SingleQuotedString(s)
@@ -950,13 +952,34 @@ fn arith(op: Arith, a: &Value, b: &Value) -> SqlResult<Value> {
                     "division by zero",
                 ));
             }
-            Ok(V::Float64(match op {
+            let r = match op {
                 Arith::Add => x + y,
                 Arith::Sub => x - y,
                 Arith::Mul => x * y,
                 Arith::Div => x / y,
                 Arith::Mod => x % y,
-            }))
+            };
+            // As PostgreSQL's float8 operators: an infinity from finite
+            // operands is an overflow, a zero from a product or quotient
+            // of non-zero (finite divisor) operands an underflow.
+            let out_of_range = |what| {
+                SqlError::new(
+                    SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
+                    format!("value out of range: {what}"),
+                )
+            };
+            if r.is_infinite() && x.is_finite() && y.is_finite() {
+                return Err(out_of_range("overflow"));
+            }
+            let underflow = match op {
+                Arith::Mul => x != 0.0 && y != 0.0,
+                Arith::Div => x != 0.0 && y.is_finite(),
+                _ => false,
+            };
+            if r == 0.0 && underflow {
+                return Err(out_of_range("underflow"));
+            }
+            Ok(V::Float64(r))
         }
         _ => Err(SqlError::new(
             SqlState::UNDEFINED_FUNCTION,

@@ -284,6 +284,30 @@ fn out_of_range(ty: &str) -> SqlError {
     )
 }
 
+/// A number's text (not `inf` or `nan`) as a double: `Err(None)` when it
+/// is no number, `Err(Some(22003))` when it is one a double cannot hold
+/// (its magnitude rounds to infinity, or to zero from a non-zero value),
+/// as PostgreSQL refuses it rather than store infinity or zero.
+pub fn parse_finite(t: &str) -> Result<f64, Option<SqlError>> {
+    let v: f64 = t.parse().map_err(|_| None)?;
+    let mantissa = t.split(['e', 'E']).next().unwrap_or(t);
+    let nonzero = mantissa.bytes().any(|b| (b'1'..=b'9').contains(&b));
+    let word = t
+        .bytes()
+        .any(|b| b.is_ascii_alphabetic() && !matches!(b, b'e' | b'E'));
+    if word {
+        // (`inf`, `nan` and their kin: the caller's to accept by name)
+        return Err(None);
+    }
+    if v.is_infinite() || (v == 0.0 && nonzero) {
+        return Err(Some(SqlError::new(
+            SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("\"{t}\" is out of range for type double precision"),
+        )));
+    }
+    Ok(v)
+}
+
 fn bad_text(ty: &str, s: &str) -> SqlError {
     SqlError::new(
         SqlState::INVALID_TEXT_REPRESENTATION,
@@ -352,9 +376,11 @@ pub fn parse_text(s: &str, ty: ColumnType) -> SqlResult<Value> {
         T::Int64 => Value::Int64(t.parse().map_err(|_| bad_text("bigint", s))?),
         T::Float64 => Value::Float64(match t.to_ascii_lowercase().as_str() {
             "nan" => f64::NAN,
-            "infinity" | "inf" => f64::INFINITY,
+            "infinity" | "inf" | "+infinity" | "+inf" => f64::INFINITY,
             "-infinity" | "-inf" => f64::NEG_INFINITY,
-            _ => t.parse().map_err(|_| bad_text("double precision", s))?,
+            _ => {
+                parse_finite(t).map_err(|e| e.unwrap_or_else(|| bad_text("double precision", s)))?
+            }
         }),
         T::Bool => Value::Bool(match t.to_ascii_lowercase().as_str() {
             "t" | "true" | "y" | "yes" | "on" | "1" => true,
