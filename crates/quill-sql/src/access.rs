@@ -334,7 +334,10 @@ pub enum RowLock {
 /// scan first collects the primary keys (columns `pk`) of the rows
 /// `filter` selects in its snapshot ([`selected_keys`]), then locks them
 /// in that order until `f` returns false ([`lock_each`]): a LIMIT in
-/// the scan's order locks the rows it returns and no more.
+/// the scan's order locks the rows it returns (and those OFFSET skips)
+/// and no more. `interrupt` is asked after each row of the first pass
+/// whether to go on (a cancel, a statement's timeout).
+#[allow(clippy::too_many_arguments)]
 pub fn for_each_locked(
     tx: &mut OwnedTxn,
     t: &Table,
@@ -342,11 +345,12 @@ pub fn for_each_locked(
     filter: Option<&Expr>,
     pk: &[usize],
     lock: RowLock,
+    interrupt: impl Fn() -> SqlResult<()>,
     f: impl FnMut(&mut Vec<Value>) -> SqlResult<bool>,
 ) -> SqlResult<()> {
     let keys = match path {
         Path::Points(k) => k.clone(),
-        _ => selected_keys(tx, t, path, filter, pk, |_| Ok(()))?
+        _ => selected_keys(tx, t, path, filter, pk, |_| interrupt())?
             .into_iter()
             .map(|(k, ())| k)
             .collect(),

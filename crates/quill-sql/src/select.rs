@@ -471,8 +471,9 @@ pub fn plan_in(
         offset,
     )?;
     if !q.locks.is_empty() {
-        check_locked_names(q)?;
+        // (what cannot be locked at all is refused first, 0A000)
         lock_rows(&mut plan, &q.locks)?;
+        check_locked_names(q)?;
     }
     Ok(plan)
 }
@@ -515,12 +516,16 @@ fn lock_rows(plan: &mut Plan, locks: &[ast::LockClause]) -> SqlResult<()> {
     }
 }
 
-/// The tables a locking clause names (`FOR UPDATE OF a, b`) must be
+/// The table a locking clause names (`FOR UPDATE OF a`) must be
 /// ones the query's FROM names, as written there (its alias, if it has
 /// one): 42P01 otherwise, and 42601 for a qualified name, as PostgreSQL
 /// answers.
 fn check_locked_names(q: &ast::Query) -> SqlResult<()> {
-    let from: Vec<String> = match &*q.body {
+    let mut body = &*q.body;
+    while let SetExpr::Query(inner) = body {
+        body = &*inner.body;
+    }
+    let from: Vec<String> = match body {
         SetExpr::Select(sel) => sel
             .from
             .iter()
@@ -1345,6 +1350,7 @@ fn for_each_input(
                     let mut seen = 0usize;
                     let mut keyed =
                         access::selected_keys(tx, t, path, filter.as_ref(), pk, |row| {
+                            ctx.check_cancel()?;
                             seen += 1;
                             if seen > MAX_RESULT_ROWS {
                                 return Err(too_many_rows());
@@ -1359,7 +1365,17 @@ fn for_each_input(
                     let keys: Vec<Vec<Value>> = keyed.into_iter().map(|(k, _)| k).collect();
                     access::lock_each(tx, t, &keys, filter.as_ref(), lock, check)?;
                 } else {
-                    access::for_each_locked(tx, t, path, filter.as_ref(), pk, lock, check)?;
+                    let interrupt = || ctx.check_cancel();
+                    access::for_each_locked(
+                        tx,
+                        t,
+                        path,
+                        filter.as_ref(),
+                        pk,
+                        lock,
+                        interrupt,
+                        check,
+                    )?;
                 }
             } else {
                 access::for_each(tx, t, path, filter.as_ref(), needed.as_deref(), check)?;
@@ -1388,21 +1404,28 @@ fn for_each_input(
 
 /// Run a plan (`tx` may be `None` only for a plan over catalogs).
 pub fn run(plan: &Plan, tx: Option<&mut OwnedTxn>, ctx: Ctx<'_>) -> SqlResult<Output> {
+    if plan.limit == Some(0) {
+        // Nothing is read (nor locked), as PostgreSQL's Limit asks its
+        // input for no row.
+        return Ok(Output {
+            tag: "SELECT 0".into(),
+            columns: plan.columns.clone(),
+            rows: Vec::new(),
+            copy: None,
+        });
+    }
     // Rows over which outputs and sort keys are evaluated.
     let mut rows: Vec<Vec<Value>> = Vec::new();
-    // Rows come in the result's order: the ones before OFFSET are counted,
+    // Rows come in the result's order (the scan's, or a locking read's
+    // sort of its snapshot, which is not sorted again after the rows
+    // are locked and read at their newest versions, as PostgreSQL's
+    // LockRows sits above its Sort): the ones before OFFSET are counted,
     // not kept (so a large OFFSET holds nothing), and the scan stops at
     // LIMIT.
-    let streamed = plan.in_order && !plan.distinct;
+    let sorted_to_lock = plan.locks_in_sort_order();
+    let streamed = (plan.in_order && !plan.distinct) || sorted_to_lock;
     let mut to_skip = if streamed { plan.offset } else { 0 };
-    let stop_at = if streamed {
-        plan.limit
-    } else if plan.locks_in_sort_order() {
-        // Rows come in the sort's order, OFFSET not yet skipped.
-        plan.limit.map(|n| n.saturating_add(plan.offset))
-    } else {
-        None
-    };
+    let stop_at = if streamed { plan.limit } else { None };
     match &plan.grouping {
         None => for_each_input(plan, tx, ctx, |row| {
             if to_skip > 0 {
@@ -1513,7 +1536,7 @@ pub fn run(plan: &Plan, tx: Option<&mut OwnedTxn>, ctx: Ctx<'_>) -> SqlResult<Ou
             seen.insert(buf.clone())
         });
     }
-    if !plan.in_order && !plan.sort.is_empty() {
+    if !plan.in_order && !sorted_to_lock && !plan.sort.is_empty() {
         let mut err = None;
         out.sort_by(|(a, _), (b, _)| sort_order(a, b, &plan.sort, &mut err));
         if let Some(e) = err {
@@ -1566,13 +1589,13 @@ impl Plan {
     /// A locking read (FOR UPDATE / FOR SHARE) whose ORDER BY the scan
     /// does not give and that has a LIMIT: it picks its rows by sorting
     /// the snapshot's, then locks them in that order until the LIMIT is
-    /// met (point lookups, few by nature, lock all their keys).
+    /// met.
     fn locks_in_sort_order(&self) -> bool {
         self.lock.is_some()
             && self.limit.is_some()
             && !self.in_order
             && !self.sort.is_empty()
-            && matches!(&self.source, Source::Table { path, .. } if !matches!(path, access::Path::Points(_)))
+            && matches!(&self.source, Source::Table { .. })
     }
 
     /// The sort key of input row `row`: the values of the ORDER BY

@@ -16,7 +16,7 @@ use quill::{Db, Isolation, OwnedTxn, TxnOptions};
 use sqlparser::ast::{self, Statement};
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::keywords::Keyword;
-use sqlparser::parser::Parser;
+use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
 use crate::error::{SqlError, SqlResult, SqlState};
@@ -293,7 +293,8 @@ pub fn parse(sql: &str) -> SqlResult<Vec<Statement>> {
     }
     let tokens = Tokenizer::new(&dialect, sql)
         .tokenize_with_location()
-        .map_err(|e| syntax(&e))?;
+        // (worded as the parser words a tokenizer's error)
+        .map_err(|e| syntax(&ParserError::TokenizerError(e.to_string())))?;
     Parser::new(&dialect)
         .with_tokens_with_locations(strengthen_key_locks(tokens))
         .parse_statements()

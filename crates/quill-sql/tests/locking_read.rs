@@ -386,7 +386,73 @@ fn key_lock_strengths_are_taken_stronger() {
         "CREATE TABLE kv (key varchar(40) PRIMARY KEY, v int); INSERT INTO kv VALUES ('for no key update', 1)",
     );
     assert_eq!(
-        run(&mut a, "SELECT key FROM kv WHERE key = 'for no key update'"),
+        run(
+            &mut a,
+            "SELECT key AS no FROM kv WHERE key = 'for no key update'"
+        ),
         vec![vec![Value::Text("for no key update".into())]]
     );
+    // A tokenizer's error is worded as without the words.
+    for sql in ["SELECT 'key", "SELECT 'abc"] {
+        let e = a.execute(sql).pop().unwrap().unwrap_err();
+        assert!(e.message.starts_with("sql parser error: "), "{sql}: {e}");
+    }
+    let e = a
+        .execute("(SELECT key FROM kv) UNION (SELECT key FROM kv) FOR UPDATE OF kv")
+        .pop()
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(e.state, SqlState::FEATURE_NOT_SUPPORTED, "{e}");
+    assert_eq!(
+        run(&mut a, "(SELECT v FROM kv) FOR UPDATE OF kv"),
+        vec![vec![Value::Int32(1)]]
+    );
+}
+
+/// LIMIT 0 reads and locks nothing; a sorted locking read keeps the
+/// snapshot's order after a row it waited for changed its sort key, and
+/// OFFSET skips in that order (PostgreSQL's LockRows sits above its Sort,
+/// below its Limit).
+#[test]
+fn a_sorted_locking_read_keeps_its_snapshot_order() {
+    let (_dir, db, mut a) = db_with(
+        "CREATE TABLE jobs (id int PRIMARY KEY, prio int, state text); \
+         INSERT INTO jobs VALUES (1, 5, 'new'), (2, 1, 'new'), (3, 9, 'new'), (4, 2, 'new')",
+    );
+    run(&mut a, "BEGIN");
+    for read in [
+        "SELECT id FROM jobs ORDER BY prio LIMIT 0 FOR UPDATE",
+        "SELECT id FROM jobs ORDER BY id LIMIT 0 OFFSET 2 FOR UPDATE",
+    ] {
+        assert!(run(&mut a, read).is_empty(), "{read}");
+    }
+    let mut b = Session::new(db.clone());
+    run(&mut b, "BEGIN");
+    for id in 1..=4 {
+        assert!(can_update_now(&mut b, id), "row {id}");
+    }
+    run(&mut b, "ROLLBACK");
+    // a holds row 3 (the highest priority) and lowers it while b waits.
+    run(&mut a, "SELECT id FROM jobs WHERE id = 3 FOR UPDATE");
+    let waiter = std::thread::spawn(move || {
+        let rows = run(
+            &mut b,
+            "BEGIN; SELECT id, prio FROM jobs ORDER BY prio DESC LIMIT 2 OFFSET 1 FOR UPDATE",
+        );
+        (b, rows)
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!waiter.is_finished(), "b waits for row 3");
+    run(&mut a, "UPDATE jobs SET prio = 0 WHERE id = 3; COMMIT");
+    let (mut b, rows) = waiter.join().unwrap();
+    // Snapshot order 3, 1, 4, 2: OFFSET 1 skips row 3 (now prio 0), then
+    // rows 1 and 4, as they were ordered when chosen.
+    assert_eq!(
+        rows,
+        vec![
+            vec![Value::Int32(1), Value::Int32(5)],
+            vec![Value::Int32(4), Value::Int32(2)]
+        ]
+    );
+    run(&mut b, "COMMIT");
 }
