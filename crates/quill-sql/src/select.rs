@@ -516,9 +516,9 @@ fn lock_rows(plan: &mut Plan, locks: &[ast::LockClause]) -> SqlResult<()> {
     }
 }
 
-/// The table a locking clause names (`FOR UPDATE OF a`) must be
-/// ones the query's FROM names, as written there (its alias, if it has
-/// one): 42P01 otherwise, and 42601 for a qualified name, as PostgreSQL
+/// The table a locking clause names (`FOR UPDATE OF a`) must be one
+/// the query's FROM names, as written there (its alias, if it has one):
+/// 42P01 otherwise, and 42601 for a qualified name, as PostgreSQL
 /// answers.
 fn check_locked_names(q: &ast::Query) -> SqlResult<()> {
     let mut body = &*q.body;
@@ -1342,27 +1342,9 @@ fn for_each_input(
             if let Some(lock) = plan.lock {
                 let pk = &schema.def.primary_key;
                 if plan.locks_in_sort_order() {
-                    // The rows are chosen in the snapshot's sort order
-                    // and locked in that order until `f` has its LIMIT
-                    // (with OFFSET): as PostgreSQL's LockRows under its
-                    // Limit, only the rows returned (and skipped) are
-                    // locked.
-                    let mut seen = 0usize;
-                    let mut keyed =
-                        access::selected_keys(tx, t, path, filter.as_ref(), pk, |row| {
-                            ctx.check_cancel()?;
-                            seen += 1;
-                            if seen > MAX_RESULT_ROWS {
-                                return Err(too_many_rows());
-                            }
-                            plan.sort_key(row)
-                        })?;
-                    let mut err = None;
-                    keyed.sort_by(|(_, a), (_, b)| sort_order(a, b, &plan.sort, &mut err));
-                    if let Some(e) = err {
-                        return Err(e);
-                    }
-                    let keys: Vec<Vec<Value>> = keyed.into_iter().map(|(k, _)| k).collect();
+                    // As PostgreSQL's LockRows under its Limit: only the
+                    // rows returned (and skipped) are locked.
+                    let keys = plan.keys_in_sort_order(tx, t, path, filter.as_ref(), pk, ctx)?;
                     access::lock_each(tx, t, &keys, filter.as_ref(), lock, check)?;
                 } else {
                     let interrupt = || ctx.check_cancel();
@@ -1515,13 +1497,10 @@ pub fn run(plan: &Plan, tx: Option<&mut OwnedTxn>, ctx: Ctx<'_>) -> SqlResult<Ou
                 .iter()
                 .map(|e| e.eval(r))
                 .collect::<SqlResult<Vec<_>>>()?;
-            let k = if plan.in_order {
+            let k = if plan.in_order || sorted_to_lock {
                 Vec::new()
             } else {
-                plan.sort
-                    .iter()
-                    .map(|(e, _)| e.eval(r))
-                    .collect::<SqlResult<Vec<_>>>()?
+                plan.sort_key(r)?
             };
             Ok((k, o))
         })
@@ -1602,6 +1581,36 @@ impl Plan {
     /// expressions.
     fn sort_key(&self, row: &[Value]) -> SqlResult<Vec<Value>> {
         self.sort.iter().map(|(e, _)| e.eval(row)).collect()
+    }
+
+    /// For [`Plan::locks_in_sort_order`]: the primary keys (columns
+    /// `pk`) of the rows `path` and `filter` select in the snapshot, in
+    /// the ORDER BY's order (54000 past [`MAX_RESULT_ROWS`]; the scan
+    /// stops on cancel and at the statement's timeout).
+    fn keys_in_sort_order(
+        &self,
+        tx: &mut OwnedTxn,
+        t: &Table,
+        path: &Path,
+        filter: Option<&Expr>,
+        pk: &[usize],
+        ctx: Ctx<'_>,
+    ) -> SqlResult<Vec<Vec<Value>>> {
+        let mut seen = 0usize;
+        let mut keyed = access::selected_keys(tx, t, path, filter, pk, |row| {
+            ctx.check_cancel()?;
+            seen += 1;
+            if seen > MAX_RESULT_ROWS {
+                return Err(too_many_rows());
+            }
+            self.sort_key(row)
+        })?;
+        let mut err = None;
+        keyed.sort_by(|(_, a), (_, b)| sort_order(a, b, &self.sort, &mut err));
+        match err {
+            Some(e) => Err(e),
+            None => Ok(keyed.into_iter().map(|(k, _)| k).collect()),
+        }
     }
 
     /// The columns of the table's rows this plan reads, of `ncols`, with
