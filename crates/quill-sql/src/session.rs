@@ -1367,18 +1367,16 @@ impl Session {
             rows: vec![vec![Value::Text(v)]],
             copy: None,
         };
+        // The transaction's own, not kept among the settings.
+        let isolation = settings::isolation_name(if self.txn.is_some() {
+            self.isolation
+        } else {
+            self.settings.default_isolation()
+        });
+        let read_only = if self.runs_read_only() { "on" } else { "off" };
         match name {
-            "transaction_isolation" => {
-                let i = if self.txn.is_some() {
-                    self.isolation
-                } else {
-                    self.settings.default_isolation()
-                };
-                Ok(text(settings::isolation_name(i).into()))
-            }
-            "transaction_read_only" => Ok(text(
-                if self.runs_read_only() { "on" } else { "off" }.into(),
-            )),
+            "transaction_isolation" => Ok(text(isolation.into())),
+            "transaction_read_only" => Ok(text(read_only.into())),
             "quill.status" => Ok(status::show(&self.db)),
             "all" => Ok(Output {
                 tag: "SHOW".into(),
@@ -1392,11 +1390,17 @@ impl Session {
                         ty: TEXT,
                     },
                 ],
-                rows: self
-                    .settings
-                    .all()
-                    .map(|(k, v)| vec![Value::Text(k.into()), Value::Text(v.into())])
-                    .collect(),
+                rows: {
+                    let mut all: Vec<(&str, &str)> = self.settings.all().collect();
+                    all.extend([
+                        ("transaction_isolation", isolation),
+                        ("transaction_read_only", read_only),
+                    ]);
+                    all.sort_unstable();
+                    all.into_iter()
+                        .map(|(k, v)| vec![Value::Text(k.into()), Value::Text(v.into())])
+                        .collect()
+                },
                 copy: None,
             }),
             _ => Ok(text(self.settings.get(name)?.to_string())),
