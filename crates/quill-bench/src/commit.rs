@@ -164,7 +164,9 @@ impl CommitConfig {
         out
     }
 
-    fn validate(&self) -> Result<()> {
+    /// Refuse a configuration [`run`] would refuse (it checks this
+    /// first), so a caller can say so before it prints anything.
+    pub fn validate(&self) -> Result<()> {
         let bad = |what: &'static str, reason: &str| {
             Err(Error::InvalidArgument {
                 what,

@@ -25,8 +25,24 @@ pub struct CheckArgs {
 }
 
 /// Run `quill check`; exits the process with status 1 when it finds a
-/// problem.
+/// problem. With `--json`, a database that cannot be checked (missing,
+/// in use, needing recovery) is reported as JSON too, `{"error": ...}`
+/// on standard output, as well as on standard error.
 pub fn run(a: CheckArgs) -> Result<()> {
+    let json = a.json;
+    match check(a) {
+        Err(e) if json => {
+            outln!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::json!({ "error": format!("{e:#}") }))?
+            );
+            Err(e)
+        }
+        r => r,
+    }
+}
+
+fn check(a: CheckArgs) -> Result<()> {
     let (dir, json, repair) = (a.db.dir.as_path(), a.json, a.repair);
     let opts = quill::db::Options {
         create_if_missing: false,

@@ -257,6 +257,13 @@ fn check_repair_recovers_what_check_refuses() {
         "{err}"
     );
     assert_eq!(files(&dir), before, "a refused check changed a file");
+    // With --json the refusal is JSON on standard output too.
+    let out = quill(&["check", "--json", d]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let e = v["error"].as_str().unwrap_or_default();
+    assert!(e.contains("--repair"), "{v}");
+    assert!(text(&out.stderr).contains("--repair"));
     let out = quill(&["check", "--repair", d]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
@@ -340,6 +347,25 @@ fn a_commit_benchmark_record_over_the_log_limit_is_refused() {
         assert_eq!(out.status.code(), Some(1), "{clients} clients: {err}");
         assert!(err.contains("--record-bytes"), "{err}");
     }
+    // A bad count is refused before the header, and the directory is not
+    // made.
+    let d = tmp.path().join("bc0");
+    let out = quill(&[
+        "bench",
+        "commit",
+        "--dir",
+        d.to_str().unwrap(),
+        "--clients",
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("clients"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(text(&out.stdout), "");
+    assert!(!d.exists());
 }
 
 /// Item 9: errors name what is wrong, where, and what to do, once each.

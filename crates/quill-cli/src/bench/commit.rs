@@ -85,6 +85,9 @@ pub fn run(a: CommitArgs) -> Result<()> {
         file_count: a.log_files,
         buffer_size: usize::try_from(a.log_buffer).context("log buffer size")?,
     };
+    // (bad arguments refused before the header, and before the
+    // directory is made)
+    cfg.validate().context("commit benchmark")?;
     std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
     let machine = Machine::describe(&a.dir);
     let combos = cfg.combos().len();
