@@ -725,6 +725,19 @@ pub fn bind(e: &ast::Expr, scope: &dyn Scope) -> SqlResult<Expr> {
     })
 }
 
+/// Doubles ordered as PostgreSQL orders them: -0 equals 0 (the key
+/// encoding, and so a primary key, DISTINCT and GROUP BY, already hold
+/// them equal), and NaN equals NaN and sorts above every other value.
+fn float_order(x: f64, y: f64) -> Ordering {
+    match (x.is_nan(), y.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        // (neither is NaN, so partial_cmp answers)
+        _ => x.partial_cmp(&y).unwrap_or(Ordering::Equal),
+    }
+}
+
 /// Compare two non-NULL values: numbers numerically across integer and
 /// float types, others within their own type.
 pub fn compare(a: &Value, b: &Value) -> SqlResult<Ordering> {
@@ -759,7 +772,7 @@ pub fn compare(a: &Value, b: &Value) -> SqlResult<Ordering> {
             return compare(&types::parse_text(s, text_peer(b))?, b);
         }
         _ => match (num(a), num(b)) {
-            (Some(x), Some(y)) => x.total_cmp(&y),
+            (Some(x), Some(y)) => float_order(x, y),
             _ => {
                 return Err(SqlError::new(
                     SqlState::UNDEFINED_FUNCTION,
