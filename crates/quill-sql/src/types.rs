@@ -511,15 +511,56 @@ fn format_float(f: f64) -> String {
     } else if f == f64::NEG_INFINITY {
         "-Infinity".into()
     } else {
-        // Shortest text that reads back as the same double, as
-        // PostgreSQL 12+ prints (extra_float_digits = 1).
-        format!("{f}")
+        // The shortest digits that read back as the same double, as
+        // PostgreSQL 12+ prints them (extra_float_digits = 1): in
+        // exponent form when the decimal exponent is below -4 or at
+        // least 15 (DBL_DIG), with a sign and at least two digits
+        // (`1e+16`, `1e-05`), else plainly.
+        let sci = format!("{f:e}");
+        let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+        match exp.parse::<i32>() {
+            Ok(e) if !(-4..15).contains(&e) => {
+                let sign = if e < 0 { '-' } else { '+' };
+                format!("{mantissa}e{sign}{:02}", e.unsigned_abs())
+            }
+            _ => format!("{f}"),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Doubles print as PostgreSQL 15 prints them (its outputs), and
+    /// read back as themselves.
+    #[test]
+    fn doubles_print_as_postgresql_prints_them() {
+        for (f, text) in [
+            (1e16, "1e+16"),
+            (1.7976931348623157e308, "1.7976931348623157e+308"),
+            (1e-310, "1e-310"),
+            (0.00001, "1e-05"),
+            (0.0001, "0.0001"),
+            (123456789012345.0, "123456789012345"),
+            (1234567890123456.0, "1.234567890123456e+15"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (-2.5e-7, "-2.5e-07"),
+            (-0.0, "-0"),
+            (0.0, "0"),
+            (100.0, "100"),
+            (f64::NEG_INFINITY, "-Infinity"),
+        ] {
+            assert_eq!(format_float(f), text, "{f:?}");
+            if f.is_finite() {
+                assert_eq!(
+                    text.parse::<f64>().unwrap().to_bits(),
+                    f.to_bits(),
+                    "{text}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn timestamps_round_trip_and_bad_dates_are_refused() {
