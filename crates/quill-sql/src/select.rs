@@ -591,6 +591,15 @@ fn plan_body(
             right,
         } => {
             let all = matches!(set_quantifier, ast::SetQuantifier::All);
+            // A locking clause inside a UNION's member is refused as
+            // PostgreSQL refuses it (its locks would apply to rows the
+            // UNION may drop).
+            if [left, right]
+                .iter()
+                .any(|side| matches!(&***side, SetExpr::Query(q) if !q.locks.is_empty()))
+            {
+                return Err(SqlError::unsupported("FOR UPDATE or FOR SHARE with UNION"));
+            }
             let l = plan_body(db, left, None, ctx, tx.as_deref_mut(), outer, None, 0)?;
             let r = plan_body(db, right, None, ctx, tx, outer, None, 0)?;
             if l.columns.len() != r.columns.len() {

@@ -165,6 +165,8 @@ fn locking_reads_it_cannot_lock_are_refused() {
         "SELECT a.k FROM t a, t b FOR UPDATE",
         "SELECT k FROM t FOR UPDATE NOWAIT",
         "SELECT k FROM t FOR UPDATE SKIP LOCKED",
+        "(SELECT k FROM t FOR UPDATE) UNION SELECT 2",
+        "SELECT 2 UNION ALL (SELECT k FROM t WHERE k = 1 FOR SHARE)",
     ] {
         let e = a.execute(sql).pop().unwrap().unwrap_err();
         assert_eq!(e.state, SqlState::FEATURE_NOT_SUPPORTED, "{sql}: {e}");
