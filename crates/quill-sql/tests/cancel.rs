@@ -21,6 +21,19 @@ fn two_sessions(setup: &str) -> (tempfile::TempDir, Arc<Db>, Session, Session) {
     (dir, db, a, b)
 }
 
+/// `sql` (its last statement) fails with `state` after waiting at least
+/// `ms` milliseconds, and well before the database's own lock wait
+/// timeout; the error.
+fn fails_waiting(s: &mut Session, sql: &str, state: SqlState, ms: u64) -> quill_sql::SqlError {
+    let started = Instant::now();
+    let e = s.execute(sql).pop().unwrap().unwrap_err();
+    let waited = started.elapsed();
+    assert_eq!(e.state, state, "{sql}: {e:?}");
+    assert!(waited >= Duration::from_millis(ms), "{sql}: {waited:?}");
+    assert!(waited < Duration::from_secs(5), "{sql}: {waited:?}");
+    e
+}
+
 #[test]
 fn cancel_stops_a_statement_waiting_for_a_row_lock() {
     let (_dir, _db, mut a, mut b) = two_sessions(
@@ -114,13 +127,8 @@ fn statement_timeout_stops_a_row_lock_wait() {
             .pop()
             .unwrap()
             .unwrap();
-        let started = Instant::now();
-        let e = b.execute(sql).pop().unwrap().unwrap_err();
-        let waited = started.elapsed();
-        assert_eq!(e.state, SqlState::QUERY_CANCELED, "{sql}: {e:?}");
+        let e = fails_waiting(&mut b, sql, SqlState::QUERY_CANCELED, 300);
         assert!(e.message.contains("statement timeout"), "{e:?}");
-        assert!(waited >= Duration::from_millis(300), "{waited:?}");
-        assert!(waited < Duration::from_secs(5), "{sql}: {waited:?}");
         b.execute("ROLLBACK").pop().unwrap().unwrap();
     }
     a.execute("COMMIT").pop().unwrap().unwrap();
@@ -150,13 +158,8 @@ fn lock_timeout_ends_a_row_lock_wait() {
         "UPDATE t SET v = 2 WHERE k = 1",
         "BEGIN; UPDATE t SET v = 2 WHERE k = 2; SELECT v FROM t WHERE k = 1 FOR SHARE",
     ] {
-        let started = Instant::now();
-        let e = b.execute(sql).pop().unwrap().unwrap_err();
-        let waited = started.elapsed();
-        assert_eq!(e.state, SqlState::LOCK_NOT_AVAILABLE, "{sql}: {e:?}");
+        let e = fails_waiting(&mut b, sql, SqlState::LOCK_NOT_AVAILABLE, 150);
         assert_eq!(e.message, "canceling statement due to lock timeout");
-        assert!(waited >= Duration::from_millis(150), "{waited:?}");
-        assert!(waited < Duration::from_secs(5), "{sql}: {waited:?}");
     }
     // The block is failed (and its update of row 2 goes with it).
     let e = b.execute("SELECT 1").pop().unwrap().unwrap_err();

@@ -29,6 +29,22 @@ fn db_with(setup: &str) -> (tempfile::TempDir, Arc<Db>, Session) {
     (dir, db, a)
 }
 
+/// `b` runs `sql` on a thread of its own, which must still be waiting
+/// (for a row lock) 200 ms later; join it for the session and the last
+/// statement's rows.
+fn waiting(mut b: Session, sql: &str) -> std::thread::JoinHandle<(Session, Vec<Vec<Value>>)> {
+    let waiter = std::thread::spawn({
+        let sql = sql.to_string();
+        move || {
+            let rows = run(&mut b, &sql);
+            (b, rows)
+        }
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!waiter.is_finished(), "{sql}: does not wait for a row lock");
+    waiter
+}
+
 /// Two doctors on call; each goes off call only if the other stays. With
 /// the rows read FOR UPDATE the second waits for the first, then sees
 /// the first off call and stays: one is always on call. Through every
@@ -117,21 +133,16 @@ fn a_locked_read_returns_newest_versions_that_still_match() {
         "CREATE TABLE acct (id int PRIMARY KEY, bal int); \
          INSERT INTO acct VALUES (1, 100), (2, 100), (3, 5)",
     );
-    let mut b = Session::new(db);
+    let b = Session::new(db);
     run(
         &mut a,
         "BEGIN; SELECT id FROM acct WHERE bal >= 50 FOR UPDATE; \
          UPDATE acct SET bal = 10 WHERE id = 1; UPDATE acct SET bal = 200 WHERE id = 2",
     );
-    let waiter = std::thread::spawn(move || {
-        let rows = run(
-            &mut b,
-            "BEGIN; SELECT id, bal FROM acct WHERE bal >= 50 ORDER BY id FOR UPDATE",
-        );
-        (b, rows)
-    });
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(!waiter.is_finished(), "b waits for a's row locks");
+    let waiter = waiting(
+        b,
+        "BEGIN; SELECT id, bal FROM acct WHERE bal >= 50 ORDER BY id FOR UPDATE",
+    );
     run(&mut a, "COMMIT");
     let (mut b, rows) = waiter.join().unwrap();
     assert_eq!(rows, vec![vec![Value::Int32(2), Value::Int32(200)]]);
@@ -302,13 +313,7 @@ fn a_sorted_limit_skips_a_row_taken_while_it_waited() {
     let take = "SELECT id FROM jobs WHERE state = 'new' ORDER BY prio DESC LIMIT 1 FOR UPDATE";
     run(&mut a, "BEGIN");
     assert_eq!(run(&mut a, take), vec![vec![Value::Int32(3)]]);
-    let mut b = Session::new(db);
-    let waiter = std::thread::spawn(move || {
-        let rows = run(&mut b, &format!("BEGIN; {take}"));
-        (b, rows)
-    });
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(!waiter.is_finished(), "b waits for row 3");
+    let waiter = waiting(Session::new(db), &format!("BEGIN; {take}"));
     run(
         &mut a,
         "UPDATE jobs SET state = 'taken' WHERE id = 3; COMMIT",
@@ -436,15 +441,10 @@ fn a_sorted_locking_read_keeps_its_snapshot_order() {
     run(&mut b, "ROLLBACK");
     // a holds row 3 (the highest priority) and lowers it while b waits.
     run(&mut a, "SELECT id FROM jobs WHERE id = 3 FOR UPDATE");
-    let waiter = std::thread::spawn(move || {
-        let rows = run(
-            &mut b,
-            "BEGIN; SELECT id, prio FROM jobs ORDER BY prio DESC LIMIT 2 OFFSET 1 FOR UPDATE",
-        );
-        (b, rows)
-    });
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(!waiter.is_finished(), "b waits for row 3");
+    let waiter = waiting(
+        b,
+        "BEGIN; SELECT id, prio FROM jobs ORDER BY prio DESC LIMIT 2 OFFSET 1 FOR UPDATE",
+    );
     run(&mut a, "UPDATE jobs SET prio = 0 WHERE id = 3; COMMIT");
     let (mut b, rows) = waiter.join().unwrap();
     // Snapshot order 3, 1, 4, 2: OFFSET 1 skips row 3 (now prio 0), then
