@@ -1,39 +1,37 @@
 #!/usr/bin/env python3
 """Medians of an A/B by bench/oltp-ab.sh: for each shape and thread count,
 each build's median TPS, CPU per transaction (us) and redo payload per
-transaction (bytes) over its rounds.
+transaction (bytes) over its rounds, read from the JSON each round wrote
+(OUT/NAME-ROUND.json; Quill's rows).
 
-    python3 bench/oltp-ab-medians.py OUT/ab.txt > OUT/medians.txt
+    python3 bench/oltp-ab-medians.py OUT > OUT/medians.txt
+
+(Until 2026-12-02 it parsed the table lines of OUT/ab.txt by position; the
+JSON does not change when a column is added.)
 """
 import collections
+import json
+import pathlib
 import re
 import statistics
 import sys
 
-# "round R NAME: quill SHAPE THREADS tps qps fsync/c [logw/c [hist]] p50 p95 p99
-#  cpu csw wbytes log redo data dblw [undo]" (the columns of `quill bench oltp`;
-# logw/c since 2026-11-28, then hist, then undo pg/c). Counted from the end,
-# so every layout parses: undo pg/c has a decimal point, dblw B/tx never.
-# (Until 2026-11-29 the script did not know undo pg/c: medians of runs with
-# it read csw/tx as cpu us/tx and data B/tx as redo B/tx; tps was right.)
-LINE = re.compile(r"round (\d+) (\S+): quill\s+(.*)$")
+NAME = re.compile(r"^(.+)-(\d+)\.json$")
 
 
-def fields(rest):
-    """(shape, threads, tps, cpu us/tx, redo B/tx) of one table line."""
-    f = rest.split()
-    end = -1 if "." in f[-1] else 0
-    return f[0], int(f[1]), int(f[2]), float(f[end - 7]), float(f[end - 3])
-
-
-def main(path):
+def main(out):
     runs = collections.defaultdict(list)
-    with open(path) as f:
-        for line in f:
-            m = LINE.match(line)
-            if m:
-                shape, threads, tps, cpu, redo = fields(m[3])
-                runs[(shape, threads, m[2])].append((tps, cpu, redo))
+    for path in sorted(pathlib.Path(out).glob("*.json")):
+        m = NAME.match(path.name)
+        if not m:
+            continue
+        for r in json.loads(path.read_text())["rows"]:
+            if r["engine"] == "quill":
+                runs[(r["shape"], r["threads"], m[1])].append(
+                    (r["tps"], r["cpu_us_per_op"], r["redo_bytes_per_op"] or 0.0)
+                )
+    if not runs:
+        sys.exit(f"no NAME-ROUND.json results of quill in {out}")
     builds = sorted({k[2] for k in runs})
     for shape, threads in sorted({(s, t) for s, t, _ in runs}):
         row = [f"{shape:17} {threads:3}"]

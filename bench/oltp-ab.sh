@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A/B of builds on chosen sysbench shapes: each build's `quill bench oltp`
 # run in turn, ROUNDS times, so a noisy stretch of the host falls on all
-# of them; compare medians (OUT/medians.txt, bench/oltp-ab-medians.py).
+# of them; compare medians (OUT/medians.txt, from the rounds' JSON by
+# bench/oltp-ab-medians.py).
 #   bash bench/oltp-ab.sh OUT SHAPES THREADS NAME=BINARY [NAME=BINARY ...]
 # e.g. bash bench/oltp-ab.sh bench/results/oltp-20261127-update-ab \
 #   update-non-index,update-index,write-only 1,16 before=/tmp/a after=/tmp/b
@@ -27,5 +28,5 @@ for round in $(seq "$ROUNDS"); do
   done
 done | tee "$OUT/ab.txt"
 echo "cpu after: $(stat)" >> "$OUT/host.txt"
-python3 "$(dirname "$0")/oltp-ab-medians.py" "$OUT/ab.txt" | tee "$OUT/medians.txt"
+python3 "$(dirname "$0")/oltp-ab-medians.py" "$OUT" | tee "$OUT/medians.txt"
 rm -rf "$DIR"

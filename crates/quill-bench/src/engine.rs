@@ -81,9 +81,11 @@ pub trait Engine: Send + Sync {
     /// The injected sync delay this engine runs with (ms), or why it
     /// cannot have one.
     fn fsync_delay(&self) -> std::result::Result<f64, &'static str>;
-    /// Wait for background work a load started (RocksDB's flushes and
-    /// compactions) to finish, so it does not run inside the next
-    /// measurement. Engines without such work return at once.
+    /// Wait for background work a load or a measured window started
+    /// (RocksDB's flushes and compactions, Quill's purge) to finish, so it
+    /// does not run inside the next measurement, which may be another
+    /// engine's. Engines without such work (SQLite checkpoints in the
+    /// committing thread) return at once.
     fn quiesce(&self) -> Result<()> {
         Ok(())
     }
@@ -113,6 +115,10 @@ pub struct Setup {
 /// re-fragments memtable range tombstones on every read after a new one,
 /// so small queue deletes go row by row (`bench/results/insert.md`).
 pub const ROCKSDB_RANGE_DELETE_MIN_ROWS: usize = 100;
+
+/// Longest Quill's [`Engine::quiesce`] waits for purge: a history that
+/// outlasts it is left to run on (and shows as the next window's backlog).
+const QUIESCE_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Engine names [`open`] knows (peers only with the `peers` feature).
 pub const ENGINES: &[&str] = &["quill", "sqlite", "rocksdb"];
@@ -341,6 +347,17 @@ impl Engine for QuillEngine {
 
     fn backlog(&self) -> Option<i64> {
         Some(self.db.stats().history_length)
+    }
+
+    /// Wait for purge to empty the history (the purge thread runs at the
+    /// lowest priority, so it catches up once the clients stop), for at
+    /// most [`QUIESCE_LIMIT`].
+    fn quiesce(&self) -> Result<()> {
+        let until = std::time::Instant::now() + QUIESCE_LIMIT;
+        while self.db.stats().history_length > 0 && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        Ok(())
     }
 
     fn undo_segments(&self) -> Option<(u64, u64)> {

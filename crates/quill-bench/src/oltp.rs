@@ -169,6 +169,13 @@ pub struct OltpRow {
     pub costs: Costs,
     /// Transactions run again after a retryable conflict.
     pub retries: u64,
+    /// Milliseconds the engine's background work (RocksDB's flushes and
+    /// compactions, Quill's purge) went on after the window before the
+    /// next run began ([`Engine::quiesce`]): debt the window left, timed
+    /// outside every window so that it does not run inside the next
+    /// engine's (0 in results recorded before it was measured).
+    #[serde(default)]
+    pub settle_ms: f64,
 }
 
 fn row(rng: &mut Rng, id: Value, size: u64) -> Vec<Value> {
@@ -372,6 +379,15 @@ fn run_one(
     let (start, r0) = m.start;
     let costs = Snapshot::take(engine).since(&start, m.count, m.count);
     let (count, secs) = (m.count, m.seconds);
+    // Engines take turns per shape and thread count: work this window
+    // left behind must not run inside the next one, which is another
+    // engine's (RocksDB's compactions after a write window ran inside
+    // Quill's next window and doubled its CPU per transaction there:
+    // `bench/results/oltp.md`, run 35).
+    tick(&format!("{label}: background work after the window"), 1.0);
+    let settle = std::time::Instant::now();
+    engine.quiesce()?;
+    let settle_ms = settle.elapsed().as_secs_f64() * 1e3;
     Ok(OltpRow {
         engine: engine.name().to_string(),
         shape: shape.name().to_string(),
@@ -386,13 +402,14 @@ fn run_one(
         max_us: m.hist.max() as f64,
         costs,
         retries: retries.load(Ordering::Relaxed).saturating_sub(r0),
+        settle_ms,
     })
 }
 
 /// Column headings for [`table_line`].
 pub fn table_header() -> String {
     format!(
-        "{:<7} {:<17} {:>7} {:>10} {:>10} {:>9} {:>7} {:>6} {:>8} {:>8} {:>8} {:>9} {:>7} {:>9} {:>8} {:>9} {:>8} {:>8} {:>9}",
+        "{:<7} {:<17} {:>7} {:>10} {:>10} {:>9} {:>7} {:>6} {:>8} {:>8} {:>8} {:>9} {:>7} {:>9} {:>8} {:>9} {:>8} {:>8} {:>9} {:>9}",
         "engine",
         "shape",
         "threads",
@@ -411,14 +428,15 @@ pub fn table_header() -> String {
         "redo B/tx",
         "data B/tx",
         "dblw B/tx",
-        "undo pg/c"
+        "undo pg/c",
+        "settle ms"
     )
 }
 
 /// One result as a table line.
 pub fn table_line(r: &OltpRow) -> String {
     format!(
-        "{:<7} {:<17} {:>7} {:>10.0} {:>10.0} {:>9} {:>7} {:>6} {:>8.0} {:>8.0} {:>8.0} {:>9.1} {:>7.2} {:>9} {:>8} {:>9} {:>8} {:>8} {:>9}",
+        "{:<7} {:<17} {:>7} {:>10.0} {:>10.0} {:>9} {:>7} {:>6} {:>8.0} {:>8.0} {:>8.0} {:>9.1} {:>7.2} {:>9} {:>8} {:>9} {:>8} {:>8} {:>9} {:>9.0}",
         r.engine,
         r.shape,
         r.threads,
@@ -440,6 +458,7 @@ pub fn table_line(r: &OltpRow) -> String {
         or_na(r.costs.data_bytes_per_op, 0),
         or_na(r.costs.doublewrite_bytes_per_op, 0),
         or_na(r.costs.undo_new_pages_per_commit, 3),
+        r.settle_ms,
     )
 }
 
@@ -501,7 +520,11 @@ mod tests {
             ..Options::default()
         };
         let e = QuillEngine::open(tmp.path(), opts).unwrap();
-        for r in &run_every_shape(&e) {
+        let rows = run_every_shape(&e);
+        // Each window is followed by a wait for purge, so the last one
+        // left no history behind for whatever runs next.
+        assert_eq!(e.backlog(), Some(0), "history after the last window");
+        for r in &rows {
             let f = r.costs.fsyncs_per_commit.unwrap();
             let hist = r.costs.backlog_at_end.expect("Quill reports its history");
             assert!(hist >= 0, "{} x{}: history {hist}", r.shape, r.threads);
@@ -516,9 +539,15 @@ mod tests {
                 panic!("Quill reports its undo segments: {:?}", r.costs);
             };
             assert_eq!(
-                table_line(r).split_whitespace().last(),
+                table_line(r).split_whitespace().nth_back(1),
                 Some(format!("{new:.3}").as_str()),
                 "the undo column: {}",
+                table_line(r)
+            );
+            assert_eq!(
+                table_line(r).split_whitespace().last(),
+                Some(format!("{:.0}", r.settle_ms).as_str()),
+                "the settle column: {}",
                 table_line(r)
             );
             if r.shape == "insert" {

@@ -423,6 +423,7 @@ mod tests {
                 ..Costs::default()
             },
             retries: 0,
+            settle_ms: 0.0,
         }
     }
 
