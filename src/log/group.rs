@@ -42,6 +42,14 @@
 //! while transactions, which do real work per commit, ran as fast or
 //! faster (`bench/results/commit.md`, `bench/results/txn.md`).
 //!
+//! **A completing leader hands the role on rather than leading again**,
+//! though it is on a core and the waiter it wakes is not: tried with one
+//! more sync led by the completing committer for the waiters queued
+//! meanwhile, sysbench insert and update ran 21-29% slower at 4 clients and
+//! no faster at 16 (`bench/results/oltp-20261202-leader-rounds-ab/`): the
+//! held committer is a transaction fewer in flight, which costs more than
+//! the wake-up saves.
+//!
 //! **Flusher mode**: the same role is held by a dedicated, demand-driven
 //! thread, woken only when a committer waits and nobody holds the role. In
 //! leader mode the flusher leads only for async committers (which must not
