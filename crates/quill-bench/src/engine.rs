@@ -351,7 +351,7 @@ impl Engine for QuillEngine {
 
     /// Wait for purge to empty the history (the purge thread runs at the
     /// lowest priority, so it catches up once the clients stop), for at
-    /// most [`QUIESCE_LIMIT`].
+    /// most 30 s (`QUIESCE_LIMIT`).
     fn quiesce(&self) -> Result<()> {
         let until = std::time::Instant::now() + QUIESCE_LIMIT;
         while self.db.stats().history_length > 0 && std::time::Instant::now() < until {
