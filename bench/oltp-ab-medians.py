@@ -25,8 +25,8 @@ def main(out):
         m = NAME.match(path.name)
         if not m:
             continue
-        for r in json.loads(path.read_text())["rows"]:
-            if r["engine"] == "quill":
+        for r in json.loads(path.read_text()).get("rows", []):
+            if r.get("engine") == "quill":
                 runs[(r["shape"], r["threads"], m[1])].append(
                     (r["tps"], r["cpu_us_per_op"], r["redo_bytes_per_op"] or 0.0)
                 )

@@ -14,6 +14,12 @@ OUT=${1:?OUT}; SHAPES=${2:?SHAPES}; THREADS=${3:?THREADS}; shift 3
 ROUNDS=${ROUNDS:-3}; DIR=${DIR:-/tmp/oltp-ab}
 TABLES=${TABLES:-8}; TABLE_SIZE=${TABLE_SIZE:-100000}; SECS=${SECS:-10}; WARMUP=${WARMUP:-1}
 mkdir -p "$OUT"
+# The medians are read from every NAME-ROUND.json in OUT: refuse to mix
+# in another A/B's rounds.
+if compgen -G "$OUT/*-[0-9]*.json" > /dev/null; then
+  echo "$OUT already holds an A/B's rounds (NAME-ROUND.json); give an empty or new OUT" >&2
+  exit 2
+fi
 stat() { grep '^cpu ' /proc/stat; }
 { echo "date: $(date -u +%FT%TZ)"; echo "nproc: $(nproc)"; echo "kernel: $(uname -r)";
   echo "disk: $(df -h "$(dirname "$DIR")" | tail -1)"; echo "cpu before: $(stat)";

@@ -81,11 +81,11 @@ pub trait Engine: Send + Sync {
     /// The injected sync delay this engine runs with (ms), or why it
     /// cannot have one.
     fn fsync_delay(&self) -> std::result::Result<f64, &'static str>;
-    /// Wait for background work a load or a measured window started
-    /// (RocksDB's flushes and compactions, Quill's purge) to finish, so it
-    /// does not run inside the next measurement, which may be another
-    /// engine's. Engines without such work (SQLite checkpoints in the
-    /// committing thread) return at once.
+    /// Finish the work a load or a measured window deferred (RocksDB's
+    /// flushes and compactions, Quill's purge and dirty pages), so it does
+    /// not run inside the next measurement, which may be another engine's.
+    /// Engines without such work (SQLite checkpoints in the committing
+    /// thread) return at once.
     fn quiesce(&self) -> Result<()> {
         Ok(())
     }
@@ -350,13 +350,33 @@ impl Engine for QuillEngine {
     }
 
     /// Wait for purge to empty the history (the purge thread runs at the
-    /// lowest priority, so it catches up once the clients stop), for at
-    /// most 30 s (`QUIESCE_LIMIT`).
+    /// lowest priority, so it catches up once the clients stop; at most
+    /// 30 s, `QUIESCE_LIMIT`), then write every dirty page: the page
+    /// cleaner would otherwise trickle them out while the log is idle,
+    /// which is during the other engines' windows.
     fn quiesce(&self) -> Result<()> {
         let until = std::time::Instant::now() + QUIESCE_LIMIT;
-        while self.db.stats().history_length > 0 && std::time::Instant::now() < until {
+        loop {
+            let stats = self.db.stats();
+            if let Some(e) = stats.purge_error {
+                return Err(Error::InvalidArgument {
+                    what: "purge",
+                    reason: format!("the purge thread failed: {e}"),
+                });
+            }
+            if stats.history_length == 0 {
+                break;
+            }
+            if std::time::Instant::now() >= until {
+                tracing::warn!(
+                    history = stats.history_length,
+                    "purge did not empty the history within {QUIESCE_LIMIT:?}; going on"
+                );
+                break;
+            }
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
+        self.db.store().flush_all()?;
         Ok(())
     }
 

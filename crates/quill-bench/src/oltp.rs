@@ -169,13 +169,22 @@ pub struct OltpRow {
     pub costs: Costs,
     /// Transactions run again after a retryable conflict.
     pub retries: u64,
-    /// Milliseconds the engine's background work (RocksDB's flushes and
-    /// compactions, Quill's purge) went on after the window before the
-    /// next run began ([`Engine::quiesce`]): debt the window left, timed
-    /// outside every window so that it does not run inside the next
-    /// engine's (0 in results recorded before it was measured).
+    /// Milliseconds the engine's deferred work (RocksDB's flushes and
+    /// compactions, Quill's purge and dirty pages) took after the window
+    /// before the next run began ([`Engine::quiesce`]): debt the window
+    /// left, paid outside every window so that it does not run inside the
+    /// next engine's (`None` in results recorded before it was measured).
     #[serde(default)]
-    pub settle_ms: f64,
+    pub settle_ms: Option<f64>,
+    /// The process's CPU microseconds while settling, per transaction of
+    /// the window: the deferred work's CPU, charged to the engine that
+    /// deferred it.
+    #[serde(default)]
+    pub settle_cpu_us_per_op: Option<f64>,
+    /// Bytes the process wrote to storage while settling
+    /// (`/proc/self/io`), per transaction of the window.
+    #[serde(default)]
+    pub settle_write_bytes_per_op: Option<f64>,
 }
 
 fn row(rng: &mut Rng, id: Value, size: u64) -> Vec<Value> {
@@ -377,17 +386,21 @@ fn run_one(
         (Snapshot::take(engine), retries.load(Ordering::Relaxed))
     })?;
     let (start, r0) = m.start;
-    let costs = Snapshot::take(engine).since(&start, m.count, m.count);
+    let end = Snapshot::take(engine);
+    let costs = end.since(&start, m.count, m.count);
     let (count, secs) = (m.count, m.seconds);
     // Engines take turns per shape and thread count: work this window
-    // left behind must not run inside the next one, which is another
+    // deferred must not run inside the next one, which is another
     // engine's (RocksDB's compactions after a write window ran inside
-    // Quill's next window and doubled its CPU per transaction there:
-    // `bench/results/oltp.md`, run 35).
-    tick(&format!("{label}: background work after the window"), 1.0);
+    // Quill's next window and doubled its CPU per transaction there, and
+    // Quill's page cleaner wrote inside its peers' windows:
+    // `bench/results/oltp.md`, runs 35-37). It is paid here, timed and
+    // costed per transaction of this window.
+    tick(&format!("{label}: deferred work after the window"), 0.0);
     let settle = std::time::Instant::now();
     engine.quiesce()?;
     let settle_ms = settle.elapsed().as_secs_f64() * 1e3;
+    let settled = Snapshot::take(engine).since(&end, m.count, m.count);
     Ok(OltpRow {
         engine: engine.name().to_string(),
         shape: shape.name().to_string(),
@@ -402,14 +415,16 @@ fn run_one(
         max_us: m.hist.max() as f64,
         costs,
         retries: retries.load(Ordering::Relaxed).saturating_sub(r0),
-        settle_ms,
+        settle_ms: Some(settle_ms),
+        settle_cpu_us_per_op: Some(settled.cpu_us_per_op),
+        settle_write_bytes_per_op: settled.write_bytes_per_op,
     })
 }
 
 /// Column headings for [`table_line`].
 pub fn table_header() -> String {
     format!(
-        "{:<7} {:<17} {:>7} {:>10} {:>10} {:>9} {:>7} {:>6} {:>8} {:>8} {:>8} {:>9} {:>7} {:>9} {:>8} {:>9} {:>8} {:>8} {:>9} {:>9}",
+        "{:<7} {:<17} {:>7} {:>10} {:>10} {:>9} {:>7} {:>6} {:>8} {:>8} {:>8} {:>9} {:>7} {:>9} {:>8} {:>9} {:>8} {:>8} {:>9} {:>9} {:>10} {:>10}",
         "engine",
         "shape",
         "threads",
@@ -429,14 +444,16 @@ pub fn table_header() -> String {
         "data B/tx",
         "dblw B/tx",
         "undo pg/c",
-        "settle ms"
+        "settle ms",
+        "settle cpu",
+        "settle wB"
     )
 }
 
 /// One result as a table line.
 pub fn table_line(r: &OltpRow) -> String {
     format!(
-        "{:<7} {:<17} {:>7} {:>10.0} {:>10.0} {:>9} {:>7} {:>6} {:>8.0} {:>8.0} {:>8.0} {:>9.1} {:>7.2} {:>9} {:>8} {:>9} {:>8} {:>8} {:>9} {:>9.0}",
+        "{:<7} {:<17} {:>7} {:>10.0} {:>10.0} {:>9} {:>7} {:>6} {:>8.0} {:>8.0} {:>8.0} {:>9.1} {:>7.2} {:>9} {:>8} {:>9} {:>8} {:>8} {:>9} {:>9} {:>10} {:>10}",
         r.engine,
         r.shape,
         r.threads,
@@ -458,7 +475,9 @@ pub fn table_line(r: &OltpRow) -> String {
         or_na(r.costs.data_bytes_per_op, 0),
         or_na(r.costs.doublewrite_bytes_per_op, 0),
         or_na(r.costs.undo_new_pages_per_commit, 3),
-        r.settle_ms,
+        or_na(r.settle_ms, 0),
+        or_na(r.settle_cpu_us_per_op, 1),
+        or_na(r.settle_write_bytes_per_op, 0),
     )
 }
 
@@ -538,17 +557,23 @@ mod tests {
             let (Some(new), Some(cached)) = (new, cached) else {
                 panic!("Quill reports its undo segments: {:?}", r.costs);
             };
+            let line = table_line(r);
+            let mut back = line.split_whitespace().rev();
+            let settle: Vec<&str> = back.by_ref().take(3).collect();
             assert_eq!(
-                table_line(r).split_whitespace().nth_back(1),
+                back.next(),
                 Some(format!("{new:.3}").as_str()),
-                "the undo column: {}",
-                table_line(r)
+                "the undo column: {line}"
             );
+            let settle_ms = r.settle_ms.expect("settling is timed");
             assert_eq!(
-                table_line(r).split_whitespace().last(),
-                Some(format!("{:.0}", r.settle_ms).as_str()),
-                "the settle column: {}",
-                table_line(r)
+                settle.last(),
+                Some(&format!("{settle_ms:.0}").as_str()),
+                "the settle column: {line}"
+            );
+            assert!(
+                r.settle_cpu_us_per_op.is_some() && r.settle_write_bytes_per_op.is_some(),
+                "{line}"
             );
             if r.shape == "insert" {
                 // Every insert transaction starts an insert undo segment

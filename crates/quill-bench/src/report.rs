@@ -423,7 +423,9 @@ mod tests {
                 ..Costs::default()
             },
             retries: 0,
-            settle_ms: 0.0,
+            settle_ms: None,
+            settle_cpu_us_per_op: None,
+            settle_write_bytes_per_op: None,
         }
     }
 

@@ -373,13 +373,19 @@ impl Engine for RocksEngine {
             Ok(self.db.property_int_value(name).map_err(err)?.unwrap_or(0) > 0)
         };
         let until = Instant::now() + QUIESCE_LIMIT;
-        while Instant::now() < until
-            && (busy("rocksdb.num-running-flushes")?
-                || busy("rocksdb.num-running-compactions")?
-                || busy("rocksdb.compaction-pending")?
-                || busy("rocksdb.mem-table-flush-pending")?)
+        while busy("rocksdb.num-running-flushes")?
+            || busy("rocksdb.num-running-compactions")?
+            || busy("rocksdb.compaction-pending")?
+            || busy("rocksdb.mem-table-flush-pending")?
         {
-            std::thread::sleep(Duration::from_millis(100));
+            if Instant::now() >= until {
+                tracing::warn!(
+                    "RocksDB's flushes and compactions went on past {QUIESCE_LIMIT:?}; going on"
+                );
+                break;
+            }
+            // As often as Quill's wait looks, so settle times compare.
+            std::thread::sleep(Duration::from_millis(5));
         }
         Ok(())
     }
