@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""The margins table of bench/results/oltp.md, built from the runs' JSON.
+
+For each write shape and thread count: Quill's, SQLite's and RocksDB's TPS
+in the newest run, Quill's ratio to the best peer there, the margin of the
+run of record (run 4), the ratios of the last runs given (oldest first),
+their median, and whether that median meets run 4's margin. Read-only and
+read-write at 1 thread are checked against SQLite (>= 1.2x).
+
+    python3 bench/oltp-margins.py RUN4_DIR DIR [DIR ...]
+    e.g. python3 bench/oltp-margins.py bench/results/oltp-20261126 \
+        bench/results/oltp-20261202c bench/results/oltp-20261202d \
+        bench/results/oltp-20261202e bench/results/oltp-20261203a
+
+Each DIR holds an `oltp.json` from `quill bench oltp --json` with all three
+engines. Prints a Markdown table and a summary line; exits 1 when a median
+is below its margin (so a script can check the acceptance).
+"""
+import json
+import statistics
+import sys
+
+WRITE_SHAPES = ["write-only", "update-index", "update-non-index", "insert", "delete"]
+READ_SHAPES = ["read-only", "read-write"]
+PEERS = ["sqlite", "rocksdb"]
+READ_GOAL = 1.2
+
+
+def load(d):
+    with open(f"{d}/oltp.json") as f:
+        rows = json.load(f)["rows"]
+    return {(r["engine"], r["shape"], r["threads"]): r["tps"] for r in rows}
+
+
+def ratio(run, shape, threads, peers=PEERS):
+    q = run.get(("quill", shape, threads))
+    best = max((run.get((p, shape, threads)) or 0) for p in peers)
+    if q is None or best <= 0:
+        raise SystemExit(f"{shape} at {threads} threads lacks Quill or a peer")
+    return q / best
+
+
+def main(argv):
+    if len(argv) < 3:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    base = load(argv[1])
+    runs = [load(d) for d in argv[2:]]
+    last = runs[-1]
+    threads = sorted({t for (_, s, t) in last if s in WRITE_SHAPES})
+    print("| shape | threads | Quill | SQLite | RocksDB | Quill / best peer | run 4 "
+          f"| last {len(runs)} runs | median | |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |")
+    met = total = 0
+    below = []
+    for shape in WRITE_SHAPES:
+        for t in threads:
+            goal = ratio(base, shape, t)
+            hist = [ratio(r, shape, t) for r in runs]
+            med = statistics.median(hist)
+            ok = med >= round(goal, 2)
+            total += 1
+            met += ok
+            if not ok:
+                below.append(f"{shape} {t} ({med:.2f} < {goal:.2f})")
+            tps = [last[(e, shape, t)] for e in ["quill"] + PEERS]
+            print(f"| {shape} | {t} | " + " | ".join(f"{x:,.0f}" for x in tps)
+                  + f" | {hist[-1]:.2f} | {goal:.2f} | "
+                  + " / ".join(f"{h:.2f}" for h in hist)
+                  + f" | {med:.2f} | {'met' if ok else '**below**'} |")
+    for shape in READ_SHAPES:
+        hist = [ratio(r, shape, 1, ["sqlite"]) for r in runs]
+        med = statistics.median(hist)
+        ok = med >= READ_GOAL
+        total += 1
+        met += ok
+        if not ok:
+            below.append(f"{shape} 1 ({med:.2f} < {READ_GOAL})")
+        print(f"\n{shape} at 1 thread against SQLite: "
+              + " / ".join(f"{h:.2f}" for h in hist) + f", median {med:.2f} (goal {READ_GOAL})")
+    print(f"\nmedians meeting their margin: {met} of {total}"
+          + (f"; below: {', '.join(below)}" if below else ""))
+    return 0 if not below else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
