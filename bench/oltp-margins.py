@@ -75,9 +75,10 @@ def main(argv):
         total += 1
         met += ok
         if not ok:
-            below.append(f"{shape} 1 ({med:.2f} < {READ_GOAL})")
+            below.append(f"{shape} 1 ({med:.3f} < {READ_GOAL})")
         print(f"\n{shape} at 1 thread against SQLite: "
-              + " / ".join(f"{h:.2f}" for h in hist) + f", median {med:.2f} (goal {READ_GOAL})")
+              + " / ".join(f"{h:.3f}" for h in hist)
+              + f", median {med:.3f} (goal {READ_GOAL}): {'met' if ok else 'below'}")
     print(f"\nmedians meeting their margin: {met} of {total}"
           + (f"; below: {', '.join(below)}" if below else ""))
     return 0 if not below else 1
