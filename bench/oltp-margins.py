@@ -14,7 +14,8 @@ read-write at 1 thread are checked against SQLite (>= 1.2x).
 
 Each DIR holds an `oltp.json` from `quill bench oltp --json` with all three
 engines. Prints a Markdown table and a summary line; exits 1 when a median
-is below its margin (so a script can check the acceptance).
+is below its margin (so a script can check the acceptance), 2 on unusable
+input.
 """
 import json
 import statistics
@@ -26,17 +27,25 @@ PEERS = ["sqlite", "rocksdb"]
 READ_GOAL = 1.2
 
 
+def fail(msg):
+    print(msg, file=sys.stderr)
+    sys.exit(2)
+
+
 def load(d):
-    with open(f"{d}/oltp.json") as f:
-        rows = json.load(f)["rows"]
-    return {(r["engine"], r["shape"], r["threads"]): r["tps"] for r in rows}
+    try:
+        with open(f"{d}/oltp.json") as f:
+            rows = json.load(f)["rows"]
+        return {(r["engine"], r["shape"], r["threads"]): r["tps"] for r in rows}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        fail(f"{d}/oltp.json: not a `quill bench oltp --json` result ({e})")
 
 
 def ratio(run, shape, threads, peers=PEERS):
     q = run.get(("quill", shape, threads))
     best = max((run.get((p, shape, threads)) or 0) for p in peers)
     if q is None or best <= 0:
-        raise SystemExit(f"{shape} at {threads} threads lacks Quill or a peer")
+        fail(f"{shape} at {threads} threads lacks Quill or a peer in a run given")
     return q / best
 
 
