@@ -2,15 +2,18 @@
 """The margins table of bench/results/oltp.md, built from the runs' JSON.
 
 For each write shape and thread count: Quill's, SQLite's and RocksDB's TPS
-in the newest run, Quill's ratio to the best peer there, the margin of the
-run of record (run 4), the ratios of the last runs given (oldest first),
-their median, and whether that median meets run 4's margin. Read-only and
-read-write at 1 thread are checked against SQLite (>= 1.2x).
+in the last run given, Quill's ratio to the best peer there, the margin of
+the run of record (run 4), the ratio in every run given (in the order
+given, so give them oldest first), their median (of an even number, the
+mean of the middle two), and whether that median meets run 4's margin as
+the tables print it (rounded to two places). Read-only and read-write at
+1 thread are checked against SQLite: the median, unrounded, >= 1.2x.
 
     python3 bench/oltp-margins.py RUN4_DIR DIR [DIR ...]
     e.g. python3 bench/oltp-margins.py bench/results/oltp-20261126 \
-        bench/results/oltp-20261202c bench/results/oltp-20261202d \
-        bench/results/oltp-20261202e bench/results/oltp-20261203a
+        bench/results/oltp-20261202d bench/results/oltp-20261202e \
+        bench/results/oltp-20261203a bench/results/oltp-20261203b \
+        bench/results/oltp-20261203c
 
 Each DIR holds an `oltp.json` from `quill bench oltp --json` with all three
 engines. Prints a Markdown table and a summary line; exits 1 when a median
@@ -41,12 +44,15 @@ def load(d):
         fail(f"{d}/oltp.json: not a `quill bench oltp --json` result ({e})")
 
 
+def tps(run, engine, shape, threads):
+    v = run.get((engine, shape, threads))
+    if v is None or v <= 0:
+        fail(f"a run given has no {engine} figure for {shape} at {threads} threads")
+    return v
+
+
 def ratio(run, shape, threads, peers=PEERS):
-    q = run.get(("quill", shape, threads))
-    best = max((run.get((p, shape, threads)) or 0) for p in peers)
-    if q is None or best <= 0:
-        fail(f"{shape} at {threads} threads lacks Quill or a peer in a run given")
-    return q / best
+    return tps(run, "quill", shape, threads) / max(tps(run, p, shape, threads) for p in peers)
 
 
 def main(argv):
@@ -72,8 +78,8 @@ def main(argv):
             met += ok
             if not ok:
                 below.append(f"{shape} {t} ({med:.2f} < {goal:.2f})")
-            tps = [last[(e, shape, t)] for e in ["quill"] + PEERS]
-            print(f"| {shape} | {t} | " + " | ".join(f"{x:,.0f}" for x in tps)
+            rates = [tps(last, e, shape, t) for e in ["quill"] + PEERS]
+            print(f"| {shape} | {t} | " + " | ".join(f"{x:,.0f}" for x in rates)
                   + f" | {hist[-1]:.2f} | {goal:.2f} | "
                   + " / ".join(f"{h:.2f}" for h in hist)
                   + f" | {med:.2f} | {'met' if ok else '**below**'} |")

@@ -42,11 +42,12 @@
 //! while transactions, which do real work per commit, ran as fast or
 //! faster (`bench/results/commit.md`, `bench/results/txn.md`). Measured
 //! again on sysbench shapes (`bench/results/oltp-20261203-yield-ab/`):
-//! without it, insert, update and delete at 4 and 16 clients ran 10-24%
-//! slower (groups shrank: 0.118 syncs per transaction instead of 0.083 at
-//! 16); yielding twice, or until no commit record arrived during the last
-//! yield, gathered nobody more (syncs per transaction unchanged) and ran
-//! within 5% either way. The one yield is where the group forms.
+//! without it, insert, update-non-index and delete at 4 and 16 clients ran
+//! 10-24% slower (groups shrank: insert at 16 clients made 0.118 syncs per
+//! transaction instead of 0.083); yielding twice, or again after each yield
+//! during which the log grew (at most 8), made 1-4% fewer syncs and ran
+//! from 4% slower to 7% faster, within the host's noise. The one yield is
+//! where the group forms.
 //!
 //! **A completing leader hands the role on rather than leading again**,
 //! though it is on a core and the waiter it wakes is not: tried with one
