@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The margins table of bench/results/oltp.md, built from the runs' JSON.
+r"""The margins table of bench/results/oltp.md, built from the runs' JSON.
 
 For each write shape and thread count: Quill's, SQLite's and RocksDB's TPS
 in the last run given, Quill's ratio to the best peer there, the margin of
@@ -21,6 +21,7 @@ is below its margin (so a script can check the acceptance), 2 on unusable
 input.
 """
 import json
+import signal
 import statistics
 import sys
 
@@ -100,4 +101,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    # Output piped into `head` ends quietly, as other command-line tools do.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     sys.exit(main(sys.argv))
