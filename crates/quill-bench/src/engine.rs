@@ -420,13 +420,60 @@ impl Session for QuillSession<'_> {
     }
 }
 
-/// Read (and decode) up to `limit` rows; how many there were.
-/// Read every column of a row in place (what each engine's range reads
-/// do with a row they return).
-pub(crate) fn read_columns(row: quill::catalog::RowRef<'_>) -> Result<()> {
-    for v in row.iter() {
-        std::hint::black_box(v?);
+/// What every engine's range reads do with each value of a row they
+/// return, the same for all: fold it into a running sum the compiler
+/// cannot drop (a number as its bits, text or bytes as their length and
+/// first byte, NULL as nothing), then hand the row's sum to
+/// [`std::hint::black_box`]. A client uses each value; forcing every
+/// value through memory on its own (`black_box` per value, as the
+/// harness once did) costs a store-forwarding stall per value that
+/// depends on how the value type is laid out, not on the engine
+/// (`bench/results/oltp.md`, "Range reads' consumer").
+#[derive(Default)]
+pub(crate) struct RowSum(pub(crate) u64);
+
+impl RowSum {
+    /// A number's bits.
+    #[inline(always)]
+    pub(crate) fn number(&mut self, bits: u64) {
+        self.0 = self.0.rotate_left(7) ^ bits;
     }
+
+    /// Text or bytes: the length and the first byte.
+    #[inline(always)]
+    pub(crate) fn bytes(&mut self, b: &[u8]) {
+        self.number(b.len() as u64 ^ u64::from(b.first().copied().unwrap_or(0)) << 32);
+    }
+
+    /// The row's sum, past the optimizer.
+    #[inline(always)]
+    pub(crate) fn finish(self) {
+        std::hint::black_box(self.0);
+    }
+}
+
+/// A row's [`RowSum`]: every column read in place.
+pub(crate) fn row_sum(row: quill::catalog::RowRef<'_>) -> Result<u64> {
+    use quill::catalog::ValueRef;
+    let mut sum = RowSum::default();
+    for v in row.iter() {
+        match v? {
+            ValueRef::Null => {}
+            ValueRef::Bool(b) => sum.number(u64::from(b)),
+            ValueRef::Int32(x) => sum.number(i64::from(x) as u64),
+            ValueRef::Int64(x) | ValueRef::Timestamp(x) => sum.number(x as u64),
+            ValueRef::Float64(x) => sum.number(x.to_bits()),
+            ValueRef::Text(t) => sum.bytes(t.as_bytes()),
+            ValueRef::Bytes(b) => sum.bytes(b),
+        }
+    }
+    Ok(sum.0)
+}
+
+/// Read every column of a row in place (what each engine's range reads
+/// do with a row they return; [`RowSum`]).
+pub(crate) fn read_columns(row: quill::catalog::RowRef<'_>) -> Result<()> {
+    RowSum(row_sum(row)?).finish();
     Ok(())
 }
 
