@@ -2023,6 +2023,10 @@ impl Rows<'_> {
     /// row found through a secondary index, or an older version, is
     /// copied once into a buffer the scan reuses. Its columns are decoded
     /// when [`RowRef::get`] or [`RowRef::iter`] asks for them.
+    ///
+    /// Inline, so a reader's loop gets the row in registers rather than
+    /// through a returned `Option<Result<RowRef>>` (see [`RowRef::new`]).
+    #[inline]
     pub fn next_ref(&mut self) -> Option<Result<RowRef<'_>>> {
         if let Err(e) = crate::wait::step() {
             return Some(Err(e));
