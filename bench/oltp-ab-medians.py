@@ -2,7 +2,9 @@
 """Medians of an A/B by bench/oltp-ab.sh: for each shape and thread count,
 each build's median TPS, CPU per transaction (us) and redo payload per
 transaction (bytes) over its rounds, read from the JSON each round wrote
-(OUT/NAME-ROUND.json; Quill's rows).
+(OUT/NAME-ROUND.json; Quill's rows). When the rounds ran peers too
+(ENGINES), a line per peer follows with its median TPS beside each
+build and the median of Quill's per-round ratio to it.
 
     python3 bench/oltp-ab-medians.py OUT > OUT/medians.txt
 
@@ -32,6 +34,7 @@ def main(out):
                 )
     if not runs:
         sys.exit(f"no NAME-ROUND.json results of quill in {out}")
+    peers = peer_rounds(out)
     builds = sorted({k[2] for k in runs})
     for shape, threads in sorted({(s, t) for s, t, _ in runs}):
         row = [f"{shape:17} {threads:3}"]
@@ -43,6 +46,33 @@ def main(out):
                 redo = statistics.median(x[2] for x in v)
                 row.append(f"{b}: tps {tps:7.0f} cpu {cpu:6.1f} redo {redo:5.0f} (n={len(v)})")
         print("  ".join(row))
+        for peer in sorted({k[3] for k in peers if k[:2] == (shape, threads)}):
+            row = [f"{'':17} {'':3}"]
+            for b in builds:
+                v = peers.get((shape, threads, b, peer), [])
+                if v:
+                    tps = statistics.median(x[1] for x in v)
+                    ratio = statistics.median(q / p for q, p in v)
+                    row.append(f"{b}: {peer} tps {tps:7.0f}, quill/{peer} {ratio:.3f} (n={len(v)})")
+            print("  ".join(row))
+
+
+def peer_rounds(out):
+    """(shape, threads, build, peer) -> [(Quill's TPS, the peer's TPS)]
+    for every round that ran both."""
+    found = collections.defaultdict(list)
+    for path in sorted(pathlib.Path(out).glob("*.json")):
+        m = NAME.match(path.name)
+        if not m:
+            continue
+        rows = json.loads(path.read_text()).get("rows", [])
+        quill = {(r["shape"], r["threads"]): r["tps"] for r in rows if r.get("engine") == "quill"}
+        for r in rows:
+            e = r.get("engine")
+            key = (r["shape"], r["threads"])
+            if e != "quill" and key in quill and r["tps"]:
+                found[key + (m[1], e)].append((quill[key], r["tps"]))
+    return found
 
 
 if __name__ == "__main__":
