@@ -27,7 +27,7 @@ def main(out):
         m = NAME.match(path.name)
         if not m:
             continue
-        for r in json.loads(path.read_text()).get("rows", []):
+        for r in load_rows(path):
             if r.get("engine") == "quill":
                 runs[(r["shape"], r["threads"], m[1])].append(
                     (r["tps"], r["cpu_us_per_op"], r["redo_bytes_per_op"] or 0.0)
@@ -57,6 +57,19 @@ def main(out):
             print("  ".join(row))
 
 
+def load_rows(path):
+    """The result rows of one round's JSON; exits with a message (status 2)
+    on a file that is not one."""
+    try:
+        rows = json.loads(path.read_text()).get("rows", [])
+        for r in rows:
+            r["shape"], r["threads"], r["tps"]
+        return rows
+    except (OSError, ValueError, AttributeError, KeyError, TypeError) as e:
+        print(f"{path}: not a round's results of quill bench oltp --json ({e!r})", file=sys.stderr)
+        sys.exit(2)
+
+
 def peer_rounds(out):
     """(shape, threads, build, peer) -> [(Quill's TPS, the peer's TPS)]
     for every round that ran both."""
@@ -65,12 +78,12 @@ def peer_rounds(out):
         m = NAME.match(path.name)
         if not m:
             continue
-        rows = json.loads(path.read_text()).get("rows", [])
+        rows = load_rows(path)
         quill = {(r["shape"], r["threads"]): r["tps"] for r in rows if r.get("engine") == "quill"}
         for r in rows:
             e = r.get("engine")
             key = (r["shape"], r["threads"])
-            if e != "quill" and key in quill and r["tps"]:
+            if e not in (None, "quill") and key in quill and r["tps"]:
                 found[key + (m[1], e)].append((quill[key], r["tps"]))
     return found
 

@@ -10,11 +10,16 @@
 # and copied out). ROUNDS (default 3), DIR (default /tmp/oltp-ab) scratch,
 # TABLES (8), TABLE_SIZE (100000), SECS (10), WARMUP (1), ENGINES (quill;
 # e.g. quill,sqlite runs the peers in each round too, and the medians
-# give each build's Quill/peer ratio).
+# give each build's Quill/peer ratio, the median of the rounds' ratios;
+# it must include quill).
 set -euo pipefail
 OUT=${1:?OUT}; SHAPES=${2:?SHAPES}; THREADS=${3:?THREADS}; shift 3
 ROUNDS=${ROUNDS:-3}; DIR=${DIR:-/tmp/oltp-ab}; ENGINES=${ENGINES:-quill}
 TABLES=${TABLES:-8}; TABLE_SIZE=${TABLE_SIZE:-100000}; SECS=${SECS:-10}; WARMUP=${WARMUP:-1}
+case ",$ENGINES," in
+  *,quill,*) ;;
+  *) echo "ENGINES must include quill (the A/B compares Quill builds), not $ENGINES" >&2; exit 2 ;;
+esac
 mkdir -p "$OUT"
 # The medians are read from every NAME-ROUND.json in OUT: refuse to mix
 # in another A/B's rounds.

@@ -2024,8 +2024,9 @@ impl Rows<'_> {
     /// copied once into a buffer the scan reuses. Its columns are decoded
     /// when [`RowRef::get`] or [`RowRef::iter`] asks for them.
     ///
-    /// Inline, so a reader's loop gets the row in registers rather than
-    /// through a returned `Option<Result<RowRef>>` (see [`RowRef::new`]).
+    /// Inline, so a reader's loop builds the row in its own frame
+    /// instead of copying it back out of a returned
+    /// `Option<Result<RowRef>>` (see [`RowRef::new`]).
     #[inline]
     pub fn next_ref(&mut self) -> Option<Result<RowRef<'_>>> {
         if let Err(e) = crate::wait::step() {

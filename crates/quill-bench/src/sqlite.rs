@@ -558,11 +558,11 @@ mod tests {
         }
     }
 
-    /// The range reads' consumer does the same work for SQLite as for
-    /// Quill and RocksDB: a row stored in SQLite and read back folds to
-    /// the sum Quill's in-place read of the same row gives, for every
-    /// type (a sum that differed would mean one engine's reads skip or
-    /// add work).
+    /// The range reads' consumer folds SQLite's values as it folds
+    /// Quill's and RocksDB's: rows stored in SQLite (columns declared as
+    /// the harness declares them) and read back fold to the same sums as
+    /// Quill's in-place reads of the same rows, for every column type,
+    /// and every column changes the sum (so none is skipped).
     #[test]
     fn sqlite_rows_fold_as_quill_rows_do() {
         use quill::catalog::{Column, RowRef, encode_row};
@@ -595,8 +595,29 @@ mod tests {
                 Value::Null,
             ],
         ];
+        // Every column of the first row changed in turn: each must
+        // change the sum.
+        let mut rows = rows.to_vec();
+        for i in 0..columns.len() {
+            let mut changed = rows[0].clone();
+            changed[i] = match &changed[i] {
+                Value::Int64(x) => Value::Int64(x + 1),
+                Value::Int32(x) => Value::Int32(x + 1),
+                Value::Text(t) => Value::Text(format!("{t}!")),
+                Value::Bytes(b) => Value::Bytes([b.as_slice(), &[1]].concat()),
+                Value::Float64(x) => Value::Float64(x * 2.0),
+                Value::Bool(b) => Value::Bool(!b),
+                Value::Timestamp(x) => Value::Timestamp(x + 1),
+                Value::Null => unreachable!("the first row has no NULL"),
+            };
+            rows.push(changed);
+        }
         let c = Connection::open_in_memory().unwrap();
-        c.execute_batch("CREATE TABLE t (a, b, c, d, e, f, g)")
+        let declared: Vec<String> = columns
+            .iter()
+            .map(|col| format!("{} {}", col.name, column_sql(&col.ty)))
+            .collect();
+        c.execute_batch(&format!("CREATE TABLE t ({})", declared.join(", ")))
             .unwrap();
         for row in &rows {
             c.execute(
@@ -619,7 +640,6 @@ mod tests {
             seen += 1;
         }
         assert_eq!(seen, rows.len());
-        // The sum tells values apart (it is not a constant).
         let sums: Vec<u64> = rows
             .iter()
             .map(|row| {
@@ -628,6 +648,9 @@ mod tests {
             })
             .collect();
         assert_ne!(sums[0], sums[1]);
+        for (i, sum) in sums[2..].iter().enumerate() {
+            assert_ne!(*sum, sums[0], "column {i} does not change the sum");
+        }
     }
 
     #[test]
