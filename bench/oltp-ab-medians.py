@@ -23,18 +23,27 @@ NAME = re.compile(r"^(.+)-(\d+)\.json$")
 
 def main(out):
     runs = collections.defaultdict(list)
+    # (shape, threads, build, peer) -> [(Quill's TPS, the peer's TPS)] for
+    # every round that ran both.
+    peers = collections.defaultdict(list)
     for path in sorted(pathlib.Path(out).glob("*.json")):
         m = NAME.match(path.name)
         if not m:
             continue
-        for r in load_rows(path):
+        rows = load_rows(path)
+        quill = {}
+        for r in rows:
             if r.get("engine") == "quill":
+                quill[(r["shape"], r["threads"])] = r["tps"]
                 runs[(r["shape"], r["threads"], m[1])].append(
                     (r["tps"], r["cpu_us_per_op"], r["redo_bytes_per_op"] or 0.0)
                 )
+        for r in rows:
+            e, key = r.get("engine"), (r["shape"], r["threads"])
+            if e not in (None, "quill") and key in quill and r["tps"]:
+                peers[key + (m[1], e)].append((quill[key], r["tps"]))
     if not runs:
         sys.exit(f"no NAME-ROUND.json results of quill in {out}")
-    peers = peer_rounds(out)
     builds = sorted({k[2] for k in runs})
     for shape, threads in sorted({(s, t) for s, t, _ in runs}):
         row = [f"{shape:17} {threads:3}"]
@@ -62,30 +71,13 @@ def load_rows(path):
     on a file that is not one."""
     try:
         rows = json.loads(path.read_text()).get("rows", [])
-        for r in rows:
-            r["shape"], r["threads"], r["tps"]
-        return rows
-    except (OSError, ValueError, AttributeError, KeyError, TypeError) as e:
-        print(f"{path}: not a round's results of quill bench oltp --json ({e!r})", file=sys.stderr)
-        sys.exit(2)
-
-
-def peer_rounds(out):
-    """(shape, threads, build, peer) -> [(Quill's TPS, the peer's TPS)]
-    for every round that ran both."""
-    found = collections.defaultdict(list)
-    for path in sorted(pathlib.Path(out).glob("*.json")):
-        m = NAME.match(path.name)
-        if not m:
-            continue
-        rows = load_rows(path)
-        quill = {(r["shape"], r["threads"]): r["tps"] for r in rows if r.get("engine") == "quill"}
-        for r in rows:
-            e = r.get("engine")
-            key = (r["shape"], r["threads"])
-            if e not in (None, "quill") and key in quill and r["tps"]:
-                found[key + (m[1], e)].append((quill[key], r["tps"]))
-    return found
+        if all({"shape", "threads", "tps"} <= r.keys() for r in rows):
+            return rows
+        e = "a row without shape, threads or tps"
+    except (OSError, ValueError, AttributeError) as err:
+        e = repr(err)
+    print(f"{path}: not a round's results of quill bench oltp --json ({e})", file=sys.stderr)
+    sys.exit(2)
 
 
 if __name__ == "__main__":

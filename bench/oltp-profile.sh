@@ -11,7 +11,7 @@
 #   durations and the gaps from one's end to the next's start (how long
 #   the device waits for the next group commit).
 # OUT/run.txt holds the run's own table (its rate was measured with perf
-# watching). e.g. (bench/results/oltp-20261203-profiles/):
+# watching), OUT/host.json the run's length and CPU steal (bench/host.sh). e.g. (bench/results/oltp-20261203-profiles/):
 #   bash bench/oltp-profile.sh target/release/quill delete 1 /tmp/prof-del
 #   bash bench/oltp-profile.sh target/release/quill insert 16 /tmp/trace-ins trace
 set -euo pipefail
@@ -21,6 +21,8 @@ case "$MODE" in record|trace) ;; *) echo "MODE is record or trace, not $MODE" >&
 DIR=${DIR:-/tmp/oltp-profile}
 mkdir -p "$OUT"
 rm -rf "$DIR"
+. "$(dirname "$0")/host.sh"
+host_start
 "$Q" bench oltp --dir "$DIR" --engines quill --shapes "$SHAPE" --threads "$THREADS" \
   --seconds 40 --warmup 1 > "$OUT/run.txt" 2>&1 &
 pid=$!
@@ -35,8 +37,11 @@ else
   perf trace -p "$pid" -e pwritev2,fdatasync,pwrite64 -o "$OUT/trace.raw" -- sleep 3 > /dev/null 2>&1 || true
 fi
 wait "$pid"
+# OUT/host.json: the steal over the whole run, as the acceptance scripts keep it.
+HOST=$(host_end "$OUT")
 if [ "$MODE" = record ]; then
   { echo "# perf record -F 2000 -g for 12 s of: quill bench oltp --shapes $SHAPE --threads $THREADS"
+    echo "# $(date -u +%FT%TZ), $(basename "$Q"), kernel $(uname -r); $HOST"
     echo "# by thread and object (shares of all samples)"
     perf report -i "$OUT/perf.data" --no-children --stdio -q -g none --sort comm,dso 2> /dev/null | head -10
     echo "# by thread and symbol"
@@ -44,9 +49,9 @@ if [ "$MODE" = record ]; then
   } > "$OUT/report.txt"
   cat "$OUT/report.txt"
 else
-  python3 - "$OUT/trace.raw" "$SHAPE" "$THREADS" > "$OUT/trace.txt" <<'PY'
+  python3 - "$OUT/trace.raw" "$SHAPE" "$THREADS" "$(date -u +%FT%TZ), kernel $(uname -r); $HOST" > "$OUT/trace.txt" <<'PY'
 import re, statistics as st, sys
-raw, shape, threads = sys.argv[1:4]
+raw, shape, threads, host = sys.argv[1:5]
 # "T ( D ms): comm/tid pwritev2(fd: F, ..., flags: 2) = N"; flags 2 is
 # RWF_DSYNC, which only the log's commit writes use.
 ev = []
@@ -60,6 +65,7 @@ dur = [e[1] * 1000 for e in ev]
 gaps = [(b[0] - (a[0] + a[1])) * 1000 for a, b in zip(ev, ev[1:])]
 q = lambda x: " / ".join(f"{st.quantiles(x, n=100)[k]:.0f}" for k in (9, 49, 89, 98))
 print(f"# perf trace for 3 s of: quill bench oltp --shapes {shape} --threads {threads}")
+print(f"# {host}")
 print(f"durable log writes: {len(ev)}, {st.mean(e[2] for e in ev):.0f} bytes on average")
 print(f"duration us p10 / p50 / p90 / p99: {q(dur)}")
 print(f"gap to the next one's start us p10 / p50 / p90 / p99: {q(gaps)}")

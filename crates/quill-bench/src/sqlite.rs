@@ -626,6 +626,14 @@ mod tests {
             )
             .unwrap();
         }
+        // Quill's sums: each row encoded and read in place.
+        let sums: Vec<u64> = rows
+            .iter()
+            .map(|row| {
+                let bytes = encode_row(&columns, row).unwrap();
+                crate::engine::row_sum(RowRef::new(&columns, &bytes).unwrap()).unwrap()
+            })
+            .collect();
         let mut st = c.prepare("SELECT * FROM t ORDER BY rowid").unwrap();
         let mut read = st.query([]).unwrap();
         let mut seen = 0;
@@ -634,19 +642,10 @@ mod tests {
             for i in 0..columns.len() {
                 fold_value(&mut sum, r.get_ref(i).unwrap());
             }
-            let bytes = encode_row(&columns, &rows[seen]).unwrap();
-            let quill = crate::engine::row_sum(RowRef::new(&columns, &bytes).unwrap()).unwrap();
-            assert_eq!(sum.0, quill, "row {seen}");
+            assert_eq!(sum.0, sums[seen], "row {seen}");
             seen += 1;
         }
         assert_eq!(seen, rows.len());
-        let sums: Vec<u64> = rows
-            .iter()
-            .map(|row| {
-                let bytes = encode_row(&columns, row).unwrap();
-                crate::engine::row_sum(RowRef::new(&columns, &bytes).unwrap()).unwrap()
-            })
-            .collect();
         assert_ne!(sums[0], sums[1]);
         for (i, sum) in sums[2..].iter().enumerate() {
             assert_ne!(*sum, sums[0], "column {i} does not change the sum");
