@@ -35,7 +35,7 @@
 //! A Failed log is left only by dropping it and opening again (recovery).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::thread::{JoinHandle, Thread};
 use std::time::Instant;
 
@@ -122,6 +122,12 @@ pub(crate) struct Core {
     pub(crate) group: Mutex<GroupState>,
     /// The write group, for `Write` durability (same shape, role = writing).
     pub(crate) write_group: Mutex<GroupState>,
+    /// One bit per recent sync of `group`, newest in bit 0, set when that
+    /// sync made more than one commit durable. Written by the completing
+    /// leader under `group`'s lock, read by the next leader without it: it
+    /// only decides whether a leader yields for joiners (a hint, never a
+    /// correctness condition; see "A leader yields" in `group.rs`).
+    pub(crate) shared_syncs: AtomicU32,
     pub(crate) naive: Mutex<()>,
     pub(crate) checkpoint: Mutex<CheckpointState>,
     pub(crate) checkpoint_cv: Condvar,
@@ -210,6 +216,7 @@ impl Core {
             writer: Mutex::new(Writer::new(end, max_write)),
             group: Mutex::new(GroupState::default()),
             write_group: Mutex::new(GroupState::default()),
+            shared_syncs: AtomicU32::new(0),
             naive: Mutex::new(()),
             checkpoint: Mutex::new(CheckpointState {
                 slot,

@@ -30,6 +30,7 @@ pub(crate) struct LogMetrics {
     pub commit_wait: Histogram,
     pub group_size: Histogram,
     pub leader_handoffs: Counter,
+    pub leader_yields: Counter,
     pub flusher_leads: Counter,
     pub inline_leads: Counter,
     pub prewrites: Counter,
@@ -84,6 +85,11 @@ pub struct LogStats {
     pub group_size: HistogramSnapshot,
     /// Times a completing leader handed leadership to a waiting thread.
     pub leader_handoffs: u64,
+    /// Times a leader yielded its core before writing so that runnable
+    /// committers could join its sync (only while one of the last 32 syncs
+    /// covered more than one commit; zero with one client).
+    #[serde(default)]
+    pub leader_yields: u64,
     /// Syncs led by the flush thread.
     pub flusher_leads: u64,
     /// Syncs an async committer led on its own thread (fast devices only).
@@ -151,6 +157,7 @@ impl LogMetrics {
             commit_wait: self.commit_wait.snapshot(),
             group_size: self.group_size.snapshot(),
             leader_handoffs: self.leader_handoffs.get(),
+            leader_yields: self.leader_yields.get(),
             flusher_leads: self.flusher_leads.get(),
             inline_leads: self.inline_leads.get(),
             prewrites: self.prewrites.get(),
@@ -257,8 +264,9 @@ impl std::fmt::Display for LogStats {
         hist_line(f, "commits per sync", &self.group_size, false)?;
         writeln!(
             f,
-            "  leader handoffs {}, flusher leads {}, async inline leads {}, pre-writes {}, waits parked {} / spun {}",
+            "  leader handoffs {}, leader yields {}, flusher leads {}, async inline leads {}, pre-writes {}, waits parked {} / spun {}",
             self.leader_handoffs,
+            self.leader_yields,
             self.flusher_leads,
             self.inline_leads,
             self.prewrites,

@@ -121,6 +121,10 @@ fn sixty_four_threads_with_sync_latency_form_groups() {
         "64 clients with 1 ms syncs should share syncs: {} syncs for {commits} commits",
         stats.syncs
     );
+    assert!(
+        stats.leader_yields > 0,
+        "shared syncs should make leaders yield for joiners: {stats:?}"
+    );
     let crashed = fs.crash(CrashMode::DropUnsynced);
     drop(log);
     check(&crashed, opts(CommitMode::Leader), &acked);

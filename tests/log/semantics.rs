@@ -261,6 +261,10 @@ fn stats_count_what_happened() {
     assert_eq!(s.syncs, 10, "one client, one sync per commit");
     assert_eq!(s.write_bytes % 4096, 0, "writes are whole blocks");
     assert_eq!(s.group_size.count, 10);
+    assert_eq!(
+        s.leader_yields, 0,
+        "no sync covered two commits, so no leader gives its core away"
+    );
     assert!((s.fsyncs_per_commit - 1.0).abs() < 1e-9);
     log.close().unwrap();
     let info = log::inspect(&fs, dir()).unwrap();
