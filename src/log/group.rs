@@ -33,19 +33,11 @@
 //! their commit records first and join this group instead of waiting for
 //! the next one. With a core per committer nobody is waiting to run and
 //! the call returns at once. No timer and no setting: the delay is exactly
-//! the runnable work ahead of the leader. **It yields only while one of the
-//! last 32 syncs covered more than one commit** (`Core::shared_syncs`):
-//! with one client no sync is ever shared, and a yield there can only hand
-//! the core to unrelated work, which `sched_yield` does even for a process
-//! at nice 19. On 2 vCPUs with two busy loops at nice 19 beside the
-//! benchmark, the unconditional yield held sysbench update-non-index and
-//! delete at 1 client to 7,088 and 6,872 tps (p99 335-661 us); yielding
-//! only after shared syncs, 9,207 and 8,814 (p99 172-302 us), with the same
-//! throughput at 4 and 16 clients and on an idle host
-//! (`bench/results/oltp-20261203-busy-host/`). On 2 vCPUs it cut syncs per commit at 64 clients from
-//! about 0.054 to 0.017 (log benchmark) and from 0.11 to 0.023 (update
-//! transactions), and halved p99 commit latency there; the price is peak
-//! log-only throughput at 64 to 256 clients with almost no work per commit
+//! the runnable work ahead of the leader. On 2 vCPUs it cut syncs per
+//! commit at 64 clients from about 0.054 to 0.017 (log benchmark) and from
+//! 0.11 to 0.023 (update transactions), and halved p99 commit latency
+//! there; the price is peak log-only throughput at 64 to 256 clients with
+//! almost no work per commit
 //! (20 to 35% lower: the device idles while the leader waits its turn),
 //! while transactions, which do real work per commit, ran as fast or
 //! faster (`bench/results/commit.md`, `bench/results/txn.md`). Measured
@@ -56,6 +48,20 @@
 //! during which the log grew (at most 8), made 1-4% fewer syncs and ran
 //! from 4% slower to 7% faster, within the host's noise. The one yield is
 //! where the group forms.
+//!
+//! **The leader yields only while one of the last 32 syncs completed more
+//! than one waiter** (`Core::shared_syncs`; waiters are commits and
+//! `make_durable` calls). With one client a sync is shared only when such
+//! a wait joins a commit's sync; otherwise nobody can join, and the yield
+//! could only hand the core to unrelated work, which `sched_yield` does
+//! even for a process at nice 19. With two busy loops at nice 19 beside
+//! the benchmark on 2 vCPUs, the unconditional yield put sysbench
+//! update-non-index and delete at 1 client at 7,088 and 6,872 tps (p99
+//! 335-661 us); yielding only after shared syncs, 9,207 and 8,814 (p99
+//! 172-302 us). On an idle host, 1, 4 and 16 clients ran within a few
+//! percent either way (`bench/results/oltp-20261203-busy-host/`). With
+//! more clients than cores most syncs are shared, so the yield happens as
+//! before.
 //!
 //! **A completing leader hands the role on rather than leading again**,
 //! though it is on a core and the waiter it wakes is not: tried with one

@@ -86,8 +86,9 @@ pub struct LogStats {
     /// Times a completing leader handed leadership to a waiting thread.
     pub leader_handoffs: u64,
     /// Times a leader yielded its core before writing so that runnable
-    /// committers could join its sync (only while one of the last 32 syncs
-    /// covered more than one commit; zero with one client).
+    /// committers could join its sync: only while one of the last 32 syncs
+    /// completed more than one waiter (commits, `make_durable`), so rarely
+    /// with one client.
     #[serde(default)]
     pub leader_yields: u64,
     /// Syncs led by the flush thread.

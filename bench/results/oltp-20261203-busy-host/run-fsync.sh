@@ -15,14 +15,16 @@ measure() {
   "$Q" bench fsync --dir "$dir/f" --preparations rewrite --methods rwf_dsync \
     --iterations 3000 --rounds 1 | grep -E '^rewrite'
 }
-{
-  echo "date: $(date -u +%FT%TZ); nproc $(nproc); kernel $(uname -r)"
-  echo "columns: prep method direct samples p50_us p99_us max_us"
-  for round in 1 2 3; do
-    echo "round $round idle CPUs:   $(measure)"
-    for _ in 1 2; do nice -n 19 bash -c 'while :; do :; done' & pids+=($!); done
-    sleep 0.3
-    echo "round $round busy (2 x nice 19): $(measure)"
-    stop
-  done
-} | tee "$here/fsync.txt"
+exec > >(tee "$here/fsync.txt")
+echo "date: $(date -u +%FT%TZ); nproc $(nproc); kernel $(uname -r)"
+echo "kernel command line: $(cat /proc/cmdline | cut -d' ' -f1-16)"
+echo "columns: prep method direct samples p50_us p99_us max_us write_p50_us"
+for round in 1 2 3; do
+  row=$(measure)
+  echo "round $round idle CPUs:   $row"
+  for _ in 1 2; do nice -n 19 bash -c 'while :; do :; done' & pids+=($!); done
+  sleep 0.3
+  row=$(measure)
+  echo "round $round busy (2 x nice 19): $row"
+  stop
+done
