@@ -3,7 +3,7 @@
 # 4 KiB RWF_DSYNC write (O_DIRECT, rewriting one block, as a log does at one
 # client) with the CPUs left idle between writes, and with two busy loops at
 # nice 19 keeping both vCPUs from halting. Rounds interleave the two cases.
-# Usage: bash run-fsync.sh [QUILL_BINARY]   (writes fsync.txt beside itself)
+# Usage: bash run-fsync.sh [QUILL_BINARY]   (writes fsync-HHMM.txt beside itself)
 set -euo pipefail
 Q=${1:-./target/release/quill}
 here=$(dirname "$0")
@@ -15,7 +15,7 @@ measure() {
   "$Q" bench fsync --dir "$dir/f" --preparations rewrite --methods rwf_dsync \
     --iterations 3000 --rounds 1 | grep -E '^rewrite'
 }
-exec > >(tee "$here/fsync.txt")
+exec > >(tee "$here/fsync-$(date -u +%H%M).txt")
 echo "date: $(date -u +%FT%TZ); nproc $(nproc); kernel $(uname -r)"
 echo "kernel command line: $(cat /proc/cmdline | cut -d' ' -f1-16)"
 echo "columns: prep method direct samples p50_us p99_us max_us write_p50_us"
