@@ -123,10 +123,12 @@ pub(crate) struct Core {
     /// The write group, for `Write` durability (same shape, role = writing).
     pub(crate) write_group: Mutex<GroupState>,
     /// One bit per recent sync of `group`, newest in bit 0, set when that
-    /// sync completed more than one waiter (commits, `make_durable`). Written by the completing
+    /// sync completed more than one waiter (commits, and the log's own
+    /// waits: `make_durable`, the timed sync). Written by the completing
     /// leader under `group`'s lock, read by the next leader without it: it
     /// only decides whether a leader yields for joiners (a hint, never a
-    /// correctness condition; see "A leader yields" in `group.rs`).
+    /// correctness condition; see "The leader yields only while" in
+    /// `group.rs`).
     pub(crate) shared_syncs: AtomicU32,
     pub(crate) naive: Mutex<()>,
     pub(crate) checkpoint: Mutex<CheckpointState>,

@@ -29,29 +29,29 @@
 //! a 2 ms sync the heir is worth up to 28% at 4 clients (log benchmark).
 //!
 //! **A leader yields once before it writes** (`sched_yield`): committers
-//! that are runnable but not running (more threads than cores) append
-//! their commit records first and join this group instead of waiting for
-//! the next one. With a core per committer nobody is waiting to run and
-//! the call returns at once. No timer and no setting: the delay is exactly
-//! the runnable work ahead of the leader. On 2 vCPUs it cut syncs per
-//! commit at 64 clients from about 0.054 to 0.017 (log benchmark) and from
-//! 0.11 to 0.023 (update transactions), and halved p99 commit latency
-//! there; the price is peak log-only throughput at 64 to 256 clients with
-//! almost no work per commit
-//! (20 to 35% lower: the device idles while the leader waits its turn),
-//! while transactions, which do real work per commit, ran as fast or
-//! faster (`bench/results/commit.md`, `bench/results/txn.md`). Measured
-//! again on sysbench shapes (`bench/results/oltp-20261203-yield-ab/`):
-//! without it, insert, update-non-index and delete at 4 and 16 clients ran
-//! 10-24% slower (groups shrank: insert at 16 clients made 0.118 syncs per
-//! transaction instead of 0.083); yielding twice, or again after each yield
-//! during which the log grew (at most 8), made 1-4% fewer syncs and ran
-//! from 4% slower to 7% faster, within the host's noise. The one yield is
-//! where the group forms.
+//! that are runnable but not running (more threads than cores) append their
+//! commit records first and join this group instead of waiting for the next
+//! one. With a core per committer nobody is waiting to run and the call
+//! returns at once. No timer and no setting: the delay is exactly the
+//! runnable work ahead of the leader. On 2 vCPUs it cut syncs per commit at
+//! 64 clients from about 0.054 to 0.017 (log benchmark) and from 0.11 to
+//! 0.023 (update transactions), and halved p99 commit latency there; the
+//! price is peak log-only throughput at 64 to 256 clients with almost no
+//! work per commit (20 to 35% lower: the device idles while the leader
+//! waits its turn), while transactions, which do real work per commit, ran
+//! as fast or faster (`bench/results/commit.md`, `bench/results/txn.md`).
+//! Measured again on sysbench shapes
+//! (`bench/results/oltp-20261203-yield-ab/`): without it, insert,
+//! update-non-index and delete at 4 and 16 clients ran 10-24% slower
+//! (groups shrank: insert at 16 clients made 0.118 syncs per transaction
+//! instead of 0.083); yielding twice, or again after each yield during
+//! which the log grew (at most 8), made 1-4% fewer syncs and ran from 4%
+//! slower to 7% faster, within the host's noise. The one yield is where the
+//! group forms.
 //!
 //! **The leader yields only while one of the last 32 syncs completed more
-//! than one waiter** (`Core::shared_syncs`; waiters are commits and
-//! `make_durable` calls). With one client a sync is shared only when such
+//! than one waiter** (`Core::shared_syncs`; waiters are commits and the
+//! log's own waits: `make_durable`, the timed sync). With one client a sync is shared only when such
 //! a wait joins a commit's sync; otherwise nobody can join, and the yield
 //! could only hand the core to unrelated work, which `sched_yield` does
 //! even for a process at nice 19. With two busy loops at nice 19 beside
