@@ -18,11 +18,14 @@
 //! * Undo segments started on newly allocated pages per commit
 //!   ([`Engine::undo_segments`]): 0 when every transaction reuses a
 //!   cached undo page, as it should in steady state.
+//! * How commits waited ([`Engine::group_commit`]): the group-commit
+//!   leader's yields, hand-offs and parked waits per commit, where the
+//!   engine counts them.
 
 use serde::{Deserialize, Serialize};
 
 use super::commit::{Usage, usage};
-use super::engine::{Engine, WriteSplit};
+use super::engine::{Engine, GroupCommit, WriteSplit};
 
 /// Counters at one instant.
 #[derive(Clone, Copy, Debug)]
@@ -33,6 +36,7 @@ pub struct Snapshot {
     split: Option<WriteSplit>,
     backlog: Option<i64>,
     undo_segments: Option<(u64, u64)>,
+    group: Option<GroupCommit>,
 }
 
 /// Bytes this process caused to be written to storage, if the kernel
@@ -54,6 +58,7 @@ impl Snapshot {
             split: engine.write_split(),
             backlog: engine.backlog(),
             undo_segments: engine.undo_segments(),
+            group: engine.group_commit(),
         }
     }
 
@@ -65,6 +70,9 @@ impl Snapshot {
         let ops = ops.max(1) as f64;
         let per_op = |a: u64, b: u64| b.saturating_sub(a) as f64 / ops;
         let split = start.split.zip(self.split);
+        let group = start.group.zip(self.group);
+        let group_per_commit =
+            |f: fn(&GroupCommit) -> u64| group.map(|(a, b)| per_commit(f(&a), f(&b)));
         Costs {
             fsyncs_per_commit: start.syncs.zip(self.syncs).map(|(a, b)| per_commit(a, b)),
             log_writes_per_commit: split
@@ -89,6 +97,9 @@ impl Snapshot {
                 .undo_segments
                 .zip(self.undo_segments)
                 .map(|((a, _), (b, _))| per_commit(a, b)),
+            leader_yields_per_commit: group_per_commit(|g| g.leader_yields),
+            leader_handoffs_per_commit: group_per_commit(|g| g.leader_handoffs),
+            parks_per_commit: group_per_commit(|g| g.parks),
         }
     }
 }
@@ -134,6 +145,19 @@ pub struct Costs {
     /// allocation). Absent from results recorded before it was measured.
     #[serde(default)]
     pub undo_cached_pages_per_commit: Option<f64>,
+    /// Group-commit leader yields per commit ([`GroupCommit::leader_yields`]),
+    /// if the engine counts them: 0 at one client unless a sync was
+    /// shared. Absent from results recorded before it was measured.
+    #[serde(default)]
+    pub leader_yields_per_commit: Option<f64>,
+    /// Leader hand-offs per commit ([`GroupCommit::leader_handoffs`]).
+    /// Absent from results recorded before it was measured.
+    #[serde(default)]
+    pub leader_handoffs_per_commit: Option<f64>,
+    /// Parked commit waits per commit ([`GroupCommit::parks`]). Absent
+    /// from results recorded before it was measured.
+    #[serde(default)]
+    pub parks_per_commit: Option<f64>,
 }
 
 /// `x` with no decimals, or "n/a".

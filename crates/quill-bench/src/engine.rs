@@ -72,6 +72,12 @@ pub trait Engine: Send + Sync {
     fn undo_segments(&self) -> Option<(u64, u64)> {
         None
     }
+    /// How the engine's commits waited since open, if it counts it
+    /// (Quill's `LogStats`); `None` for peers, whose statistics do not
+    /// say.
+    fn group_commit(&self) -> Option<GroupCommit> {
+        None
+    }
     /// What a peer was given that a report should say (cache, the
     /// settings its documentation recommends for this workload); empty
     /// for Quill, whose setup the reports state.
@@ -195,6 +201,20 @@ pub struct WriteSplit {
     /// Write calls to the log's files (`None` when the engine does not
     /// count them: RocksDB's statistics count WAL bytes and syncs only).
     pub log_writes: Option<u64>,
+}
+
+/// How commits waited for their syncs since open (Quill's group commit,
+/// `quill::log::LogStats`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupCommit {
+    /// Times a sync's leader yielded its core before writing so that
+    /// runnable committers could join it (`LogStats::leader_yields`).
+    pub leader_yields: u64,
+    /// Times a completing leader woke a parked committer to lead the
+    /// next sync (`LogStats::leader_handoffs`).
+    pub leader_handoffs: u64,
+    /// Waits that parked the committing thread (`LogStats::parks`).
+    pub parks: u64,
 }
 
 /// One client's connection to an engine.
@@ -386,6 +406,15 @@ impl Engine for QuillEngine {
             s.undo_segments_on_cached_pages,
             s.undo_segments_on_new_pages,
         ))
+    }
+
+    fn group_commit(&self) -> Option<GroupCommit> {
+        let s = self.db.store().log().stats();
+        Some(GroupCommit {
+            leader_yields: s.leader_yields,
+            leader_handoffs: s.leader_handoffs,
+            parks: s.parks,
+        })
     }
 
     fn fsync_delay(&self) -> std::result::Result<f64, &'static str> {

@@ -787,7 +787,7 @@ fn total(counters: &[TableCounters], field: fn(&TableCounters) -> &AtomicU64) ->
 /// Column headings for [`table_line`].
 pub fn table_header() -> String {
     format!(
-        "{:<7} {:<5} {:>3} {:<7} {:>5} {:>10} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>7} {:>9} {:>8} {:>9} {:>8} {:>8}",
+        "{:<7} {:<5} {:>3} {:<7} {:>5} {:>10} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>7} {:>9} {:>8} {:>9} {:>8} {:>8} {:>8}",
         "engine",
         "txn",
         "cl",
@@ -806,6 +806,7 @@ pub fn table_header() -> String {
         "redo B/op",
         "data B/op",
         "dblw B/op",
+        "yield/c",
     )
 }
 
@@ -822,7 +823,7 @@ pub fn table_line(r: &InsertRow) -> String {
         _ => "-".into(),
     };
     format!(
-        "{:<7} {:<5} {:>3} {:<7} {:>5} {:>10.0} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9.1} {:>7.2} {:>9} {:>8} {:>9} {:>8} {:>8}",
+        "{:<7} {:<5} {:>3} {:<7} {:>5} {:>10.0} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9.1} {:>7.2} {:>9} {:>8} {:>9} {:>8} {:>8} {:>8}",
         r.engine,
         r.txn_size,
         r.clients,
@@ -855,6 +856,7 @@ pub fn table_line(r: &InsertRow) -> String {
         or_na(r.costs.redo_bytes_per_op, 0),
         or_na(r.costs.data_bytes_per_op, 0),
         or_na(r.costs.doublewrite_bytes_per_op, 0),
+        or_na(r.costs.leader_yields_per_commit, 3),
     )
 }
 
@@ -930,6 +932,17 @@ mod tests {
         let e = QuillEngine::open(tmp.path(), opts).unwrap();
         for r in run_every_step(&e) {
             assert!(r.costs.log_bytes_per_op.is_some());
+            let yields = r.costs.leader_yields_per_commit;
+            assert!(
+                yields.is_some_and(|y| y >= 0.0),
+                "{}: Quill counts its leader's yields",
+                r.step
+            );
+            assert!(
+                table_line(&r).ends_with(&or_na(yields, 3)),
+                "the yield column: {}",
+                table_line(&r)
+            );
             if r.write_heavy {
                 assert!(r.costs.fsyncs_per_commit.unwrap() > 0.0, "{}", r.step);
                 // Redo payload is there, and never more than the log

@@ -424,7 +424,7 @@ fn run_one(
 /// Column headings for [`table_line`].
 pub fn table_header() -> String {
     format!(
-        "{:<7} {:<17} {:>7} {:>10} {:>10} {:>9} {:>7} {:>6} {:>8} {:>8} {:>8} {:>9} {:>7} {:>9} {:>8} {:>9} {:>8} {:>8} {:>9} {:>9} {:>10} {:>10}",
+        "{:<7} {:<17} {:>7} {:>10} {:>10} {:>9} {:>7} {:>6} {:>8} {:>8} {:>8} {:>9} {:>7} {:>9} {:>8} {:>9} {:>8} {:>8} {:>9} {:>9} {:>10} {:>10} {:>8}",
         "engine",
         "shape",
         "threads",
@@ -446,14 +446,15 @@ pub fn table_header() -> String {
         "undo pg/c",
         "settle ms",
         "settle cpu",
-        "settle wB"
+        "settle wB",
+        "yield/c"
     )
 }
 
 /// One result as a table line.
 pub fn table_line(r: &OltpRow) -> String {
     format!(
-        "{:<7} {:<17} {:>7} {:>10.0} {:>10.0} {:>9} {:>7} {:>6} {:>8.0} {:>8.0} {:>8.0} {:>9.1} {:>7.2} {:>9} {:>8} {:>9} {:>8} {:>8} {:>9} {:>9} {:>10} {:>10}",
+        "{:<7} {:<17} {:>7} {:>10.0} {:>10.0} {:>9} {:>7} {:>6} {:>8.0} {:>8.0} {:>8.0} {:>9.1} {:>7.2} {:>9} {:>8} {:>9} {:>8} {:>8} {:>9} {:>9} {:>10} {:>10} {:>8}",
         r.engine,
         r.shape,
         r.threads,
@@ -478,6 +479,7 @@ pub fn table_line(r: &OltpRow) -> String {
         or_na(r.settle_ms, 0),
         or_na(r.settle_cpu_us_per_op, 1),
         or_na(r.settle_write_bytes_per_op, 0),
+        or_na(r.costs.leader_yields_per_commit, 3),
     )
 }
 
@@ -565,6 +567,23 @@ mod tests {
             };
             let line = table_line(r);
             let mut back = line.split_whitespace().rev();
+            let yields = r
+                .costs
+                .leader_yields_per_commit
+                .expect("Quill counts its leader's yields");
+            assert_eq!(
+                back.next(),
+                Some(format!("{yields:.3}").as_str()),
+                "the yield column: {line}"
+            );
+            // A lead yields at most once and then syncs (the window's
+            // edges can split the two).
+            assert!(
+                (0.0..=f + 0.05).contains(&yields),
+                "{} x{}: {yields} yields per commit, {f} syncs",
+                r.shape,
+                r.threads
+            );
             let settle: Vec<&str> = back.by_ref().take(3).collect();
             assert_eq!(
                 back.next(),

@@ -144,7 +144,7 @@ pub fn run(a: InsertArgs) -> Result<()> {
     }
     pb.finish_and_clear();
     outln!(
-        "rows/s: rows inserted per second (l.x: rows indexed per second); q/s: queries per second (! = the background inserts missed 95% of their target rate); fsync/c: log syncs per write commit; ins p50/p99: insert commit latency in us (l.x: per index); q p99: query latency in us; per op: per row inserted (l.x: per row indexed; query steps: per query); cpu and csw: getrusage of the process; wbytes: bytes written to storage (/proc/self/io); log/data/dblw: the engine's own counts of bytes written to its log, data and doublewrite files; redo: the log records' payload, before framing and the padding of whole 4 KiB log blocks (RocksDB: its WAL bytes; SQLite: n/a)"
+        "rows/s: rows inserted per second (l.x: rows indexed per second); q/s: queries per second (! = the background inserts missed 95% of their target rate); fsync/c: log syncs per write commit; ins p50/p99: insert commit latency in us (l.x: per index); q p99: query latency in us; per op: per row inserted (l.x: per row indexed; query steps: per query); cpu and csw: getrusage of the process; wbytes: bytes written to storage (/proc/self/io); log/data/dblw: the engine's own counts of bytes written to its log, data and doublewrite files; redo: the log records' payload, before framing and the padding of whole 4 KiB log blocks (RocksDB: its WAL bytes; SQLite: n/a); yield/c: times the group-commit leader yielded its core before its log write so that runnable committers could join the sync, per write commit (Quill; n/a: the engine does not count it)"
     );
     save_json(
         a.json.as_deref(),
