@@ -7,6 +7,9 @@
 # DIR: directory on the file system to measure (default ./quill-bench)
 # OUT: where results go (default bench/results/oltp-<date>)
 # SECONDS_PER_RUN (default 5) and THREADS (default 1,4,16,64) shorten a trial.
+# Before and after the engines, the floor of a durable commit on this host
+# (one 4 KiB write made durable, each sync method; fsync-before/after.json),
+# which bench/oltp-floor.py sets beside the 1-thread write shapes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${1:-quill-bench}
@@ -19,10 +22,19 @@ Q=./target/release/quill
 . bench/host.sh
 host_start
 git rev-parse HEAD > "$OUT/commit.txt"
+floor() { # floor before|after
+  rm -rf "$DIR/fsync"
+  $Q bench fsync --dir "$DIR/fsync" --preparations rewrite --methods rwf_dsync,fdatasync \
+    --buffered --iterations 3000 --rounds 1 --json "$OUT/fsync-$1.json" > "$OUT/fsync-$1.txt"
+  rm -rf "$DIR/fsync"
+}
 set -x
+floor before
 $Q bench oltp --dir "$DIR/oltp" --engines quill,sqlite,rocksdb \
   --tables 8 --table-size 100000 --threads "$THREADS" --seconds "$SECS" --warmup 1 \
   --json "$OUT/oltp.json" | tee "$OUT/oltp.txt"
+floor after
 $Q bench report "$OUT/oltp.json"
+python3 bench/oltp-floor.py "$OUT" | tee "$OUT/floor.txt"
 set +x
 host_end "$OUT"
