@@ -10,10 +10,12 @@
 set -euo pipefail
 Q=${1:?QUILL}; OUT=${2:?OUTDIR}; ROUNDS=${3:-3}
 DIR=${DIR:-/tmp/oltp-floor}
+mkdir -p "$OUT"
+trap 'rm -rf "$DIR"' EXIT
 source bench/host.sh
 { date -u; nproc; uname -r; lsblk -d -o NAME,ROTA,SIZE,MODEL 2>/dev/null;
   cat /sys/block/vda/queue/fua /sys/block/vda/queue/write_cache 2>/dev/null; } > "$OUT/machine.txt"
-git rev-parse --short HEAD > "$OUT/commit.txt"  # the checkout that built QUILL
+git rev-parse --short HEAD > "$OUT/commit.txt"  # HEAD of the checkout this runs from
 host_start
 floor() { # floor ROUND WHEN
   rm -rf "$DIR/fsync"; mkdir -p "$DIR/fsync"

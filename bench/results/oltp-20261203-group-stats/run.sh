@@ -7,6 +7,8 @@
 set -euo pipefail
 Q=${1:?QUILL}; OUT=${2:?OUTDIR}
 DIR=${DIR:-/tmp/oltp-group-stats}
+mkdir -p "$OUT"
+trap 'rm -rf "$DIR"' EXIT
 source bench/host.sh
 rm -rf "$DIR"
 { date -u; nproc; uname -r; lsblk -d -o NAME,ROTA,SIZE,MODEL 2>/dev/null; } > "$OUT/machine.txt"

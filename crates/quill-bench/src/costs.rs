@@ -154,8 +154,9 @@ pub struct Costs {
     /// Absent from results recorded before it was measured.
     #[serde(default)]
     pub leader_handoffs_per_commit: Option<f64>,
-    /// Parked commit waits per commit ([`GroupCommit::parks`]). Absent
-    /// from results recorded before it was measured.
+    /// Waits for the log that parked their thread, per commit
+    /// ([`GroupCommit::parks`]). Absent from results recorded before it
+    /// was measured.
     #[serde(default)]
     pub parks_per_commit: Option<f64>,
 }

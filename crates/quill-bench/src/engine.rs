@@ -210,10 +210,11 @@ pub struct GroupCommit {
     /// Times a sync's leader yielded its core before writing so that
     /// runnable committers could join it (`LogStats::leader_yields`).
     pub leader_yields: u64,
-    /// Times a completing leader woke a parked committer to lead the
-    /// next sync (`LogStats::leader_handoffs`).
+    /// Times a completing leader handed the next sync to a waiting
+    /// thread, parked or spinning, and woke it (`LogStats::leader_handoffs`).
     pub leader_handoffs: u64,
-    /// Waits that parked the committing thread (`LogStats::parks`).
+    /// Waits for the log that parked their thread: commits' waits and the
+    /// log's own (`make_durable`, the write group; `LogStats::parks`).
     pub parks: u64,
 }
 

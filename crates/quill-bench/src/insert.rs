@@ -934,14 +934,15 @@ mod tests {
             assert!(r.costs.log_bytes_per_op.is_some());
             let yields = r.costs.leader_yields_per_commit;
             assert!(
-                yields.is_some_and(|y| y >= 0.0),
+                yields.is_some(),
                 "{}: Quill counts its leader's yields",
                 r.step
             );
-            assert!(
-                table_line(&r).ends_with(&or_na(yields, 3)),
-                "the yield column: {}",
-                table_line(&r)
+            let line = table_line(&r);
+            assert_eq!(
+                line.split_whitespace().last(),
+                Some(or_na(yields, 3).as_str()),
+                "the yield column: {line}"
             );
             if r.write_heavy {
                 assert!(r.costs.fsyncs_per_commit.unwrap() > 0.0, "{}", r.step);
