@@ -74,7 +74,7 @@ pub fn run(a: InsertArgs) -> Result<()> {
     bench::fresh_dir(&RealFs::new(), &a.dir)?;
     let machine = Machine::describe(&a.dir);
     outln!(
-        "quill bench insert: steps {:?} on {:?}; {:?} clients; {} rows per table; transactions {:?}; durable commits; {:.0} s windows after {:.0} s warm-up; {}",
+        "quill bench insert: steps {:?} on {:?}; {:?} clients; {} rows per table; transactions {:?}; durable commits; {} s windows after {} s warm-up; {}",
         a.steps.iter().map(|s| s.name()).collect::<Vec<_>>(),
         a.peers.engines,
         a.clients,

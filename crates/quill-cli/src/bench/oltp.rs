@@ -60,7 +60,7 @@ pub fn run(a: OltpArgs) -> Result<()> {
     bench::fresh_dir(&RealFs::new(), &a.dir)?;
     let machine = Machine::describe(&a.dir);
     outln!(
-        "quill bench oltp: {:?} on {:?} at {:?} threads; {} tables x {} rows; durable commits; {:.0} s measured after {:.0} s warm-up; {}",
+        "quill bench oltp: {:?} on {:?} at {:?} threads; {} tables x {} rows; durable commits; {} s measured after {} s warm-up; {}",
         cfg.shapes.iter().map(|w| w.name()).collect::<Vec<_>>(),
         a.peers.engines,
         cfg.threads,

@@ -82,7 +82,7 @@ pub fn run(a: TxnArgs) -> Result<()> {
     }
     let machine = Machine::describe(a.dir.parent().unwrap_or(Path::new(".")));
     outln!(
-        "quill bench txn: {:?} at {:?} clients; {} tables x {} rows; {} transactions, {:?} commits; {:.0} s measured after {:.0} s warm-up; sync delay {} ms; {}",
+        "quill bench txn: {:?} at {:?} clients; {} tables x {} rows; {} transactions, {:?} commits; {} s measured after {} s warm-up; sync delay {} ms; {}",
         cfg.workloads.iter().map(|w| w.name()).collect::<Vec<_>>(),
         cfg.threads,
         cfg.tables,
