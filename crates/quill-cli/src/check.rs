@@ -43,7 +43,8 @@ pub fn run(a: CheckArgs) -> Result<()> {
 }
 
 fn check(a: CheckArgs) -> Result<()> {
-    let (dir, json, repair) = (a.db.dir.as_path(), a.json, a.repair);
+    let db = a.db.path();
+    let (dir, json, repair) = (db.as_path(), a.json, a.repair);
     let opts = quill::db::Options {
         create_if_missing: false,
         purge: false,

@@ -125,7 +125,8 @@ impl Summary {
 
 /// Run `quill dump`.
 pub fn run(a: DumpArgs) -> Result<()> {
-    let (dir, limit) = (a.db.dir.as_path(), a.limit);
+    let db = a.db.path();
+    let (dir, limit) = (db.as_path(), a.limit);
     let vfs: Arc<dyn Vfs> = Arc::new(RealFs::new());
     if !dir.exists() {
         anyhow::bail!("{} does not exist", dir.display());

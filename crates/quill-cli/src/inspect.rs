@@ -9,13 +9,28 @@ use quill::io::Vfs;
 /// working directory); the benchmarks default to `quill-bench/<name>`.
 pub const DEFAULT_DIR: &str = "quill-data";
 
-/// The database directory argument `status`, `check` and `dump` share.
+/// The database directory argument `status`, `check` and `dump` share:
+/// a positional `DIR`, or `--dir DIR` as `quill serve` and the benchmarks
+/// spell it (not both).
 #[derive(clap::Args)]
 pub struct DbDir {
     /// Database directory (holding `data.qdb` and `log/`); `status` and
-    /// `dump` also take a log directory.
-    #[arg(default_value = DEFAULT_DIR)]
-    pub dir: PathBuf,
+    /// `dump` also take a log directory. Default: quill-data.
+    #[arg(value_name = "DIR", conflicts_with = "dir_flag")]
+    dir_arg: Option<PathBuf>,
+    /// The same directory, given as `quill serve --dir` takes it.
+    #[arg(long = "dir", value_name = "DIR")]
+    dir_flag: Option<PathBuf>,
+}
+
+impl DbDir {
+    /// The directory given, either way, else [`DEFAULT_DIR`].
+    pub fn path(&self) -> PathBuf {
+        self.dir_flag
+            .clone()
+            .or_else(|| self.dir_arg.clone())
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_DIR))
+    }
 }
 
 /// `DIR/log` if it exists, else `DIR`.

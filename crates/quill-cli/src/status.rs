@@ -21,7 +21,8 @@ pub struct StatusArgs {
 
 /// Run `quill status`.
 pub fn run(a: StatusArgs) -> Result<()> {
-    let (dir, json) = (a.db.dir.as_path(), a.json);
+    let db = a.db.path();
+    let (dir, json) = (db.as_path(), a.json);
     let vfs: Arc<dyn Vfs> = Arc::new(RealFs::new());
     if !dir.exists() {
         anyhow::bail!("{} does not exist", dir.display());

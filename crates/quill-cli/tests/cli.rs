@@ -228,6 +228,30 @@ fn inspection_writes_nothing_and_respects_a_live_database() {
     live.close().unwrap();
 }
 
+/// `status`, `check` and `dump` take the directory as `quill serve` does
+/// too (`--dir DIR`), with the same output as the positional `DIR`; both at
+/// once is an error that says so.
+#[test]
+fn inspection_tools_take_dir_as_serve_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    database(&dir);
+    let d = dir.to_str().unwrap();
+    for cmd in ["status", "check", "dump"] {
+        let positional = quill(&[cmd, d]);
+        let flag = quill(&[cmd, "--dir", d]);
+        assert!(flag.status.success(), "{cmd} --dir: {}", text(&flag.stderr));
+        assert_eq!(text(&flag.stdout), text(&positional.stdout), "{cmd}");
+        let both = quill(&[cmd, "--dir", d, d]);
+        assert_eq!(both.status.code(), Some(2), "{cmd} with both");
+        assert!(
+            text(&both.stderr).contains("cannot be used with"),
+            "{cmd}: {}",
+            text(&both.stderr)
+        );
+    }
+}
+
 /// A database that needs recovery: check says so and how (--repair), and
 /// `check --repair` recovers it, then checks.
 #[test]
