@@ -10,3 +10,13 @@ host_end() {
   printf '{"seconds": %d, "steal_ticks": %d, "cpus": %d}\n' $((t1 - HOST_T0)) $((s1 - HOST_STEAL0)) "$(nproc)" > "$1/host.json"
   echo "host: $((s1 - HOST_STEAL0)) ticks of CPU steal over $((t1 - HOST_T0)) s on $(nproc) CPUs"
 }
+# durable_write_floor QUILL DIR PREFIX: the floor of a durable commit on this
+# host (bench/oltp-floor.py): one 4 KiB block rewritten and made durable
+# 3,000 times with each sync method, direct and buffered, in DIR (emptied
+# before and after), written to PREFIX.json and PREFIX.txt.
+durable_write_floor() {
+  rm -rf "$2"
+  "$1" bench fsync --dir "$2" --preparations rewrite --methods rwf_dsync,fdatasync \
+    --buffered --iterations 3000 --rounds 1 --json "$3.json" > "$3.txt"
+  rm -rf "$2"
+}

@@ -22,18 +22,12 @@ Q=./target/release/quill
 . bench/host.sh
 host_start
 git rev-parse HEAD > "$OUT/commit.txt"
-floor() { # floor before|after
-  rm -rf "$DIR/fsync"
-  $Q bench fsync --dir "$DIR/fsync" --preparations rewrite --methods rwf_dsync,fdatasync \
-    --buffered --iterations 3000 --rounds 1 --json "$OUT/fsync-$1.json" > "$OUT/fsync-$1.txt"
-  rm -rf "$DIR/fsync"
-}
 set -x
-floor before
+durable_write_floor $Q "$DIR/fsync" "$OUT/fsync-before"
 $Q bench oltp --dir "$DIR/oltp" --engines quill,sqlite,rocksdb \
   --tables 8 --table-size 100000 --threads "$THREADS" --seconds "$SECS" --warmup 1 \
   --json "$OUT/oltp.json" | tee "$OUT/oltp.txt"
-floor after
+durable_write_floor $Q "$DIR/fsync" "$OUT/fsync-after"
 $Q bench report "$OUT/oltp.json"
 python3 bench/oltp-floor.py "$OUT" | tee "$OUT/floor.txt"
 set +x

@@ -92,7 +92,7 @@ def report(path):
         cells = "  ".join(f"{e} {mean[(e, shape)]:6.1f} ({mean[(e, shape)] - floor:+6.1f})"
                           for e in here)
         line = f"  {shape:17} {cells}"
-        peers = [mean[(e, shape)] for e in here if e != "quill" and not e.startswith("quill ")]
+        peers = [mean[(e, shape)] for e in here if not e.startswith("quill")]
         if peers and ("quill", shape) in mean:
             best = min(peers)
             line += f"  ratio {best / mean[('quill', shape)]:.2f}  ceiling {best / floor:.2f}"

@@ -11,7 +11,8 @@
 #   durations and the gaps from one's end to the next's start (how long
 #   the device waits for the next group commit).
 # OUT/run.txt holds the run's own table (its rate was measured with perf
-# watching), OUT/host.json the run's length and CPU steal (bench/host.sh). e.g. (bench/results/oltp-20261203-profiles/):
+# watching), OUT/host.json the run's length and CPU steal (bench/host.sh).
+# E.g. (bench/results/oltp-20261203-profiles/):
 #   bash bench/oltp-profile.sh target/release/quill delete 1 /tmp/prof-del
 #   bash bench/oltp-profile.sh target/release/quill insert 16 /tmp/trace-ins trace
 set -euo pipefail

@@ -51,17 +51,17 @@
 //!
 //! **The leader yields only while one of the last 32 syncs completed more
 //! than one waiter** (`Core::shared_syncs`; waiters are commits and the
-//! log's own waits: `make_durable`, the timed sync). With one client a sync is shared only when such
-//! a wait joins a commit's sync; otherwise nobody can join, and the yield
-//! could only hand the core to unrelated work, which `sched_yield` does
-//! even for a process at nice 19. With two busy loops at nice 19 beside
-//! the benchmark on 2 vCPUs, the unconditional yield put sysbench
-//! update-non-index and delete at 1 client at 7,088 and 6,872 tps (p99
-//! 335-661 us); yielding only after shared syncs, 9,207 and 8,814 (p99
-//! 172-302 us). On an idle host, 1, 4 and 16 clients ran within a few
-//! percent either way (`bench/results/oltp-20261203-busy-host/`). With
-//! more clients than cores most syncs are shared, so the yield happens as
-//! before.
+//! log's own waits: `make_durable`, the timed sync). With one client a sync
+//! is shared only when such a wait joins a commit's sync; otherwise nobody
+//! can join, and the yield could only hand the core to unrelated work,
+//! which `sched_yield` does even for a process at nice 19. With two busy
+//! loops at nice 19 beside the benchmark on 2 vCPUs, the unconditional
+//! yield put sysbench update-non-index and delete at 1 client at 7,088 and
+//! 6,872 tps (p99 335-661 us); yielding only after shared syncs, 9,207 and
+//! 8,814 (p99 172-302 us). On an idle host, 1, 4 and 16 clients ran within
+//! a few percent either way (`bench/results/oltp-20261203-busy-host/`).
+//! With more clients than cores most syncs are shared, so the yield happens
+//! as before.
 //!
 //! **A completing leader hands the role on rather than leading again**,
 //! though it is on a core and the waiter it wakes is not: tried with one

@@ -12,10 +12,8 @@ mkdir -p "$OUT"
 trap 'rm -rf "$DIR"' EXIT
 source bench/host.sh
 host_start
-floor() { # floor ROUND WHEN
-  rm -rf "$DIR/fsync"; mkdir -p "$DIR/fsync"
-  "$Q" bench fsync --dir "$DIR/fsync" --preparations rewrite --methods rwf_dsync,fdatasync \
-    --buffered --iterations 3000 --rounds 1 --json "$OUT/fsync-$1-$2.json" > "$OUT/fsync-$1-$2.txt" 2>&1
+floor() { # floor ROUND WHEN (bench/host.sh)
+  durable_write_floor "$Q" "$DIR/fsync" "$OUT/fsync-$1-$2"
 }
 for r in $(seq 1 "$ROUNDS"); do
   floor "$r" before
