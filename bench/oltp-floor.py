@@ -15,9 +15,13 @@ For each write shape at 1 thread the script prints each engine's mean
 transaction time (1e6 / TPS) and its excess over the floor, Quill's ratio
 to the best peer, and the *ceiling*: the best peer's time over the floor,
 the ratio Quill would reach if its transactions cost nothing but their
-durable write. A `quill bench commit --json` result of
-one client beside its floors (`commit-N.json`) is read the same way: the
-log's own append and commit, with no transaction around them.
+durable write. Where the result records it (`user_cpu_us_per_op`, absent
+from older results), each engine's user-mode CPU per transaction follows
+its excess: the code's own work, harness and background threads included,
+without the kernel's I/O, scheduling and wake-ups. A `quill bench commit
+--json` result of one client beside its floors (`commit-N.json`) is read
+the same way: the log's own append and commit, with no transaction around
+them.
 
     python3 bench/oltp-floor.py DIR [DIR ...]
 
@@ -63,7 +67,8 @@ def floor_us(path):
 
 
 def means_at_one(path):
-    """(engine, shape) -> mean us per transaction at 1 thread (1 client)."""
+    """(engine, shape) -> (mean us per transaction at 1 thread (1 client),
+    user-mode CPU us per transaction or None)."""
     rows = read_json(path)
     if path.name.startswith("commit"):
         # Only 1-client durable commits on the real device are a floor's peer.
@@ -72,9 +77,14 @@ def means_at_one(path):
                 and r.get("commits_per_s", 0) > 0]
         if len(rows) != 1:
             fail(f"{path}: {len(rows)} rows of 1 client, sync, no delay, not async (want one)")
-        return {("quill log only", "append + commit"): 1e6 / rows[0]["commits_per_s"]}
-    return {(r["engine"], r["shape"]): 1e6 / r["tps"]
+        return {("quill log only", "append + commit"): (1e6 / rows[0]["commits_per_s"], None)}
+    return {(r["engine"], r["shape"]): (1e6 / r["tps"], r.get("user_cpu_us_per_op"))
             for r in rows if r["threads"] == 1 and r["tps"] > 0}
+
+
+def cell(engine, mean, user, floor):
+    user = "" if user is None else f"; user {user:5.1f}"
+    return f"{engine} {mean:6.1f} ({mean - floor:+6.1f}{user})"
 
 
 def report(path):
@@ -83,33 +93,36 @@ def report(path):
     floor = (floors[0][0] + floors[1][0]) / 2
     print(f"{path}: floor {floor:.1f} us (before {floors[0][0]:.1f}, {floors[0][1]}; "
           f"after {floors[1][0]:.1f}, {floors[1][1]})")
-    mean = means_at_one(path)
+    measured = means_at_one(path)
+    mean = {k: m for k, (m, _) in measured.items()}
     engines = sorted({e for e, _ in mean}, key=lambda e: (not e.startswith("quill"), e))
     for shape in WRITE_SHAPES + ["append + commit"]:
         here = [e for e in engines if (e, shape) in mean]
         if not here:
             continue
-        cells = "  ".join(f"{e} {mean[(e, shape)]:6.1f} ({mean[(e, shape)] - floor:+6.1f})"
-                          for e in here)
+        cells = "  ".join(cell(e, *measured[(e, shape)], floor) for e in here)
         line = f"  {shape:17} {cells}"
         peers = [mean[(e, shape)] for e in here if not e.startswith("quill")]
         if peers and ("quill", shape) in mean:
             best = min(peers)
             line += f"  ratio {best / mean[('quill', shape)]:.2f}  ceiling {best / floor:.2f}"
         print(line)
+    return any(u is not None for _, u in measured.values())
 
 
 def main(argv):
     if len(argv) < 2:
         print(__doc__.strip(), file=sys.stderr)
         return 2
+    users = False
     for d in argv[1:]:
         found = sorted(p for p in pathlib.Path(d).glob("*.json") if ROUND.match(p.name))
         if not found:
             fail(f"{d}: no oltp.json, oltp-N.json or commit-N.json")
         for oltp in found:
-            report(oltp)
-    print("(mean us per transaction at 1 thread, and in brackets its excess over the floor)")
+            users |= report(oltp)
+    print("(mean us per transaction at 1 thread, and in brackets its excess over the floor"
+          + (" and its user-mode CPU us)" if users else ")"))
     return 0
 
 

@@ -211,7 +211,11 @@ impl CommitConfig {
 /// Process resource usage at one instant.
 #[derive(Clone, Copy, Debug)]
 pub struct Usage {
+    /// User and system CPU time of every thread, microseconds.
     pub(crate) cpu_us: f64,
+    /// The user-mode part of `cpu_us`: the engine's (and the harness's)
+    /// own code, without the kernel's I/O, scheduling and wake-ups.
+    pub(crate) user_us: f64,
     pub(crate) switches: f64,
 }
 
@@ -221,12 +225,14 @@ pub(crate) fn usage() -> Usage {
             let tv = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 * 1e6 + t.tv_usec() as f64;
             Usage {
                 cpu_us: tv(u.user_time()) + tv(u.system_time()),
+                user_us: tv(u.user_time()),
                 switches: (u.voluntary_context_switches() + u.involuntary_context_switches())
                     as f64,
             }
         }
         Err(_) => Usage {
             cpu_us: f64::NAN,
+            user_us: f64::NAN,
             switches: f64::NAN,
         },
     }

@@ -4,7 +4,8 @@
 //!
 //! * CPU time and context switches: `getrusage(RUSAGE_SELF)`, so an
 //!   engine's background threads (Quill's page cleaner, RocksDB's flushes
-//!   and compactions) count too.
+//!   and compactions) count too; the user-mode part apart as well (the
+//!   code's own work, without the kernel's I/O, scheduling and wake-ups).
 //! * Bytes written to storage: `/proc/self/io` `write_bytes`, the kernel's
 //!   count of what the process sent to the block layer.
 //! * Log syncs: the engine's own counter ([`Engine::log_syncs`]), or none.
@@ -79,6 +80,8 @@ impl Snapshot {
                 .and_then(|(a, b)| a.log_writes.zip(b.log_writes))
                 .map(|(a, b)| per_commit(a, b)),
             cpu_us_per_op: (self.usage.cpu_us - start.usage.cpu_us) / ops,
+            user_cpu_us_per_op: Some((self.usage.user_us - start.usage.user_us) / ops)
+                .filter(|v| v.is_finite()),
             switches_per_op: (self.usage.switches - start.usage.switches) / ops,
             write_bytes_per_op: start
                 .write_bytes
@@ -115,6 +118,10 @@ pub struct Costs {
     pub log_writes_per_commit: Option<f64>,
     /// Process CPU microseconds per operation.
     pub cpu_us_per_op: f64,
+    /// The user-mode part of `cpu_us_per_op` (`None` if `getrusage`
+    /// failed). Absent from results recorded before it was measured.
+    #[serde(default)]
+    pub user_cpu_us_per_op: Option<f64>,
     /// Context switches per operation.
     pub switches_per_op: f64,
     /// Bytes written to storage per operation (`/proc/self/io`).

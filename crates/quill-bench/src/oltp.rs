@@ -560,6 +560,15 @@ mod tests {
                 "the hist column: {}",
                 table_line(r)
             );
+            // The user-mode part of the CPU time, from the same readings.
+            let user = r.costs.user_cpu_us_per_op.expect("getrusage works here");
+            assert!(
+                (0.0..=r.costs.cpu_us_per_op).contains(&user),
+                "{} x{}: {user} user us of {} in all",
+                r.shape,
+                r.threads,
+                r.costs.cpu_us_per_op
+            );
             let new = r.costs.undo_new_pages_per_commit;
             let cached = r.costs.undo_cached_pages_per_commit;
             let (Some(new), Some(cached)) = (new, cached) else {
