@@ -20,3 +20,24 @@ durable_write_floor() {
     --buffered --iterations 3000 --rounds 1 --json "$3.json" > "$3.txt"
   rm -rf "$2"
 }
+# busy_loops_start [CPU ...]: one shell busy loop at nice 19 pinned to each
+# CPU given (default: every CPU). It yields to any runnable thread at nice 0
+# but keeps its CPU from going idle, so from halting
+# (bench/results/oltp-20261203-halt/). busy_loops_stop ends them all.
+BUSY_PIDS=()
+busy_loops_start() {
+  local cpus=("$@") c
+  [ ${#cpus[@]} -gt 0 ] || mapfile -t cpus < <(seq 0 $(($(nproc) - 1)))
+  for c in "${cpus[@]}"; do
+    taskset -c "$c" nice -n 19 bash -c 'while :; do :; done' &
+    BUSY_PIDS+=($!)
+  done
+  sleep 0.5
+}
+busy_loops_stop() {
+  if [ ${#BUSY_PIDS[@]} -gt 0 ]; then
+    kill "${BUSY_PIDS[@]}" 2> /dev/null || true
+    wait "${BUSY_PIDS[@]}" 2> /dev/null || true
+  fi
+  BUSY_PIDS=()
+}

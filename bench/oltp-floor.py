@@ -94,18 +94,18 @@ def report(path):
     print(f"{path}: floor {floor:.1f} us (before {floors[0][0]:.1f}, {floors[0][1]}; "
           f"after {floors[1][0]:.1f}, {floors[1][1]})")
     measured = means_at_one(path)
-    mean = {k: m for k, (m, _) in measured.items()}
-    engines = sorted({e for e, _ in mean}, key=lambda e: (not e.startswith("quill"), e))
+    engines = sorted({e for e, _ in measured}, key=lambda e: (not e.startswith("quill"), e))
     for shape in WRITE_SHAPES + ["append + commit"]:
-        here = [e for e in engines if (e, shape) in mean]
+        here = [e for e in engines if (e, shape) in measured]
         if not here:
             continue
         cells = "  ".join(cell(e, *measured[(e, shape)], floor) for e in here)
         line = f"  {shape:17} {cells}"
-        peers = [mean[(e, shape)] for e in here if not e.startswith("quill")]
-        if peers and ("quill", shape) in mean:
+        peers = [measured[(e, shape)][0] for e in here if not e.startswith("quill")]
+        if peers and ("quill", shape) in measured:
             best = min(peers)
-            line += f"  ratio {best / mean[('quill', shape)]:.2f}  ceiling {best / floor:.2f}"
+            quill = measured[("quill", shape)][0]
+            line += f"  ratio {best / quill:.2f}  ceiling {best / floor:.2f}"
         print(line)
     return any(u is not None for _, u in measured.values())
 

@@ -8,8 +8,8 @@
 set -euo pipefail
 Q=${1:?QUILL}; OUT=${2:?OUT}; ROUNDS=${3:-3}
 DIR=${DIR:-/tmp/oltp-halt-pinned}
-SPIN=
-trap '[ -n "$SPIN" ] && kill $SPIN 2> /dev/null; rm -rf "$DIR"' EXIT
+source bench/host.sh
+trap 'busy_loops_stop; rm -rf "$DIR"' EXIT
 { echo "# bash bench/results/oltp-20261203-halt/pinned.sh $(basename "$Q") $OUT $ROUNDS"
   echo "# $(date -u +%FT%TZ), kernel $(uname -r), $(nproc) CPUs; block device interrupts by CPU:"
   grep -E 'virtio[0-9]+-req' /proc/interrupts | sed 's/^/# /' || true
@@ -17,18 +17,14 @@ trap '[ -n "$SPIN" ] && kill $SPIN 2> /dev/null; rm -rf "$DIR"' EXIT
 } > "$OUT"
 for r in $(seq 1 "$ROUNDS"); do
   for spin in none 0 1; do
-    if [ "$spin" != none ]; then
-      taskset -c "$spin" nice -n 19 bash -c 'while :; do :; done' &
-      SPIN=$!
-      sleep 0.3
-    fi
+    if [ "$spin" != none ]; then busy_loops_start "$spin"; fi
     for w in 0 1; do
       rm -rf "$DIR"
       line=$(taskset -c "$w" "$Q" bench fsync --dir "$DIR" --iterations 3000 --rounds 1 \
         --preparations rewrite --methods rwf_dsync | grep '^rewrite')
       echo "$r $w $spin $(echo "$line" | awk '{print $5, $6}')" >> "$OUT"
     done
-    if [ -n "$SPIN" ]; then kill "$SPIN"; wait "$SPIN" 2> /dev/null || true; SPIN=; fi
+    busy_loops_stop
   done
 done
 cat "$OUT"

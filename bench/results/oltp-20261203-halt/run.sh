@@ -15,10 +15,8 @@ set -euo pipefail
 Q=${1:?QUILL}; OUT=${2:?OUTDIR}; ROUNDS=${3:-3}
 DIR=${DIR:-/tmp/oltp-halt}
 mkdir -p "$OUT/idle" "$OUT/busy"
-SPIN=()
-stop_spin() { if [ ${#SPIN[@]} -gt 0 ]; then kill "${SPIN[@]}" 2> /dev/null || true; wait "${SPIN[@]}" 2> /dev/null || true; fi; SPIN=(); }
-trap 'stop_spin; rm -rf "$DIR"' EXIT
 source bench/host.sh
+trap 'busy_loops_stop; rm -rf "$DIR"' EXIT
 { date -u; nproc; uname -r; lsblk -d -o NAME,ROTA,SIZE,MODEL 2>/dev/null
   echo "cpuidle: $(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null)," \
     "guest_halt_poll_ns: $(cat /sys/module/haltpoll/parameters/guest_halt_poll_ns 2>/dev/null)"
@@ -28,20 +26,14 @@ git rev-parse --short HEAD > "$OUT/commit.txt"  # HEAD of the checkout this runs
 host_start
 for r in $(seq 1 "$ROUNDS"); do
   for cond in idle busy; do
-    if [ "$cond" = busy ]; then
-      for c in $(seq 0 $(($(nproc) - 1))); do
-        taskset -c "$c" nice -n 19 bash -c 'while :; do :; done' &
-        SPIN+=($!)
-      done
-      sleep 0.5
-    fi
+    if [ "$cond" = busy ]; then busy_loops_start; fi
     durable_write_floor "$Q" "$DIR/fsync" "$OUT/$cond/fsync-$r-before"
     rm -rf "$DIR/oltp"
     "$Q" bench oltp --dir "$DIR/oltp" --engines quill,sqlite --threads 1 \
       --shapes update-non-index,delete --seconds 5 --warmup 1 \
       --json "$OUT/$cond/oltp-$r.json" > "$OUT/$cond/oltp-$r.txt" 2>&1
     durable_write_floor "$Q" "$DIR/fsync" "$OUT/$cond/fsync-$r-after"
-    stop_spin
+    busy_loops_stop
   done
 done
 host_end "$OUT"

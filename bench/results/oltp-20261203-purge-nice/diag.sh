@@ -10,13 +10,9 @@
 set -euo pipefail
 BASE=${1:?BASE}; NICE0=${2:?NICE0}; OUT=${3:?OUT}; ROUNDS=${4:-2}
 DIR=${DIR:-/tmp/purge-nice-diag}
-SPIN=()
-trap 'if [ ${#SPIN[@]} -gt 0 ]; then kill "${SPIN[@]}" 2> /dev/null || true; fi; rm -rf "$DIR"' EXIT
-for c in $(seq 0 $(($(nproc) - 1))); do
-  taskset -c "$c" nice -n 19 bash -c 'while :; do :; done' &
-  SPIN+=($!)
-done
-sleep 0.5
+source bench/host.sh
+trap 'busy_loops_stop; rm -rf "$DIR"' EXIT
+busy_loops_start
 echo "# bash bench/results/oltp-20261203-purge-nice/diag.sh $BASE $NICE0 $OUT $ROUNDS; $(date -u +%FT%TZ)" > "$OUT"
 for r in $(seq 1 "$ROUNDS"); do
   for b in "nice19=$BASE" "nice0=$NICE0"; do

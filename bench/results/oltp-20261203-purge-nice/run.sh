@@ -8,12 +8,8 @@
 #   bash bench/results/oltp-20261203-purge-nice/run.sh BASE NICE0 OUT [ROUNDS]
 set -euo pipefail
 BASE=${1:?BASE}; NICE0=${2:?NICE0}; OUT=${3:?OUT}; ROUNDS=${4:-5}
-SPIN=()
-trap 'if [ ${#SPIN[@]} -gt 0 ]; then kill "${SPIN[@]}" 2> /dev/null || true; fi' EXIT
-for c in $(seq 0 $(($(nproc) - 1))); do
-  taskset -c "$c" nice -n 19 bash -c 'while :; do :; done' &
-  SPIN+=($!)
-done
-sleep 0.5
+source bench/host.sh
+trap 'busy_loops_stop' EXIT
+busy_loops_start
 ROUNDS=$ROUNDS SECS=5 bash bench/oltp-ab.sh "$OUT" update-non-index,delete 1 \
   nice19="$BASE" nice0="$NICE0"
